@@ -1,0 +1,28 @@
+"""Reusable Keras 3 layers for NLP, backend-agnostic (`keras.ops` only).
+
+Importing this package registers every layer and schedule with Keras, so models
+that use them load with `keras.saving.load_model` without `custom_objects`.
+"""
+
+from layers.bahdanau_attention import BahdanauAttention
+from layers.gru_seq2seq_decoder import GRUSeq2SeqDecoder
+from layers.gru_seq2seq_encoder import GRUSeq2SeqEncoder
+from layers.positional_embedding import PositionalEmbedding
+from layers.rnn_classifier import RNNClassifier
+from layers.schedules import NoamSchedule, WarmupLinearDecay
+from layers.sine_position_encoding import SinePositionEncoding
+from layers.transformer_decoder import TransformerDecoder
+from layers.transformer_encoder import TransformerEncoder
+
+__all__ = [
+    "BahdanauAttention",
+    "GRUSeq2SeqDecoder",
+    "GRUSeq2SeqEncoder",
+    "NoamSchedule",
+    "PositionalEmbedding",
+    "RNNClassifier",
+    "SinePositionEncoding",
+    "TransformerDecoder",
+    "TransformerEncoder",
+    "WarmupLinearDecay",
+]
