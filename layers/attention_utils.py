@@ -26,6 +26,15 @@ def causal_attention_mask(query_length, key_length, query_offset=0):
     return ops.expand_dims(mask, 0)
 
 
+def without_keras_mask(x):
+    """`x` without the Keras mask attached to it (or `None` for `None`).
+
+    The Transformer blocks turn padding masks into attention masks themselves; their
+    sublayers must not receive (and warn about dropping) the mask attached to `x`.
+    """
+    return None if x is None else ops.copy(x)
+
+
 def merge_masks(*masks):
     """Logical AND of the masks that are not `None` (broadcasting); `None` if all are."""
     merged = None

@@ -134,11 +134,6 @@ class PositionalEmbedding(keras.layers.Layer):
             return None
         return ops.not_equal(inputs, 0)
 
-    def compute_output_shape(self, input_shape, reverse=False):
-        if reverse:
-            return (*input_shape[:-1], self.vocab_size)
-        return (*input_shape, self.embed_dim)
-
     def get_config(self):
         config = super().get_config()
         config.update(

@@ -8,6 +8,7 @@ from layers.attention_utils import (
     merge_masks,
     padding_attention_mask,
     residual_block,
+    without_keras_mask,
 )
 from layers.transformer_block import TransformerBlock
 
@@ -115,6 +116,7 @@ class TransformerDecoder(TransformerBlock):
         """Projects the encoder outputs to cross-attention keys and values, once."""
         if self.cross_attention is None:
             raise ValueError("This decoder was built without cross-attention.")
+        encoder_sequence = without_keras_mask(encoder_sequence)
         keys = self.cross_attention._key_dense(encoder_sequence)
         values = self.cross_attention._value_dense(encoder_sequence)
         return ops.stack([keys, values], axis=1)
@@ -134,6 +136,8 @@ class TransformerDecoder(TransformerBlock):
     ):
         self._check_call(encoder_sequence, self_attention_cache, cache_update_index,
                          cross_attention_cache)
+        decoder_sequence = without_keras_mask(decoder_sequence)
+        encoder_sequence = without_keras_mask(encoder_sequence)
         self_attention_mask = self._self_attention_mask(
             decoder_sequence, decoder_sequence_mask, self_attention_cache,
             cache_update_index, use_causal_mask,
@@ -212,6 +216,3 @@ class TransformerDecoder(TransformerBlock):
         if not use_causal_mask:
             return padding_mask
         return merge_masks(padding_mask, causal_attention_mask(query_length, query_length))
-
-    def compute_output_shape(self, decoder_sequence_shape, encoder_sequence_shape=None):
-        return decoder_sequence_shape

@@ -2,7 +2,7 @@
 
 import keras
 
-from layers.attention_utils import padding_attention_mask, residual_block
+from layers.attention_utils import padding_attention_mask, residual_block, without_keras_mask
 from layers.transformer_block import TransformerBlock
 
 
@@ -63,7 +63,7 @@ class TransformerEncoder(TransformerBlock):
     def call(self, inputs, mask=None, training=None):
         attention_mask = padding_attention_mask(mask)
         x = residual_block(
-            inputs,
+            without_keras_mask(inputs),
             lambda y: self.self_attention(y, y, attention_mask=attention_mask, training=training),
             self.self_attention_norm,
             self.self_attention_dropout,

@@ -1,0 +1,27 @@
+"""Runs the layer tests again on the other installed Keras backends (JAX, PyTorch)."""
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import keras
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+OTHER_BACKENDS = {"jax": "jax", "torch": "torch"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", sorted(OTHER_BACKENDS))
+def test_layer_suite_on_backend(backend):
+    if keras.backend.backend() != "tensorflow":
+        pytest.skip("run from the TensorFlow suite only")
+    if importlib.util.find_spec(OTHER_BACKENDS[backend]) is None:
+        pytest.skip(f"{backend} is not installed (pip install -r requirements-dev.txt)")
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+               "--doctest-modules", "layers", "tests/layers"]
+    environment = {**os.environ, "KERAS_BACKEND": backend}
+    result = subprocess.run(command, cwd=ROOT, env=environment, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
