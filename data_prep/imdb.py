@@ -1,0 +1,259 @@
+"""IMDB movie reviews (Maas et al., 2011): splits, vectorization and tf.data pipelines.
+
+The official train set is split 80/20 into train/validation by a seeded, label-
+stratified shuffle of the file list (the tutorial moved files out of the dataset
+folder; nothing here writes to it); the official test set is kept whole. Prepared
+data (cleaned texts, vocabulary, token-id arrays) is cached in the work folder,
+keyed by the settings, so a second `prepare` with the same settings does no work.
+
+    python -m data_prep.imdb --imdb-path ../shared/data/aclImdb_v1.tar.gz
+"""
+
+import argparse
+import json
+import time
+import warnings
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from data_prep import cache
+from data_prep.sources import DatasetSource, resolve
+from data_prep.text import clean_html
+
+ACL_IMDB = DatasetSource(
+    name="aclImdb",
+    archive_name="aclImdb_v1.tar.gz",
+    url="https://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.tar.gz",
+    sha256="c40f74a18d3b61f90feba1e17730e0d38e8b97c05fde7008942e91923d1658fe",
+    marker="aclImdb/train/pos",
+    env_var="NLPKIT_IMDB_PATH",
+    flag="--imdb-path",
+)
+SPLITS = ("train", "val", "test")
+
+
+@dataclass(frozen=True)
+class ImdbSettings:
+    """Everything that changes the prepared data (and so its cache key)."""
+
+    max_tokens: int = 20000
+    sequence_length: int = 600
+    val_fraction: float = 0.2
+    seed: int = 1337
+    include_unlabelled: bool = False
+
+
+def read_reviews(folder):
+    """Reads `folder/pos/*.txt` and `folder/neg/*.txt` -> (texts, labels, skipped).
+
+    Files are sorted by name so the order is the same on every machine. Files that
+    are not UTF-8 are skipped and counted, with one warning for the folder.
+    """
+    texts, labels, skipped = [], [], 0
+    for label, name in ((0, "neg"), (1, "pos")):
+        for path in sorted((Path(folder) / name).glob("*.txt")):
+            try:
+                texts.append(clean_html(path.read_text(encoding="utf-8")))
+            except UnicodeDecodeError:
+                skipped += 1
+                continue
+            labels.append(label)
+    if skipped:
+        warnings.warn(f"Skipped {skipped} review files in {folder} that are not UTF-8.",
+                      stacklevel=2)
+    return texts, np.array(labels, dtype="int32"), skipped
+
+
+def read_unlabelled(folder):
+    texts = []
+    for path in sorted((Path(folder) / "unsup").glob("*.txt")):
+        try:
+            texts.append(clean_html(path.read_text(encoding="utf-8")))
+        except UnicodeDecodeError:
+            continue
+    return texts
+
+
+def split_train_val(labels, val_fraction, seed):
+    """Seeded, label-stratified split of indices -> (train_indices, val_indices)."""
+    rng = np.random.default_rng(seed)
+    train, val = [], []
+    for label in np.unique(labels):
+        indices = rng.permutation(np.flatnonzero(labels == label))
+        cut = int(round(len(indices) * val_fraction))
+        val.extend(indices[:cut])
+        train.extend(indices[cut:])
+    return rng.permutation(train), rng.permutation(val)
+
+
+def make_vectorizer(settings, vocabulary=None):
+    """The `TextVectorization` layer of the tutorial, with HTML-aware standardization."""
+    import keras
+
+    from data_prep.standardize import standardize_review
+
+    return keras.layers.TextVectorization(
+        max_tokens=settings.max_tokens,
+        output_mode="int",
+        output_sequence_length=settings.sequence_length,
+        standardize=standardize_review,
+        vocabulary=vocabulary,
+    )
+
+
+@dataclass
+class PreparedImdb:
+    """Prepared IMDB data on disk, loaded lazily where large."""
+
+    directory: Path
+    settings: ImdbSettings
+    summary: dict
+
+    def texts(self, split):
+        return json.loads((self.directory / f"{split}_texts.json").read_text())
+
+    def labels(self, split):
+        return np.load(self.directory / f"{split}_labels.npy")
+
+    def token_ids(self, split):
+        """Token ids `(n, sequence_length)`, int32, 0-padded: ready for any backend."""
+        return np.load(self.directory / f"{split}_ids.npy")
+
+    def vocabulary(self):
+        return (self.directory / "vocabulary.txt").read_text(encoding="utf-8").split("\n")
+
+    def vectorizer(self):
+        """A `TextVectorization` with the saved vocabulary, identical to the adapted one."""
+        return make_vectorizer(self.settings, vocabulary=self.vocabulary())
+
+    def unlabelled_texts(self):
+        path = self.directory / "unsup_texts.json"
+        return json.loads(path.read_text()) if path.exists() else []
+
+
+def prepare(path=None, settings=ImdbSettings(), root=None, verbose=True):
+    """Prepares (or reuses) the IMDB data for `settings`; returns `PreparedImdb`."""
+    key_settings = {"dataset": "imdb", **asdict(settings)}
+    directory = cache.prepared_dir("imdb", key_settings, root)
+    if not cache.is_complete(directory):
+        folder = resolve(ACL_IMDB, path, root) / "aclImdb"
+        cache.write_atomically(
+            directory, key_settings, lambda tmp: _write_prepared(folder, settings, tmp, verbose)
+        )
+    summary = json.loads((directory / "summary.json").read_text())
+    return PreparedImdb(directory, settings, summary)
+
+
+def _write_prepared(folder, settings, tmp, verbose):
+    started = time.perf_counter()
+    say = print if verbose else (lambda *args: None)
+    say(f"Reading reviews from {folder}")
+    train_texts, train_labels, skipped_train = read_reviews(folder / "train")
+    test_texts, test_labels, skipped_test = read_reviews(folder / "test")
+    train_idx, val_idx = split_train_val(train_labels, settings.val_fraction, settings.seed)
+    splits = {
+        "train": ([train_texts[i] for i in train_idx], train_labels[train_idx]),
+        "val": ([train_texts[i] for i in val_idx], train_labels[val_idx]),
+        "test": (test_texts, test_labels),
+    }
+    say(f"Adapting the vocabulary ({settings.max_tokens} tokens) on the train split")
+    vectorizer = make_vectorizer(settings)
+    vectorizer.adapt(splits["train"][0], batch_size=512)
+    vocabulary = vectorizer.get_vocabulary()
+    (tmp / "vocabulary.txt").write_text("\n".join(vocabulary), encoding="utf-8")
+    for split, (texts, labels) in splits.items():
+        say(f"Vectorizing {split} ({len(texts)} reviews)")
+        (tmp / f"{split}_texts.json").write_text(json.dumps(texts))
+        np.save(tmp / f"{split}_labels.npy", labels)
+        np.save(tmp / f"{split}_ids.npy", vectorize(vectorizer, texts))
+    unlabelled = read_unlabelled(folder / "train") if settings.include_unlabelled else []
+    if unlabelled:
+        (tmp / "unsup_texts.json").write_text(json.dumps(unlabelled))
+    lengths = [len(text.split()) for text in splits["train"][0]]
+    summary = {
+        "counts": {split: len(texts) for split, (texts, _) in splits.items()},
+        "positive_fraction": {s: round(float(np.mean(y)), 4) for s, (_, y) in splits.items()},
+        "unlabelled": len(unlabelled),
+        "skipped_non_utf8": skipped_train + skipped_test,
+        "vocabulary_size": len(vocabulary),
+        "train_words_per_review": {"median": int(np.median(lengths)),
+                                   "p95": int(np.percentile(lengths, 95))},
+        "prepare_seconds": round(time.perf_counter() - started, 1),
+    }
+    (tmp / "summary.json").write_text(json.dumps(summary, indent=2))
+
+
+def vectorize(vectorizer, texts, batch_size=1024):
+    """Token ids for `texts` as one int32 array."""
+    chunks = [np.asarray(vectorizer(texts[i : i + batch_size]))
+              for i in range(0, len(texts), batch_size)]
+    return np.concatenate(chunks).astype("int32")
+
+
+def text_dataset(texts, labels, batch_size=32, shuffle=False, seed=0):
+    """A tf.data pipeline of (raw text, label) batches."""
+    import tensorflow as tf
+
+    dataset = tf.data.Dataset.from_tensor_slices((list(texts), labels))
+    if shuffle:
+        dataset = dataset.shuffle(len(texts), seed=seed, reshuffle_each_iteration=True)
+    return dataset.batch(batch_size).prefetch(tf.data.AUTOTUNE)
+
+
+def token_dataset(ids, labels, batch_size=32, shuffle=False, seed=0, bucket_boundaries=None):
+    """A tf.data pipeline of (token ids, label) batches from 0-padded id arrays.
+
+    With `bucket_boundaries` (e.g. `[100, 200, 400]`) reviews are grouped with others
+    of similar length and each batch is padded only to its longest review: an RNN
+    then runs far fewer timesteps. Masked models give the same per-review outputs;
+    only the batch composition and order change.
+    """
+    import tensorflow as tf
+
+    lengths = np.maximum((ids != 0).sum(axis=1), 1).astype("int32")
+    dataset = tf.data.Dataset.from_tensor_slices((ids, labels, lengths))
+    if shuffle:
+        dataset = dataset.shuffle(len(ids), seed=seed, reshuffle_each_iteration=True)
+    if not bucket_boundaries:
+        dataset = dataset.map(lambda x, y, n: (x, y)).batch(batch_size)
+        return dataset.prefetch(tf.data.AUTOTUNE)
+    dataset = dataset.map(lambda x, y, n: (x[:n], y))
+    dataset = dataset.bucket_by_sequence_length(
+        element_length_func=lambda x, y: tf.shape(x)[0],
+        bucket_boundaries=list(bucket_boundaries),
+        bucket_batch_sizes=[batch_size] * (len(bucket_boundaries) + 1),
+        pad_to_bucket_boundary=False,
+    )
+    return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        prog="python -m data_prep.imdb", description="Prepare the IMDB reviews and print a summary."
+    )
+    parser.add_argument(ACL_IMDB.flag, help=f"aclImdb_v1.tar.gz or its extracted folder "
+                        f"(default: ${ACL_IMDB.env_var}, then the cache, then the download)")
+    parser.add_argument("--work-dir", help=f"cache folder (default: ${cache.WORK_DIR_ENV} or ./work)")
+    defaults = ImdbSettings()
+    parser.add_argument("--max-tokens", type=int, default=defaults.max_tokens)
+    parser.add_argument("--sequence-length", type=int, default=defaults.sequence_length)
+    parser.add_argument("--val-fraction", type=float, default=defaults.val_fraction)
+    parser.add_argument("--seed", type=int, default=defaults.seed)
+    parser.add_argument("--include-unlabelled", action="store_true",
+                        help="also keep the 50,000 unlabelled reviews (for Word2Vec)")
+    args = parser.parse_args(argv)
+    settings = ImdbSettings(args.max_tokens, args.sequence_length, args.val_fraction,
+                            args.seed, args.include_unlabelled)
+    started = time.perf_counter()
+    prepared = prepare(args.imdb_path, settings, args.work_dir)
+    print(json.dumps({"directory": str(prepared.directory), **prepared.summary}, indent=2))
+    print(f"Done in {time.perf_counter() - started:.1f} s")
+
+
+if __name__ == "__main__":
+    from data_prep.runtime import quiet_tensorflow
+
+    quiet_tensorflow()
+    main()

@@ -1,0 +1,26 @@
+"""Start-up for command-line entry points: TensorFlow without its log noise."""
+
+import os
+import sys
+
+
+def quiet_tensorflow():
+    """Imports TensorFlow with its C++ start-up messages silenced.
+
+    TensorFlow prints oneDNN/CUDA notices to stderr before its logging is configured,
+    so no environment variable hides them; stderr is muted during the import only.
+    Set `NLPKIT_VERBOSE=1` to see them.
+    """
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    if os.environ.get("NLPKIT_VERBOSE") or "tensorflow" in sys.modules:
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        import tensorflow  # noqa: F401
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)

@@ -1,0 +1,170 @@
+"""Find a dataset: explicit local path > cached copy > verified official download.
+
+Archives are extracted safely (no absolute paths, no `..`, no links or devices
+escaping the target) and atomically into the work folder; the user's archive or folder
+is only read, never modified.
+"""
+
+import gzip
+import os
+import shutil
+import tarfile
+import tempfile
+import zipfile
+import zlib
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from data_prep.cache import sha256_of, work_dir
+
+
+class DataSourceError(RuntimeError):
+    """A dataset could not be found, downloaded, verified or extracted."""
+
+
+@dataclass(frozen=True)
+class DatasetSource:
+    """Where a dataset comes from and how to recognise it once extracted."""
+
+    name: str  # short name, used for cache folders
+    archive_name: str  # file name of the official archive
+    url: str
+    sha256: str | None  # of the official archive; None if unpublished
+    marker: str  # relative path that exists in a complete extracted copy
+    env_var: str  # environment variable naming a local archive or folder
+    flag: str  # the CLI flag that does the same
+
+    def how_to_provide(self):
+        return (
+            f"Download {self.archive_name} from {self.url} and pass it with "
+            f"{self.flag} PATH or the environment variable {self.env_var}=PATH "
+            "(the archive or its extracted folder)."
+        )
+
+
+def resolve(source, path=None, root=None):
+    """Returns a folder holding `source.marker`, from the best available source."""
+    path = path or os.environ.get(source.env_var)
+    if path:
+        return _from_local_path(source, Path(path).expanduser(), root)
+    extracted = work_dir(root) / "extracted" / source.name
+    if (extracted / source.marker).exists():
+        return extracted
+    archive = download(source, root)
+    return extract(archive, extracted, source)
+
+
+def _from_local_path(source, path, root=None):
+    if not path.exists():
+        raise DataSourceError(f"{path} does not exist. {source.how_to_provide()}")
+    if path.is_dir():
+        for folder in (path, path.parent):
+            if (folder / source.marker).exists():
+                return folder
+        raise DataSourceError(
+            f"{path} is a folder but has no {source.marker}; point at the extracted "
+            f"dataset (the folder that contains {PurePosixPath(source.marker).parts[0]}) "
+            "or at the archive itself."
+        )
+    key = sha256_of(path)[:16]
+    target = work_dir(root) / "extracted" / f"{source.name}-{key}"
+    if (target / source.marker).exists():
+        return target
+    return extract(path, target, source)
+
+
+def download(source, root=None):
+    """Downloads the official archive into the work folder and checks its SHA-256."""
+    folder = work_dir(root) / "downloads"
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / source.archive_name
+    if not target.exists():
+        import keras
+
+        try:
+            fetched = keras.utils.get_file(
+                fname=source.archive_name, origin=source.url, cache_dir=str(folder),
+                cache_subdir=".",
+            )
+        except Exception as error:  # no network, HTTP error, interrupted transfer
+            raise DataSourceError(
+                f"Could not download {source.archive_name} from {source.url} "
+                f"({type(error).__name__}: {error}). If you are offline: "
+                f"{source.how_to_provide()}"
+            ) from error
+        target = Path(fetched)
+    verify_checksum(target, source)
+    return target
+
+
+def verify_checksum(archive, source):
+    if source.sha256 is None:
+        return
+    actual = sha256_of(archive)
+    if actual != source.sha256:
+        archive.unlink()  # our own download, not the user's file
+        raise DataSourceError(
+            f"Checksum mismatch for {archive.name}: expected SHA-256 {source.sha256}, got "
+            f"{actual}. The download was corrupted or the file changed upstream; it has "
+            "been deleted, run again to retry."
+        )
+
+
+def extract(archive, target, source):
+    """Extracts `archive` into `target` atomically; returns `target`."""
+    archive, target = Path(archive), Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f"{target.name}.partial-", dir=target.parent))
+    print(f"Extracting {archive} -> {target}")
+    try:
+        _extract_into(archive, tmp)
+        if not (tmp / source.marker).exists():
+            raise DataSourceError(
+                f"{archive} does not look like {source.archive_name}: it has no "
+                f"{source.marker}."
+            )
+        if target.exists():
+            shutil.rmtree(target)  # an incomplete earlier copy (no marker)
+        tmp.rename(target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return target
+
+
+def _extract_into(archive, destination):
+    try:
+        if zipfile.is_zipfile(archive):
+            _extract_zip(archive, destination)
+        elif tarfile.is_tarfile(archive):
+            with tarfile.open(archive) as tar:
+                tar.extractall(destination, filter="data")
+        else:
+            raise DataSourceError(
+                f"{archive} is neither a zip nor a tar archive (corrupted or wrong file?)."
+            )
+    except tarfile.FilterError as error:
+        raise DataSourceError(
+            f"Refused to extract {archive}: {error}. The archive tries to write outside "
+            "its folder (unsafe); get a clean copy from the official source."
+        ) from error
+    except (tarfile.ReadError, EOFError, zlib.error, zipfile.BadZipFile, gzip.BadGzipFile) as error:
+        raise DataSourceError(
+            f"{archive} is corrupted or truncated ({type(error).__name__}: {error}). "
+            "Delete it and download it again."
+        ) from error
+
+
+def _extract_zip(archive, destination):
+    with zipfile.ZipFile(archive) as zipped:
+        for info in zipped.infolist():
+            parts = PurePosixPath(info.filename).parts
+            if info.filename.startswith(("/", "\\")) or ".." in parts or ":" in info.filename:
+                raise tarfile.FilterError(f"unsafe member path {info.filename!r}")
+            is_link = (info.external_attr >> 16) & 0o170000 == 0o120000
+            if is_link:
+                raise tarfile.FilterError(f"symbolic link member {info.filename!r}")
+        bad = zipped.testzip()
+        if bad is not None:
+            raise zipfile.BadZipFile(f"CRC check failed for member {bad!r}")
+        zipped.extractall(destination)

@@ -1,0 +1,34 @@
+"""Standardization functions for `TextVectorization`, registered so saved models load."""
+
+import re
+import string
+
+import keras
+import tensorflow as tf
+
+PUNCTUATION = re.escape(string.punctuation)
+
+
+@keras.saving.register_keras_serializable(package="nlpkit")
+def standardize_review(texts):
+    """TextVectorization standardization: lowercase, drop HTML tags and punctuation.
+
+    Used by the vectorizer inside exported models, so raw reviews (with `<br />`)
+    are cleaned exactly as the training data was.
+    """
+    texts = tf.strings.lower(texts)
+    texts = tf.strings.regex_replace(texts, r"<[^>]+>", " ")
+    return tf.strings.regex_replace(texts, f"[{PUNCTUATION}]", "")
+
+
+SPANISH_PUNCTUATION = re.escape(string.punctuation.replace("[", "").replace("]", "") + "¿¡")
+
+
+@keras.saving.register_keras_serializable(package="nlpkit")
+def standardize_spanish(texts):
+    """The tutorial's Spanish standardization: lowercase, strip punctuation and `¿`/`¡`.
+
+    Square brackets are kept so the `[start]` and `[end]` markers survive.
+    """
+    texts = tf.strings.lower(texts)
+    return tf.strings.regex_replace(texts, f"[{SPANISH_PUNCTUATION}]", "")
