@@ -1,0 +1,84 @@
+"""In-domain word vectors: gensim Word2Vec trained on IMDB reviews.
+
+    python -m data_prep.word2vec --imdb-path ../shared/data/aclImdb_v1.tar.gz
+"""
+
+import argparse
+import re
+import time
+from pathlib import Path
+
+from data_prep.text import clean_html
+
+TOKEN = re.compile(r"[a-z0-9]+")
+PROBE_WORDS = ("movie", "great", "awful", "actor", "funny")
+
+
+def tokenize(text):
+    """Lowercase word tokens as `standardize_review` makes them (punctuation dropped)."""
+    return TOKEN.findall(clean_html(text).lower().replace("'", ""))
+
+
+def train_word2vec(texts, vector_size=100, window=5, min_count=5, epochs=5, seed=1337,
+                   workers=2):
+    """Trains skip-gram Word2Vec on `texts`; returns gensim `KeyedVectors`."""
+    from gensim.models import Word2Vec
+
+    sentences = [tokenize(text) for text in texts]
+    model = Word2Vec(sentences, vector_size=vector_size, window=window, min_count=min_count,
+                     sg=1, epochs=epochs, seed=seed, workers=workers)
+    return model.wv
+
+
+def neighbours_report(keyed_vectors, words=PROBE_WORDS, topn=5):
+    """Nearest neighbours of probe words and one analogy, as printable lines."""
+    lines = []
+    for word in words:
+        if word in keyed_vectors:
+            near = ", ".join(w for w, _ in keyed_vectors.most_similar(word, topn=topn))
+            lines.append(f"{word}: {near}")
+    if all(w in keyed_vectors for w in ("actor", "man", "woman")):
+        answer = keyed_vectors.most_similar(positive=["actor", "woman"], negative=["man"], topn=3)
+        lines.append("actor - man + woman: " + ", ".join(w for w, _ in answer))
+    return lines
+
+
+def main(argv=None):
+    from data_prep import imdb
+
+    parser = argparse.ArgumentParser(
+        prog="python -m data_prep.word2vec",
+        description="Train Word2Vec on the IMDB unlabelled + train reviews and save it.",
+    )
+    parser.add_argument(imdb.ACL_IMDB.flag, help="aclImdb_v1.tar.gz or its folder")
+    parser.add_argument("--work-dir")
+    parser.add_argument("--vector-size", type=int, default=100)
+    parser.add_argument("--epochs", type=int, default=5)
+    parser.add_argument("--output", help="where to save the .kv file "
+                        "(default: <prepared IMDB folder>/word2vec-<size>d.kv)")
+    args = parser.parse_args(argv)
+    prepared = imdb.prepare(args.imdb_path, imdb.ImdbSettings(include_unlabelled=True),
+                            args.work_dir)
+    texts = prepared.unlabelled_texts() + prepared.texts("train")
+    output = Path(args.output or prepared.directory / f"word2vec-{args.vector_size}d.kv")
+    if output.exists():
+        from gensim.models import KeyedVectors
+
+        print(f"Reusing {output}")
+        vectors = KeyedVectors.load(str(output))
+    else:
+        started = time.perf_counter()
+        vectors = train_word2vec(texts, args.vector_size, epochs=args.epochs)
+        print(f"Trained Word2Vec on {len(texts)} reviews in {time.perf_counter() - started:.1f} s")
+        tmp = output.with_suffix(".partial.kv")
+        vectors.save(str(tmp), separately=[])  # one file, so the rename is atomic
+        tmp.rename(output)
+    print(f"{len(vectors.index_to_key)} words x {vectors.vector_size} -> {output}")
+    print("\n".join(neighbours_report(vectors)))
+
+
+if __name__ == "__main__":
+    from data_prep.runtime import quiet_tensorflow
+
+    quiet_tensorflow()
+    main()

@@ -1,0 +1,61 @@
+"""Small archives in the real formats, built by the tests."""
+
+import io
+import tarfile
+import zipfile
+from pathlib import Path
+
+POSITIVE = ["A gripping, beautifully shot film.<br /><br />Loved it", "Great acting &amp; story",
+            "Wonderful and moving", "Best movie this year", "Funny, warm, clever"]
+NEGATIVE = ["Dull and far too long.<br />Skip it", "Awful script", "Terrible acting",
+            "A boring mess", "Worst film I have seen"]
+
+
+def write_imdb_folder(root, reviews_per_class=10, unlabelled=4):
+    """An `aclImdb/` tree: train/test pos/neg reviews and train/unsup."""
+    base = Path(root) / "aclImdb"
+    for split in ("train", "test"):
+        for label, texts in (("pos", POSITIVE), ("neg", NEGATIVE)):
+            folder = base / split / label
+            folder.mkdir(parents=True, exist_ok=True)
+            for i in range(reviews_per_class):
+                (folder / f"{i}_{7 if label == 'pos' else 2}.txt").write_text(
+                    f"{texts[i % len(texts)]} number {i} in {split}", encoding="utf-8")
+    unsup = base / "train" / "unsup"
+    unsup.mkdir(parents=True, exist_ok=True)
+    for i in range(unlabelled):
+        (unsup / f"{i}_0.txt").write_text(f"an unlabelled review {i}", encoding="utf-8")
+    return base
+
+
+def write_tar_gz(folder, archive):
+    """Packs `folder` (its name kept as the top-level entry) into `archive`."""
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(folder, arcname=Path(folder).name)
+    return archive
+
+
+def add_tar_member(archive, name, data=b"x", kind=tarfile.REGTYPE, linkname=""):
+    with tarfile.open(archive, "w:gz") as tar:
+        info = tarfile.TarInfo(name)
+        info.type, info.linkname, info.size = kind, linkname, len(data)
+        tar.addfile(info, io.BytesIO(data) if kind == tarfile.REGTYPE else None)
+    return archive
+
+
+SPA_LINES = [
+    "Go.\tVe.", "Go.\tVete.", "Go.\tVaya.", "Hi.\tHola.", "Run!\t¡Corre!", "Who?\t¿Quién?",
+    "I love reading books.\tMe encanta leer libros.", "I love reading books.\tAmo leer libros.",
+    "How are you?\t¿Cómo estás?", "How are you?\t¿Qué tal?", "Thank you.\tGracias.",
+    "Good night.\tBuenas noches.", "I am tired.\tEstoy cansado.", "I am tired.\tEstoy cansada.",
+    "It is raining.\tEstá lloviendo.", "Where is the station?\t¿Dónde está la estación?",
+    "The cat sleeps.\tEl gato duerme.", "We are friends.\tSomos amigos.",
+    "She reads a book.\tElla lee un libro.", "He is tall.\tÉl es alto.",
+]
+
+
+def write_spa_eng_zip(archive, lines=SPA_LINES):
+    with zipfile.ZipFile(archive, "w") as zipped:
+        zipped.writestr("spa-eng/spa.txt", "\n".join(lines) + "\n")
+        zipped.writestr("spa-eng/_about.txt", "test fixture")
+    return archive

@@ -1,0 +1,79 @@
+import keras
+import numpy as np
+import pytest
+
+from data_prep import cache, imdb
+from layers import RNNClassifier
+from tests.data_prep.fixtures import write_imdb_folder, write_tar_gz
+
+SETTINGS = imdb.ImdbSettings(max_tokens=60, sequence_length=12, include_unlabelled=True)
+
+
+@pytest.fixture
+def archive(tmp_path, monkeypatch):
+    monkeypatch.setenv(cache.WORK_DIR_ENV, str(tmp_path / "work"))
+    return write_tar_gz(write_imdb_folder(tmp_path / "src"), tmp_path / "aclImdb_v1.tar.gz")
+
+
+def test_split_sizes_balance_and_determinism():
+    labels = np.array([0] * 50 + [1] * 50)
+    train, val = imdb.split_train_val(labels, 0.2, seed=3)
+    assert len(train) == 80 and len(val) == 20
+    assert set(train).isdisjoint(val) and set(train) | set(val) == set(range(100))
+    assert labels[val].sum() == 10
+    again = imdb.split_train_val(labels, 0.2, seed=3)
+    assert (again[0] == train).all() and (again[1] == val).all()
+    assert not (imdb.split_train_val(labels, 0.2, seed=4)[1] == val).all()
+
+
+def test_prepare_counts_cleaning_and_cache_reuse(archive, tmp_path):
+    prepared = imdb.prepare(archive, SETTINGS, verbose=False)
+    assert prepared.summary["counts"] == {"train": 16, "val": 4, "test": 20}
+    assert prepared.summary["unlabelled"] == 4
+    texts = prepared.texts("train") + prepared.texts("val")
+    assert all("<br" not in text and "&amp;" not in text for text in texts)
+    assert prepared.token_ids("test").shape == (20, 12)
+    marker = prepared.directory / "settings.json"
+    mtime = marker.stat().st_mtime_ns
+    again = imdb.prepare(archive, SETTINGS, verbose=False)
+    assert again.directory == prepared.directory and marker.stat().st_mtime_ns == mtime
+    other = imdb.prepare(archive, imdb.ImdbSettings(max_tokens=30, sequence_length=12),
+                         verbose=False)
+    assert other.directory != prepared.directory
+
+
+def test_vocabulary_round_trip_is_identical(archive):
+    prepared = imdb.prepare(archive, SETTINGS, verbose=False)
+    reloaded = prepared.vectorizer()
+    assert reloaded.get_vocabulary() == prepared.vocabulary()
+    np.testing.assert_array_equal(imdb.vectorize(reloaded, prepared.texts("test")),
+                                  prepared.token_ids("test"))
+    ids = np.asarray(reloaded(["Loved it!<br />GREAT acting"]))[0]
+    assert (ids[:4] > 1).all()  # every word known: tags and case removed
+
+
+def test_non_utf8_files_are_skipped_with_a_count(tmp_path):
+    base = write_imdb_folder(tmp_path / "src", reviews_per_class=3)
+    (base / "train/pos/99_9.txt").write_bytes(b"caf\xe9 latin-1 review")
+    with pytest.warns(UserWarning, match="Skipped 1 review files"):
+        texts, labels, skipped = imdb.read_reviews(base / "train")
+    assert skipped == 1 and len(texts) == len(labels) == 6
+
+
+def test_bucketing_changes_only_batch_order(archive):
+    prepared = imdb.prepare(archive, SETTINGS, verbose=False)
+    ids, labels = prepared.token_ids("test"), np.arange(20)  # labels = example index
+    ids = ids.copy()
+    ids[::3, 4:] = 0  # make the lengths differ
+    inputs = keras.Input(shape=(None,), dtype="int32")
+    x = keras.layers.Embedding(60, 4, mask_zero=True)(inputs)
+    model = keras.Model(inputs, RNNClassifier(units=3)(x))
+    padded = {int(i): p for x_, y in imdb.token_dataset(ids, labels, 8)
+              for i, p in zip(y.numpy(), model.predict_on_batch(x_))}
+    batches = list(imdb.token_dataset(ids, labels, 8, bucket_boundaries=[5, 9]))
+    assert max(x_.shape[1] for x_, _ in batches) <= 12
+    assert min(x_.shape[1] for x_, _ in batches) < 12
+    bucketed = {int(i): p for x_, y in batches for i, p in zip(y.numpy(), model.predict_on_batch(x_))}
+    assert sorted(bucketed) == list(range(20))
+    for index in range(20):
+        np.testing.assert_allclose(bucketed[index], padded[index], atol=1e-6)

@@ -1,0 +1,51 @@
+import numpy as np
+import pytest
+
+from data_prep import cache, spa_eng
+from tests.data_prep.fixtures import SPA_LINES, write_spa_eng_zip
+
+
+def test_parse_reports_malformed_lines_with_numbers():
+    text = "Go.\tVe.\n  Hi.  \t  Hola.  \tCC-BY 2.0 attribution\nno tab here\n\nOnly\t \n"
+    pairs, malformed = spa_eng.parse_pairs(text)
+    assert pairs == [("Go.", "Ve."), ("Hi.", "Hola.")]
+    assert [(m.line_number, m.reason) for m in malformed] == [
+        (3, "no tab between English and Spanish"), (5, "empty English or Spanish side")]
+
+
+def test_split_is_grouped_by_english_sentence_and_seeded():
+    pairs = [(f"Sentence {i % 40}.", f"Frase {i}") for i in range(200)]
+    pairs += [("sentence 1.", "otra")]  # same sentence, other case
+    splits = spa_eng.split_by_source_sentence(pairs, seed=5)
+    assert sum(len(s) for s in splits.values()) == len(pairs)
+    keys = {name: {spa_eng.grouping_key(e) for e, _ in s} for name, s in splits.items()}
+    assert keys["train"].isdisjoint(keys["val"]) and keys["train"].isdisjoint(keys["test"])
+    assert keys["val"].isdisjoint(keys["test"])
+    assert abs(len(splits["train"]) / len(pairs) - 0.7) < 0.06
+    assert spa_eng.split_by_source_sentence(pairs, seed=5) == splits
+    with pytest.raises(ValueError, match="summing to 1"):
+        spa_eng.split_by_source_sentence(pairs, fractions=(0.5, 0.5, 0.5))
+
+
+def test_test_references_keep_every_translation():
+    pairs = [("I am tired.", "Estoy cansado."), ("Go.", "Ve."), ("I am tired.", "Estoy cansada.")]
+    assert spa_eng.references_by_source(pairs) == {
+        "I am tired.": ["Estoy cansado.", "Estoy cansada."], "Go.": ["Ve."]}
+
+
+def test_prepare_vectorizers_round_trip_and_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv(cache.WORK_DIR_ENV, str(tmp_path / "work"))
+    archive = write_spa_eng_zip(tmp_path / "spa-eng.zip")
+    settings = spa_eng.SpaEngSettings(max_tokens=100, sequence_length=8)
+    prepared = spa_eng.prepare(archive, settings, verbose=False)
+    assert prepared.summary["pairs"] == len(SPA_LINES)
+    assert sum(prepared.summary["counts"].values()) == len(SPA_LINES)
+    source, target = prepared.vectorizers()
+    assert target.get_vocabulary() == prepared.vocabulary("target")
+    vocabulary = target.get_vocabulary()
+    assert "[start]" in vocabulary and "[end]" in vocabulary
+    assert not any("¿" in word or "¡" in word or "?" in word for word in vocabulary)
+    ids = np.asarray(target([spa_eng.mark_target("¿Cómo estás?")]))[0]
+    assert ids.shape == (9,) and vocabulary[ids[0]] == "[start]"
+    assert np.asarray(source(["How are you?"])).shape == (1, 8)
+    assert spa_eng.prepare(archive, settings, verbose=False).directory == prepared.directory
