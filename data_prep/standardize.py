@@ -11,13 +11,13 @@ PUNCTUATION = re.escape(string.punctuation)
 
 @keras.saving.register_keras_serializable(package="nlpkit")
 def standardize_review(texts):
-    """TextVectorization standardization: lowercase, drop HTML tags and punctuation.
+    """TextVectorization standardization: lowercase, drop HTML tags, entities, punctuation.
 
     Used by the vectorizer inside exported models, so raw reviews (with `<br />`)
     are cleaned exactly as the training data was.
     """
     texts = tf.strings.lower(texts)
-    texts = tf.strings.regex_replace(texts, r"<[^>]+>", " ")
+    texts = tf.strings.regex_replace(texts, r"<[^>]+>|&[a-z]+;|&#[0-9]+;", " ")
     return tf.strings.regex_replace(texts, f"[{PUNCTUATION}]", "")
 
 

@@ -5,18 +5,19 @@
 
 import argparse
 import re
+import string
 import time
 from pathlib import Path
 
 from data_prep.text import clean_html
 
-TOKEN = re.compile(r"[a-z0-9]+")
+PUNCTUATION = re.compile(f"[{re.escape(string.punctuation)}]")
 PROBE_WORDS = ("movie", "great", "awful", "actor", "funny")
 
 
 def tokenize(text):
-    """Lowercase word tokens as `standardize_review` makes them (punctuation dropped)."""
-    return TOKEN.findall(clean_html(text).lower().replace("'", ""))
+    """The tokens `standardize_review` + whitespace splitting make, so they match the vocabulary."""
+    return PUNCTUATION.sub("", clean_html(text).lower()).split()
 
 
 def train_word2vec(texts, vector_size=100, window=5, min_count=5, epochs=5, seed=1337,
