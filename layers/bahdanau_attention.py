@@ -3,6 +3,8 @@
 import keras
 from keras import ops
 
+from layers.validation import require_positive_ints
+
 
 @keras.saving.register_keras_serializable(package="nlpkit")
 class BahdanauAttention(keras.layers.Layer):
@@ -43,8 +45,7 @@ class BahdanauAttention(keras.layers.Layer):
 
     def __init__(self, units, **kwargs):
         super().__init__(**kwargs)
-        if not isinstance(units, int) or units <= 0:
-            raise ValueError(f"`units` must be a positive int, got {units!r}.")
+        require_positive_ints(units=units)
         self.units = units
         self.supports_masking = True
 

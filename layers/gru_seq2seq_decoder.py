@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from layers.bahdanau_attention import BahdanauAttention
+from layers.validation import require_positive_ints
 
 
 @keras.saving.register_keras_serializable(package="nlpkit")
@@ -61,10 +62,7 @@ class GRUSeq2SeqDecoder(keras.layers.Layer):
     def __init__(self, vocab_size, embed_dim, latent_dim, attention=False,
                  attention_units=None, dropout=0.5, **kwargs):
         super().__init__(**kwargs)
-        for name, value in (("vocab_size", vocab_size), ("embed_dim", embed_dim),
-                            ("latent_dim", latent_dim)):
-            if not isinstance(value, int) or value <= 0:
-                raise ValueError(f"`{name}` must be a positive int, got {value!r}.")
+        require_positive_ints(vocab_size=vocab_size, embed_dim=embed_dim, latent_dim=latent_dim)
         self.vocab_size = vocab_size
         self.embed_dim = embed_dim
         self.latent_dim = latent_dim

@@ -3,6 +3,8 @@
 import keras
 from keras import ops
 
+from layers.validation import require_positive_ints
+
 
 @keras.saving.register_keras_serializable(package="nlpkit")
 class GRUSeq2SeqEncoder(keras.layers.Layer):
@@ -41,10 +43,7 @@ class GRUSeq2SeqEncoder(keras.layers.Layer):
 
     def __init__(self, vocab_size, embed_dim, latent_dim, bidirectional=True, **kwargs):
         super().__init__(**kwargs)
-        for name, value in (("vocab_size", vocab_size), ("embed_dim", embed_dim),
-                            ("latent_dim", latent_dim)):
-            if not isinstance(value, int) or value <= 0:
-                raise ValueError(f"`{name}` must be a positive int, got {value!r}.")
+        require_positive_ints(vocab_size=vocab_size, embed_dim=embed_dim, latent_dim=latent_dim)
         self.vocab_size = vocab_size
         self.embed_dim = embed_dim
         self.latent_dim = latent_dim

@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 from layers.sine_position_encoding import SinePositionEncoding
+from layers.validation import require_positive_ints
 
 POSITION_KINDS = ("learned", "sine")
 
@@ -73,13 +74,9 @@ class PositionalEmbedding(keras.layers.Layer):
         super().__init__(**kwargs)
         if position not in POSITION_KINDS:
             raise ValueError(f"`position` must be one of {POSITION_KINDS}, got {position!r}.")
-        for name, value in (
-            ("sequence_length", sequence_length),
-            ("vocab_size", vocab_size),
-            ("embed_dim", embed_dim),
-        ):
-            if not isinstance(value, int) or value <= 0:
-                raise ValueError(f"`{name}` must be a positive int, got {value!r}.")
+        require_positive_ints(
+            sequence_length=sequence_length, vocab_size=vocab_size, embed_dim=embed_dim
+        )
         self.sequence_length = sequence_length
         self.vocab_size = vocab_size
         self.embed_dim = embed_dim

@@ -3,6 +3,8 @@
 import keras
 from keras import ops
 
+from layers.validation import require_positive_ints
+
 RNN_CELLS = {"rnn": keras.layers.SimpleRNN, "lstm": keras.layers.LSTM, "gru": keras.layers.GRU}
 
 
@@ -60,10 +62,7 @@ class RNNClassifier(keras.layers.Layer):
         super().__init__(**kwargs)
         if cell not in RNN_CELLS:
             raise ValueError(f"`cell` must be one of {sorted(RNN_CELLS)}, got {cell!r}.")
-        for name, value in (("units", units), ("num_layers", num_layers),
-                            ("num_classes", num_classes)):
-            if not isinstance(value, int) or value <= 0:
-                raise ValueError(f"`{name}` must be a positive int, got {value!r}.")
+        require_positive_ints(units=units, num_layers=num_layers, num_classes=num_classes)
         self.cell = cell
         self.units = units
         self.bidirectional = bidirectional

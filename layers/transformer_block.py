@@ -3,6 +3,8 @@
 import keras
 import keras_hub
 
+from layers.validation import require_positive_ints
+
 
 class TransformerBlock(keras.layers.Layer):
     """Base class: validates and stores the block's sizes, builds its sublayers.
@@ -23,10 +25,7 @@ class TransformerBlock(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        for name, value in (("embed_dim", embed_dim), ("dense_dim", dense_dim),
-                            ("num_heads", num_heads)):
-            if not isinstance(value, int) or value <= 0:
-                raise ValueError(f"`{name}` must be a positive int, got {value!r}.")
+        require_positive_ints(embed_dim=embed_dim, dense_dim=dense_dim, num_heads=num_heads)
         if key_dim is None and embed_dim % num_heads:
             raise ValueError(
                 f"`embed_dim` ({embed_dim}) must be divisible by `num_heads` ({num_heads}) "
