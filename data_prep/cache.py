@@ -5,6 +5,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 WORK_DIR_ENV = "NLPKIT_WORK_DIR"
@@ -51,6 +52,12 @@ def write_atomically(directory, settings, fill):
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return directory
+
+
+def print_summary(prepared, started):
+    """Prints a prepared dataset's folder and summary, and the seconds since `started`."""
+    print(json.dumps({"directory": str(prepared.directory), **prepared.summary}, indent=2))
+    print(f"Done in {time.perf_counter() - started:.1f} s")
 
 
 def sha256_of(path, chunk_size=1 << 20):

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from data_prep import cache
-from data_prep.sources import DatasetSource, resolve
+from data_prep.sources import DatasetSource, add_location_arguments, resolve
 from data_prep.text import clean_html
 
 ACL_IMDB = DatasetSource(
@@ -233,9 +233,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(
         prog="python -m data_prep.imdb", description="Prepare the IMDB reviews and print a summary."
     )
-    parser.add_argument(ACL_IMDB.flag, help=f"aclImdb_v1.tar.gz or its extracted folder "
-                        f"(default: ${ACL_IMDB.env_var}, then the cache, then the download)")
-    parser.add_argument("--work-dir", help=f"cache folder (default: ${cache.WORK_DIR_ENV} or ./work)")
+    add_location_arguments(parser, ACL_IMDB)
     defaults = ImdbSettings()
     parser.add_argument("--max-tokens", type=int, default=defaults.max_tokens)
     parser.add_argument("--sequence-length", type=int, default=defaults.sequence_length)
@@ -248,8 +246,7 @@ def main(argv=None):
                             args.seed, args.include_unlabelled)
     started = time.perf_counter()
     prepared = prepare(args.imdb_path, settings, args.work_dir)
-    print(json.dumps({"directory": str(prepared.directory), **prepared.summary}, indent=2))
-    print(f"Done in {time.perf_counter() - started:.1f} s")
+    cache.print_summary(prepared, started)
 
 
 if __name__ == "__main__":

@@ -42,6 +42,13 @@ class DatasetSource:
         )
 
 
+def add_location_arguments(parser, source):
+    """Adds the dataset's path flag and `--work-dir` to a command-line parser."""
+    parser.add_argument(source.flag, help=f"{source.archive_name} or its extracted folder "
+                        f"(default: ${source.env_var}, then the cache, then the download)")
+    parser.add_argument("--work-dir", help="cache folder (default: $NLPKIT_WORK_DIR or ./work)")
+
+
 def resolve(source, path=None, root=None):
     """Returns a folder holding `source.marker`, from the best available source."""
     path = path or os.environ.get(source.env_var)

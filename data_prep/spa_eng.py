@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from data_prep import cache
-from data_prep.sources import DatasetSource, resolve
+from data_prep.sources import DatasetSource, add_location_arguments, resolve
 
 SPA_ENG = DatasetSource(
     name="spa-eng",
@@ -198,9 +198,7 @@ def main(argv=None):
         prog="python -m data_prep.spa_eng",
         description="Prepare the English-Spanish pairs and print a summary.",
     )
-    parser.add_argument(SPA_ENG.flag, help=f"spa-eng.zip or its extracted folder "
-                        f"(default: ${SPA_ENG.env_var}, then the cache, then the download)")
-    parser.add_argument("--work-dir", help=f"cache folder (default: ${cache.WORK_DIR_ENV} or ./work)")
+    add_location_arguments(parser, SPA_ENG)
     defaults = SpaEngSettings()
     parser.add_argument("--max-tokens", type=int, default=defaults.max_tokens)
     parser.add_argument("--sequence-length", type=int, default=defaults.sequence_length)
@@ -209,8 +207,7 @@ def main(argv=None):
     settings = SpaEngSettings(args.max_tokens, args.sequence_length, defaults.fractions, args.seed)
     started = time.perf_counter()
     prepared = prepare(args.spa_eng_path, settings, args.work_dir)
-    print(json.dumps({"directory": str(prepared.directory), **prepared.summary}, indent=2))
-    print(f"Done in {time.perf_counter() - started:.1f} s")
+    cache.print_summary(prepared, started)
 
 
 if __name__ == "__main__":
