@@ -1,8 +1,10 @@
-"""English-Spanish sentence pairs (Tatoeba via manythings.org/anki): parse, split, vectorize.
+"""English-Spanish sentence pairs (Tatoeba via manythings.org/anki): parse, split, tokenize.
 
 The split is grouped by English sentence: all translations of one English sentence
 land in the same split, so no test sentence was seen in training, and the test set
-keeps every Spanish reference of each sentence for multi-reference BLEU.
+keeps every Spanish reference of each sentence for multi-reference BLEU. Two
+tokenizations are saved: the tutorial's word-level vocabularies and keras-hub
+WordPiece subword vocabularies, both learned on the train split only.
 
     python -m data_prep.spa_eng --spa-eng-path ../shared/data/spa-eng.zip
 """
@@ -29,6 +31,7 @@ SPA_ENG = DatasetSource(
     flag="--spa-eng-path",
 )
 START, END = "[start]", "[end]"
+SUBWORD_SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[START]", "[END]")
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,7 @@ class SpaEngSettings:
     sequence_length: int = 20
     fractions: tuple = (0.70, 0.15, 0.15)
     seed: int = 1337
+    subword_vocabulary_size: int = 8000
 
 
 @dataclass(frozen=True)
@@ -134,6 +138,32 @@ def mark_target(spanish):
     return f"{START} {spanish} {END}"
 
 
+def learn_wordpiece(sentences, vocabulary_size):
+    """A keras-hub WordPiece vocabulary learned from `sentences` (case and accents kept).
+
+    Unlike the word-level vocabularies, punctuation and case survive, so a subword
+    model can write readable Spanish. Index 0 is `[PAD]`, then `[UNK]`, `[START]`, `[END]`.
+    """
+    import keras_hub
+    import tensorflow as tf
+
+    return keras_hub.tokenizers.compute_word_piece_vocabulary(
+        tf.data.Dataset.from_tensor_slices(list(sentences)).batch(1024),
+        vocabulary_size, lowercase=False, strip_accents=False,
+        reserved_tokens=list(SUBWORD_SPECIAL_TOKENS),
+    )
+
+
+def make_wordpiece_tokenizer(vocabulary, sequence_length=None):
+    """A keras-hub `WordPieceTokenizer` for a vocabulary from `learn_wordpiece`."""
+    import keras_hub
+
+    return keras_hub.tokenizers.WordPieceTokenizer(
+        vocabulary=vocabulary, sequence_length=sequence_length, lowercase=False,
+        strip_accents=False, special_tokens=list(SUBWORD_SPECIAL_TOKENS),
+    )
+
+
 @dataclass
 class PreparedSpaEng:
     directory: Path
@@ -148,6 +178,14 @@ class PreparedSpaEng:
 
     def vectorizers(self):
         return make_vectorizers(self.settings, self.vocabulary("source"), self.vocabulary("target"))
+
+    def wordpiece_vocabulary(self, side):
+        return (self.directory / f"{side}_wordpiece.txt").read_text(encoding="utf-8").split("\n")
+
+    def wordpiece_tokenizers(self, sequence_length=None):
+        """(source, target) keras-hub WordPiece tokenizers learned on the train split."""
+        return tuple(make_wordpiece_tokenizer(self.wordpiece_vocabulary(side), sequence_length)
+                     for side in ("source", "target"))
 
 
 def prepare(path=None, settings=SpaEngSettings(), root=None, verbose=True):
@@ -180,6 +218,12 @@ def _write_prepared(spa_txt, settings, tmp, verbose):
     for side, vectorizer in (("source", source), ("target", target)):
         (tmp / f"{side}_vocabulary.txt").write_text(
             "\n".join(vectorizer.get_vocabulary()), encoding="utf-8")
+    if verbose:
+        print(f"Learning WordPiece vocabularies ({settings.subword_vocabulary_size} tokens)")
+    for side, index in (("source", 0), ("target", 1)):
+        vocabulary = learn_wordpiece([pair[index] for pair in splits["train"]],
+                                     settings.subword_vocabulary_size)
+        (tmp / f"{side}_wordpiece.txt").write_text("\n".join(vocabulary), encoding="utf-8")
     summary = {
         "pairs": len(pairs),
         "malformed_lines": len(malformed),
@@ -188,6 +232,9 @@ def _write_prepared(spa_txt, settings, tmp, verbose):
                               for name, split in splits.items()},
         "vocabulary_sizes": {"source": source.vocabulary_size(),
                              "target": target.vocabulary_size()},
+        "wordpiece_vocabulary_sizes": {
+            side: len((tmp / f"{side}_wordpiece.txt").read_text(encoding="utf-8").split("\n"))
+            for side in ("source", "target")},
         "prepare_seconds": round(time.perf_counter() - started, 1),
     }
     (tmp / "summary.json").write_text(json.dumps(summary, indent=2))
@@ -203,8 +250,12 @@ def main(argv=None):
     parser.add_argument("--max-tokens", type=int, default=defaults.max_tokens)
     parser.add_argument("--sequence-length", type=int, default=defaults.sequence_length)
     parser.add_argument("--seed", type=int, default=defaults.seed)
+    parser.add_argument("--subword-vocabulary-size", type=int,
+                        default=defaults.subword_vocabulary_size,
+                        help="size of each WordPiece vocabulary (learned on the train split)")
     args = parser.parse_args(argv)
-    settings = SpaEngSettings(args.max_tokens, args.sequence_length, defaults.fractions, args.seed)
+    settings = SpaEngSettings(args.max_tokens, args.sequence_length, defaults.fractions, args.seed,
+                              args.subword_vocabulary_size)
     started = time.perf_counter()
     prepared = prepare(args.spa_eng_path, settings, args.work_dir)
     cache.print_summary(prepared, started)

@@ -1,4 +1,4 @@
-"""In-domain word vectors: gensim Word2Vec trained on IMDB reviews.
+"""In-domain word vectors: gensim Word2Vec (or FastText) trained on IMDB reviews.
 
     python -m data_prep.word2vec --imdb-path ../shared/data/aclImdb_v1.tar.gz
 """
@@ -21,13 +21,20 @@ def tokenize(text):
 
 
 def train_word2vec(texts, vector_size=100, window=5, min_count=5, epochs=5, seed=1337,
-                   workers=2):
-    """Trains skip-gram Word2Vec on `texts`; returns gensim `KeyedVectors`."""
-    from gensim.models import Word2Vec
+                   workers=2, algorithm="word2vec"):
+    """Trains skip-gram vectors on `texts`; returns gensim `KeyedVectors`.
 
+    `algorithm="fasttext"` also learns character n-grams (Bojanowski et al., 2017).
+    """
+    from gensim.models import FastText, Word2Vec
+
+    models = {"word2vec": Word2Vec, "fasttext": FastText}
+    if algorithm not in models:
+        raise ValueError(f"`algorithm` must be one of {sorted(models)}, got {algorithm!r}.")
     sentences = [tokenize(text) for text in texts]
-    model = Word2Vec(sentences, vector_size=vector_size, window=window, min_count=min_count,
-                     sg=1, epochs=epochs, seed=seed, workers=workers)
+    model = models[algorithm](sentences, vector_size=vector_size, window=window,
+                              min_count=min_count, sg=1, epochs=epochs, seed=seed,
+                              workers=workers)
     return model.wv
 
 
@@ -44,6 +51,11 @@ def neighbours_report(keyed_vectors, words=PROBE_WORDS, topn=5):
     return lines
 
 
+def default_vectors_path(prepared_imdb, algorithm="word2vec", vector_size=100):
+    """Where the CLI saves (and the IMDB workflow looks for) trained vectors."""
+    return Path(prepared_imdb.directory) / f"{algorithm}-{vector_size}d.kv"
+
+
 def main(argv=None):
     from data_prep import imdb
 
@@ -55,13 +67,14 @@ def main(argv=None):
     parser.add_argument("--work-dir")
     parser.add_argument("--vector-size", type=int, default=100)
     parser.add_argument("--epochs", type=int, default=5)
+    parser.add_argument("--algorithm", choices=("word2vec", "fasttext"), default="word2vec")
     parser.add_argument("--output", help="where to save the .kv file "
-                        "(default: <prepared IMDB folder>/word2vec-<size>d.kv)")
+                        "(default: <prepared IMDB folder>/<algorithm>-<size>d.kv)")
     args = parser.parse_args(argv)
     prepared = imdb.prepare(args.imdb_path, imdb.ImdbSettings(include_unlabelled=True),
                             args.work_dir)
     texts = prepared.unlabelled_texts() + prepared.texts("train")
-    output = Path(args.output or prepared.directory / f"word2vec-{args.vector_size}d.kv")
+    output = Path(args.output or default_vectors_path(prepared, args.algorithm, args.vector_size))
     if output.exists():
         from gensim.models import KeyedVectors
 
@@ -69,8 +82,9 @@ def main(argv=None):
         vectors = KeyedVectors.load(str(output))
     else:
         started = time.perf_counter()
-        vectors = train_word2vec(texts, args.vector_size, epochs=args.epochs)
-        print(f"Trained Word2Vec on {len(texts)} reviews in {time.perf_counter() - started:.1f} s")
+        vectors = train_word2vec(texts, args.vector_size, epochs=args.epochs,
+                                 algorithm=args.algorithm)
+        print(f"Trained {args.algorithm} on {len(texts)} reviews in {time.perf_counter() - started:.1f} s")
         tmp = output.with_suffix(".partial.kv")
         vectors.save(str(tmp), separately=[])  # one file, so the rename is atomic
         tmp.rename(output)

@@ -49,3 +49,20 @@ def test_prepare_vectorizers_round_trip_and_cache(tmp_path, monkeypatch):
     assert ids.shape == (9,) and vocabulary[ids[0]] == "[start]"
     assert np.asarray(source(["How are you?"])).shape == (1, 8)
     assert spa_eng.prepare(archive, settings, verbose=False).directory == prepared.directory
+
+
+def test_wordpiece_vocabularies_are_learned_saved_and_reversible(tmp_path, monkeypatch):
+    monkeypatch.setenv(cache.WORK_DIR_ENV, str(tmp_path / "work"))
+    archive = write_spa_eng_zip(tmp_path / "spa-eng.zip")
+    settings = spa_eng.SpaEngSettings(max_tokens=100, sequence_length=8,
+                                      subword_vocabulary_size=120)
+    prepared = spa_eng.prepare(archive, settings, verbose=False)
+    vocabulary = prepared.wordpiece_vocabulary("target")
+    assert vocabulary[:4] == list(spa_eng.SUBWORD_SPECIAL_TOKENS)
+    assert len(vocabulary) <= 120 and "¿" in vocabulary
+    assert prepared.summary["wordpiece_vocabulary_sizes"]["target"] == len(vocabulary)
+    _, target = prepared.wordpiece_tokenizers()
+    spanish = prepared.pairs("train")[0][1]
+    ids = target([spanish])
+    assert "[UNK]" not in target.detokenize(ids)[0]
+    assert target.detokenize(ids)[0].replace(" ", "") == spanish.replace(" ", "")

@@ -24,3 +24,14 @@ def test_train_save_load_and_report(tmp_path):
     assert loaded.dim == 8 and set(loaded.words) == set(vectors.index_to_key)
     report = word2vec.neighbours_report(vectors, words=("movie",), topn=2)
     assert report[0].startswith("movie: ")
+
+
+def test_fasttext_option_and_unknown_algorithm(tmp_path):
+    import pytest
+
+    texts = ["a great movie", "an awful movie"] * 20
+    vectors = word2vec.train_word2vec(texts, vector_size=8, min_count=1, epochs=1, workers=1,
+                                      algorithm="fasttext")
+    assert vectors.vector_size == 8 and vectors["greatest"].shape == (8,)  # n-gram fallback
+    with pytest.raises(ValueError, match="fasttext"):
+        word2vec.train_word2vec(texts, algorithm="glove")
