@@ -1,0 +1,215 @@
+"""MLflow plumbing shared by the workflows: store, runs, tags, figures, models, tables.
+
+The default store is a SQLite database under the project's `mlflow/` folder (an
+absolute path, so every workflow and the UI see the same runs whatever the current
+folder); `MLFLOW_TRACKING_URI` points anywhere else, e.g. a team server. Artifacts
+of a SQLite store live next to the database, in `artifacts/`.
+"""
+
+import logging
+import os
+import platform
+import subprocess
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_STORE_DIR = PROJECT_ROOT / "mlflow"
+
+
+class RunNotFoundError(LookupError):
+    """No MLflow run matches what the user asked for."""
+
+
+def tracking_uri():
+    """`$MLFLOW_TRACKING_URI`, else the project's SQLite store under `mlflow/`."""
+    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{DEFAULT_STORE_DIR / 'mlflow.db'}"
+
+
+def use_experiment(name):
+    """Points MLflow at the tracking store and the experiment `name` (created if needed)."""
+    import mlflow
+
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    for noisy in ("alembic", "mlflow.store.db.utils"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    uri = tracking_uri()
+    mlflow.set_tracking_uri(uri)
+    if mlflow.get_experiment_by_name(name) is None:
+        mlflow.create_experiment(name, artifact_location=_artifact_location(uri, name))
+    return mlflow.set_experiment(name)
+
+
+def _artifact_location(uri, experiment_name):
+    """Artifacts of a SQLite store go beside the database; servers decide for themselves."""
+    if not uri.startswith("sqlite:///"):
+        return None
+    database = Path(uri[len("sqlite:///"):])
+    return (database.parent / "artifacts" / experiment_name).as_uri()
+
+
+def git_commit():
+    """The current commit (with `-dirty` when the tree has changes), or `unknown`."""
+    def git(*args):
+        return subprocess.run(["git", *args], cwd=PROJECT_ROOT, capture_output=True, text=True,
+                              timeout=10, check=True).stdout.strip()
+
+    try:
+        commit = git("rev-parse", "HEAD")
+        return commit + ("-dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def device_description():
+    """The accelerators Keras sees (e.g. `gpu:0`), or the CPU model and core count."""
+    import keras
+
+    devices = [d for d in keras.distribution.list_devices() if not d.lower().startswith("cpu")]
+    if devices:
+        return ", ".join(devices)
+    return f"cpu ({platform.processor() or platform.machine()}, {os.cpu_count()} cores)"
+
+
+def run_tags(model_family, dataset_fingerprint, **extra):
+    import keras
+
+    return {"git_commit": git_commit(), "backend": keras.backend.backend(),
+            "device": device_description(), "dataset_fingerprint": dataset_fingerprint,
+            "model_family": model_family, "keras_version": keras.__version__, **extra}
+
+
+def flat_params(config):
+    """A dataclass config as MLflow params (values as strings, `None` spelled out)."""
+    import dataclasses
+
+    return {key: str(value) for key, value in dataclasses.asdict(config).items()}
+
+
+def pinned_requirements(*names):
+    """The `name==version` lines of requirements.txt for `names` (pins for logged models)."""
+    pins = {}
+    for line in (PROJECT_ROOT / "requirements.txt").read_text().splitlines():
+        line = line.split("#")[0].strip()
+        if "==" in line:
+            pins[line.split("==")[0].strip().lower()] = line
+    missing = [name for name in names if name not in pins]
+    if missing:
+        raise KeyError(f"requirements.txt pins none of: {', '.join(missing)}")
+    return [pins[name] for name in names]
+
+
+def log_pyfunc_model(python_model_file, artifacts, input_example, pip_requirements):
+    """Logs a models-from-code pyfunc named `model` with the project's own packages.
+
+    `layers/` and `data_prep/` travel with the model as code paths, so it loads in a
+    fresh process that does not have this repository.
+    """
+    import mlflow
+
+    return mlflow.pyfunc.log_model(
+        name="model",
+        python_model=str(python_model_file),
+        artifacts={key: str(path) for key, path in artifacts.items()},
+        code_paths=[str(PROJECT_ROOT / "layers"), str(PROJECT_ROOT / "data_prep")],
+        input_example=input_example,
+        pip_requirements=pip_requirements,
+    )
+
+
+def model_uri(run_id):
+    return f"runs:/{run_id}/model"
+
+
+def find_run(experiment_name, run_id=None):
+    """The run `run_id`, or the latest finished run that logged a model.
+
+    Raises `RunNotFoundError` listing the runs that exist, so a typo is easy to fix.
+    """
+    import mlflow
+
+    experiment = use_experiment(experiment_name)
+    runs = mlflow.search_runs([experiment.experiment_id], order_by=["attributes.start_time DESC"],
+                              output_format="list")
+    with_model = [run for run in runs if run.data.tags.get("model_logged") == "true"]
+    if run_id is None and with_model:
+        return with_model[0]
+    matches = [run for run in runs if run.info.run_id.startswith(run_id or "\0")]
+    if len(matches) == 1:
+        return matches[0]
+    listing = "\n".join(f"  {run.info.run_id}  {run.data.tags.get('mlflow.runName', '')}  "
+                        f"{run.info.status}" for run in runs[:20]) or "  (none)"
+    what = f"No run matches --run-id {run_id!r}" if run_id else "No trained model yet"
+    raise RunNotFoundError(f"{what} in experiment {experiment_name!r} "
+                           f"({tracking_uri()}). Runs:\n{listing}")
+
+
+def runs_table(experiment_name, columns, sort_by, ascending=False, filter_string=""):
+    """Rows (dicts) for `columns` of an experiment's runs, sorted by `sort_by`.
+
+    Column names are MLflow's: `params.x`, `metrics.y`, `tags.z`, or run attributes
+    (`run_id`, `start_time`, `status`); missing values are empty strings.
+    """
+    import mlflow
+
+    experiment = use_experiment(experiment_name)
+    frame = mlflow.search_runs([experiment.experiment_id], filter_string=filter_string)
+    if frame.empty:
+        return []
+    if sort_by in frame:
+        frame = frame.sort_values(sort_by, ascending=ascending, na_position="last")
+    rows = []
+    for _, record in frame.iterrows():
+        rows.append({column: _cell(record.get(column)) for column in columns})
+    return rows
+
+
+def _cell(value):
+    if value is None or (isinstance(value, float) and value != value):
+        return ""
+    if isinstance(value, float):
+        return f"{value:.4f}"
+    if hasattr(value, "strftime"):
+        return value.strftime("%Y-%m-%d %H:%M")
+    return str(value)
+
+
+def format_table(rows, columns, style="text"):
+    """`rows` as an aligned text table, CSV or a Markdown table."""
+    headers = [column.split(".", 1)[-1] for column in columns]
+    if style == "csv":
+        import csv
+        import io
+
+        buffer = io.StringIO()
+        writer = csv.writer(buffer)
+        writer.writerow(headers)
+        writer.writerows([[row[c] for c in columns] for row in rows])
+        return buffer.getvalue().rstrip("\n")
+    if style == "markdown":
+        lines = ["| " + " | ".join(headers) + " |", "|" + " --- |" * len(headers)]
+        lines += ["| " + " | ".join(row[c] for c in columns) + " |" for row in rows]
+        return "\n".join(lines)
+    widths = [max([len(h)] + [len(row[c]) for row in rows]) for h, c in zip(headers, columns)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths))]
+    lines += ["  ".join(row[c].ljust(w) for c, w in zip(columns, widths)) for row in rows]
+    return "\n".join(lines)
+
+
+def learning_curves_figure(history, metrics=("loss", "accuracy")):
+    """Train/validation curves per epoch for each of `metrics` (a matplotlib Figure)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    shown = [m for m in metrics if any(m in epoch for epoch in history)]
+    figure, axes = plt.subplots(1, len(shown), figsize=(5 * len(shown), 3.5), squeeze=False)
+    epochs = range(1, len(history) + 1)
+    for axis, metric in zip(axes[0], shown):
+        for prefix, label in (("", "train"), ("val_", "validation")):
+            values = [epoch.get(prefix + metric, float("nan")) for epoch in history]
+            axis.plot(epochs, values, marker="o", label=label)
+        axis.set(title=metric, xlabel="epoch")
+        axis.legend()
+    figure.tight_layout()
+    return figure

@@ -1,0 +1,160 @@
+"""Resumable training: checkpoints every epoch and every N batches, early stopping, resume.
+
+Keras' `BackupAndRestore` restarts an interrupted epoch from its beginning and
+forgets the early-stopping state. Here the loop owns the epochs: each epoch is one
+`fit` call over that epoch's (seeded) batches, so an interrupted run reloads the
+weights and optimizer state, skips the batches it already trained on, and carries
+on with the same early-stopping counters and metric history.
+"""
+
+import json
+import math
+import os
+import time
+import warnings
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import keras
+
+STATE_FILE = "state.json"
+# Batches of unknown count (bucketing) end each one-epoch `fit` this way; it is expected.
+warnings.filterwarnings("ignore", message="Your input ran out of data")
+BEST_WEIGHTS = "best.weights.h5"
+
+
+@dataclass
+class TrainingState:
+    """What a run folder records about its training, saved after every checkpoint."""
+
+    epoch: int = 0  # completed epochs
+    step: int = 0  # batches already trained in the current epoch
+    checkpoint: str = ""  # weights + optimizer file of this state
+    history: list = field(default_factory=list)  # metrics of each completed epoch
+    best_val_loss: float = math.inf
+    best_epoch: int = 0
+    epochs_without_improvement: int = 0
+    run_id: str = ""
+    finished: bool = False
+
+
+class TrainingFolder:
+    """A run's folder: `state.json`, the latest checkpoint and the best weights."""
+
+    def __init__(self, directory):
+        self.directory = Path(directory)
+
+    def load_state(self):
+        path = self.directory / STATE_FILE
+        if not path.exists():
+            return TrainingState()
+        return TrainingState(**json.loads(path.read_text()))
+
+    def save_state(self, state):
+        self.directory.mkdir(parents=True, exist_ok=True)
+        _replace_atomically(self.directory / STATE_FILE,
+                            lambda tmp: tmp.write_text(json.dumps(asdict(state), indent=2)))
+
+    def checkpoint(self, model, state):
+        """Writes a new weights file, then the state naming it, then drops the old file.
+
+        A crash at any point leaves a state whose checkpoint file is complete.
+        """
+        self.directory.mkdir(parents=True, exist_ok=True)
+        previous = state.checkpoint
+        state.checkpoint = f"checkpoint-e{state.epoch}-s{state.step}.weights.h5"
+        _replace_atomically(self.directory / state.checkpoint, lambda tmp: model.save_weights(tmp))
+        self.save_state(state)
+        if previous and previous != state.checkpoint:
+            (self.directory / previous).unlink(missing_ok=True)
+
+    def restore(self, model, state):
+        if not state.checkpoint:
+            return
+        if model.optimizer is not None and not model.optimizer.built:
+            model.optimizer.build(model.trainable_variables)
+        model.load_weights(self.directory / state.checkpoint)
+
+    @property
+    def best_weights(self):
+        return self.directory / BEST_WEIGHTS
+
+
+def _replace_atomically(path, write):
+    tmp = path.with_name(f".partial-{path.name}")
+    write(tmp)
+    os.replace(tmp, path)
+
+
+class _BatchCheckpoint(keras.callbacks.Callback):
+    """Checkpoints every `every` batches and remembers the last finished batch."""
+
+    def __init__(self, folder, state, every):
+        super().__init__()
+        self.folder, self.state, self.every = folder, state, every
+        self.first_step = state.step
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.state.step = self.first_step + batch + 1
+        if self.every and self.state.step % self.every == 0:
+            self.folder.checkpoint(self.model, self.state)
+
+
+def fit_resumably(model, epoch_dataset, validation_data, folder, epochs, patience=2,
+                  checkpoint_every_steps=200, train_examples=None, on_epoch_end=None,
+                  verbose="auto"):
+    """Trains `model` for up to `epochs`, resuming from `folder` if it holds a checkpoint.
+
+    `epoch_dataset(epoch)` returns that epoch's batches, the same ones on every call
+    (seed the shuffle with the epoch) so a resumed epoch skips exactly what was done.
+    Stops after `patience` epochs without a lower validation loss and leaves the
+    model with its best weights. `on_epoch_end(epoch, metrics)` sees each epoch's
+    metrics (plus `epoch_seconds` and `examples_per_second` for uninterrupted
+    epochs). Ctrl-C saves a checkpoint before re-raising. Returns the final state.
+    """
+    folder = TrainingFolder(folder)
+    state = folder.load_state()
+    folder.restore(model, state)
+    while state.epoch < epochs and state.epochs_without_improvement < patience:
+        resumed_at = state.step
+        print(f"Epoch {state.epoch + 1}/{epochs}"
+              + (f" (resuming after batch {resumed_at})" if resumed_at else ""), flush=True)
+        dataset = epoch_dataset(state.epoch)
+        if resumed_at:
+            dataset = dataset.skip(resumed_at)
+        started = time.perf_counter()
+        try:
+            logs = model.fit(dataset, validation_data=validation_data, epochs=1, verbose=verbose,
+                             shuffle=False,
+                             callbacks=[_BatchCheckpoint(folder, state, checkpoint_every_steps)])
+        except KeyboardInterrupt:
+            folder.checkpoint(model, state)
+            print(f"\nInterrupted: checkpoint saved after batch {state.step} of epoch "
+                  f"{state.epoch + 1}. Rerun the same command to resume.", flush=True)
+            raise
+        metrics = {name: float(values[-1]) for name, values in logs.history.items()}
+        if not resumed_at:
+            metrics["epoch_seconds"] = time.perf_counter() - started
+            if train_examples:
+                metrics["examples_per_second"] = train_examples / metrics["epoch_seconds"]
+        _update_early_stopping(model, folder, state, metrics)
+        state.history.append(metrics)
+        state.epoch, state.step = state.epoch + 1, 0
+        folder.checkpoint(model, state)
+        if on_epoch_end:
+            on_epoch_end(state.epoch - 1, metrics)
+    if folder.best_weights.exists():
+        model.load_weights(folder.best_weights)
+    state.finished = True
+    folder.save_state(state)
+    return state
+
+
+def _update_early_stopping(model, folder, state, metrics):
+    val_loss = metrics.get("val_loss", metrics.get("loss"))
+    if val_loss < state.best_val_loss:
+        state.best_val_loss, state.best_epoch = val_loss, state.epoch + 1
+        state.epochs_without_improvement = 0
+        _replace_atomically(folder.best_weights, lambda tmp: model.save_weights(tmp))
+    else:
+        state.epochs_without_improvement += 1
