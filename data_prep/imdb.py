@@ -226,6 +226,10 @@ def token_dataset(ids, labels, batch_size=32, shuffle=False, seed=0, bucket_boun
         bucket_batch_sizes=[batch_size] * (len(bucket_boundaries) + 1),
         pad_to_bucket_boundary=False,
     )
+    # Known batch count, so progress bars show a total: each bucket ends with one short batch.
+    buckets = np.bincount(np.searchsorted(bucket_boundaries, lengths, side="right"))
+    batch_count = int(np.sum(-(-buckets // batch_size)))
+    dataset = dataset.apply(tf.data.experimental.assert_cardinality(batch_count))
     return dataset.prefetch(tf.data.AUTOTUNE)
 
 

@@ -605,15 +605,17 @@ def _train_overrides(args):
 
 
 def _configs_from_args(args, models):
+    """One config per model; each override goes to the models that have that field."""
     overrides = _train_overrides(args)
-    configs = []
-    for model in models:
-        base = MODELS.get(model)
-        known = {f.name for f in dataclasses.fields(base)} if base else set()
-        applicable = {k: v for k, v in overrides.items()
-                      if k in known or k not in ("glove", "glove_dim", "fine_tune_embeddings")}
-        configs.append(make_config(model, applicable))
-    return configs
+    fields = {model: {field.name for field in dataclasses.fields(make_config(model))}
+              for model in models}
+    unknown = [key for key in overrides if not any(key in names for names in fields.values())]
+    if unknown:
+        valid = sorted(set().union(*fields.values()))
+        raise config_lib.ConfigError(f"Unknown config field(s) {', '.join(unknown)} for "
+                                     f"{', '.join(models)}; valid fields: {', '.join(valid)}.")
+    return [make_config(model, {k: v for k, v in overrides.items() if k in fields[model]})
+            for model in models]
 
 
 def _run_step(args):

@@ -102,7 +102,7 @@ class _BatchCheckpoint(keras.callbacks.Callback):
 
 def fit_resumably(model, epoch_dataset, validation_data, folder, epochs, patience=2,
                   checkpoint_every_steps=200, train_examples=None, on_epoch_end=None,
-                  verbose="auto"):
+                  callbacks=(), verbose="auto"):
     """Trains `model` for up to `epochs`, resuming from `folder` if it holds a checkpoint.
 
     `epoch_dataset(epoch)` returns that epoch's batches, the same ones on every call
@@ -110,7 +110,8 @@ def fit_resumably(model, epoch_dataset, validation_data, folder, epochs, patienc
     Stops after `patience` epochs without a lower validation loss and leaves the
     model with its best weights. `on_epoch_end(epoch, metrics)` sees each epoch's
     metrics (plus `epoch_seconds` and `examples_per_second` for uninterrupted
-    epochs). Ctrl-C saves a checkpoint before re-raising. Returns the final state.
+    epochs); `callbacks` are passed to every `fit`. Ctrl-C saves a checkpoint before
+    re-raising. Returns the final state.
     """
     folder = TrainingFolder(folder)
     state = folder.load_state()
@@ -126,7 +127,8 @@ def fit_resumably(model, epoch_dataset, validation_data, folder, epochs, patienc
         try:
             logs = model.fit(dataset, validation_data=validation_data, epochs=1, verbose=verbose,
                              shuffle=False,
-                             callbacks=[_BatchCheckpoint(folder, state, checkpoint_every_steps)])
+                             callbacks=[_BatchCheckpoint(folder, state, checkpoint_every_steps),
+                                        *callbacks])
         except KeyboardInterrupt:
             folder.checkpoint(model, state)
             print(f"\nInterrupted: checkpoint saved after batch {state.step} of epoch "

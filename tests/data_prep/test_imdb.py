@@ -70,7 +70,9 @@ def test_bucketing_changes_only_batch_order(archive):
     model = keras.Model(inputs, RNNClassifier(units=3)(x))
     padded = {int(i): p for x_, y in imdb.token_dataset(ids, labels, 8)
               for i, p in zip(y.numpy(), model.predict_on_batch(x_))}
-    batches = list(imdb.token_dataset(ids, labels, 8, bucket_boundaries=[5, 9]))
+    bucketed_dataset = imdb.token_dataset(ids, labels, 8, bucket_boundaries=[5, 9])
+    batches = list(bucketed_dataset)
+    assert len(batches) == int(bucketed_dataset.cardinality())  # known count, progress bars
     assert max(x_.shape[1] for x_, _ in batches) <= 12
     assert min(x_.shape[1] for x_, _ in batches) < 12
     bucketed = {int(i): p for x_, y in batches for i, p in zip(y.numpy(), model.predict_on_batch(x_))}

@@ -1,0 +1,48 @@
+from dataclasses import dataclass
+from typing import Optional
+
+import pytest
+
+from workflows import config
+
+
+@dataclass(frozen=True)
+class Example:
+    epochs: int = 10
+    rate: float = 0.1
+    name: str = "bilstm"
+    frozen: bool = True
+    path: Optional[str] = None
+
+
+def test_overrides_are_coerced_from_strings():
+    changed = config.apply_overrides(
+        Example(), {"epochs": "3", "rate": "1e-3", "frozen": "false", "path": "a.txt"})
+    assert changed == Example(epochs=3, rate=0.001, frozen=False, path="a.txt")
+    assert config.apply_overrides(changed, {"path": "none"}).path is None
+    assert config.apply_overrides(Example(), {"epochs": 4.0}).epochs == 4  # from YAML
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"epoch": "3"}, "Unknown config field 'epoch'.*valid fields: epochs, frozen"),
+    ({"epochs": "3.5"}, "epochs must be int"),
+    ({"epochs": "ten"}, "epochs must be int"),
+    ({"frozen": "maybe"}, "frozen must be bool"),
+    ({"epochs": None}, "epochs cannot be empty"),
+])
+def test_bad_overrides_name_the_problem(overrides, message):
+    with pytest.raises(config.ConfigError, match=message):
+        config.apply_overrides(Example(), overrides)
+
+
+def test_yaml_file_then_set_flags(tmp_path):
+    import argparse
+
+    (tmp_path / "run.yaml").write_text("epochs: 5\nrate: 0.5\n")
+    parser = argparse.ArgumentParser()
+    config.add_config_arguments(parser)
+    args = parser.parse_args(["--config", str(tmp_path / "run.yaml"), "--set", "epochs=7"])
+    assert config.overrides_from_args(args) == {"epochs": "7", "rate": 0.5}
+    with pytest.raises(config.ConfigError, match="KEY=VALUE"):
+        config.overrides_from_args(parser.parse_args(["--set", "epochs"]))
+    assert "epochs = 10" in config.describe(Example())

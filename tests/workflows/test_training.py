@@ -1,0 +1,81 @@
+import json
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from workflows.training import TrainingFolder, fit_resumably
+
+STEPS = 8  # batches per epoch
+
+
+def small_model():
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1, activation="sigmoid")])
+    model.compile(optimizer="adam", loss="binary_crossentropy", metrics=["accuracy"])
+    return model
+
+
+def epoch_dataset(epoch):
+    rng = np.random.default_rng(epoch)
+    x = rng.normal(size=(STEPS * 4, 3)).astype("float32")
+    y = (x.sum(axis=1) > 0).astype("float32")
+    return tf.data.Dataset.from_tensor_slices((x, y)).batch(4)
+
+
+class InterruptAt(keras.callbacks.Callback):
+    def __init__(self, epoch, batch):
+        super().__init__()
+        self.epoch, self.batch = epoch, batch
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self.model.optimizer.iterations.numpy() == self.epoch * STEPS + self.batch + 1:
+            raise KeyboardInterrupt
+
+
+class CountBatches(keras.callbacks.Callback):
+    count = 0
+
+    def on_train_batch_end(self, batch, logs=None):
+        CountBatches.count += 1
+
+
+def test_interrupted_training_resumes_mid_epoch_without_redoing_batches(tmp_path):
+    validation = epoch_dataset(99)
+    with pytest.raises(KeyboardInterrupt):
+        fit_resumably(small_model(), epoch_dataset, validation, tmp_path, epochs=3, patience=9,
+                      checkpoint_every_steps=3, callbacks=[InterruptAt(epoch=1, batch=4)],
+                      verbose=0)
+    state = TrainingFolder(tmp_path).load_state()
+    assert (state.epoch, state.step, len(state.history)) == (1, 5, 1)
+    assert not state.finished and (tmp_path / state.checkpoint).exists()
+
+    model = small_model()
+    CountBatches.count = 0
+    state = fit_resumably(model, epoch_dataset, validation, tmp_path, epochs=3, patience=9,
+                          callbacks=[CountBatches()], verbose=0)
+    assert CountBatches.count == (STEPS - 5) + STEPS  # the rest of epoch 2, then epoch 3
+    assert int(model.optimizer.iterations.numpy()) == 3 * STEPS  # optimizer state restored
+    assert state.finished and len(state.history) == 3
+    assert "epoch_seconds" in state.history[0] and "epoch_seconds" not in state.history[1]
+    saved = json.loads((tmp_path / "state.json").read_text())
+    assert saved["finished"] and len(list(tmp_path.glob("checkpoint-*"))) == 1
+
+
+def test_early_stopping_keeps_the_best_weights(tmp_path):
+    model = small_model()
+    losses = iter([0.5, 0.4, 0.45, 0.6, 0.1])
+
+    class FakeValidationLoss(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            logs["val_loss"] = next(losses)
+
+    state = fit_resumably(model, epoch_dataset, None, tmp_path, epochs=5, patience=2,
+                          callbacks=[FakeValidationLoss()], verbose=0)
+    assert len(state.history) == 4 and state.best_epoch == 2
+    assert state.best_val_loss == pytest.approx(0.4)
+    best = small_model()
+    best.optimizer.build(best.trainable_variables)
+    best.load_weights(tmp_path / "best.weights.h5")
+    for restored, expected in zip(model.get_weights(), best.get_weights()):
+        np.testing.assert_array_equal(restored, expected)
