@@ -27,6 +27,7 @@ from typing import Optional
 import numpy as np
 
 from data_prep import cache, glove, imdb, word2vec
+from data_prep.sources import DataSourceError
 from workflows import config as config_lib
 from workflows import tracking
 from workflows.training import TrainingFolder, fit_resumably
@@ -400,13 +401,19 @@ def _export_and_log_model(model, folder):
 # Both go through the logged pyfunc model, so they test exactly what users load.
 
 
-def load_run_model(run_id=None):
-    """(run, pyfunc model) for `run_id`, or for the latest run with a model."""
+def load_run_model(run_id=None, model_uri=None):
+    """(run, pyfunc model) for `model_uri` (e.g. `models:/NAME/latest`), else for
+    `run_id`, else for the latest run with a model."""
     import mlflow
 
-    run = tracking.find_run(EXPERIMENT, run_id)
-    print(f"Loading the model of run {run.info.run_id} ({run.data.params.get('model')})")
-    return run, mlflow.pyfunc.load_model(tracking.model_uri(run.info.run_id))
+    if model_uri:
+        run = tracking.find_run(EXPERIMENT, tracking.source_run_id(model_uri))
+    else:
+        run = tracking.find_run(EXPERIMENT, run_id)
+        model_uri = tracking.model_uri(run.info.run_id)
+    print(f"Loading {model_uri} (run {run.info.run_id}, {run.data.params.get('model')})")
+    with tempfile.TemporaryDirectory() as download:  # the model is in memory once loaded
+        return run, mlflow.pyfunc.load_model(model_uri, dst_path=download)
 
 
 def config_of(run):
@@ -433,11 +440,11 @@ def binary_metrics(labels, probabilities, threshold=0.5):
             "recall": recall, "f1": f1, "confusion_matrix": [[tn, fp], [fn, tp]]}
 
 
-def evaluate(run_id=None, imdb_path=None, work_dir=None, top_wrong=20):
+def evaluate(run_id=None, imdb_path=None, work_dir=None, top_wrong=20, model_uri=None):
     """Test metrics of a run's model, printed and logged back to that run."""
     import mlflow
 
-    run, model = load_run_model(run_id)
+    run, model = load_run_model(run_id, model_uri)
     prepared = imdb.prepare(imdb_path, data_settings(config_of(run)), work_dir, verbose=False)
     texts, labels = prepared.texts("test"), prepared.labels("test")
     started = time.perf_counter()
@@ -483,12 +490,12 @@ def confusion_matrix_figure(matrix):
     return figure
 
 
-def predict(texts, run_id=None):
+def predict(texts, run_id=None, model_uri=None):
     """Label and probability for each text, printed; returns the probabilities."""
     bad = [i for i, text in enumerate(texts) if not isinstance(text, str)]
     if bad:
         raise TypeError(f"Reviews must be strings; items {bad[:10]} are not.")
-    _, model = load_run_model(run_id)
+    _, model = load_run_model(run_id, model_uri)
     probabilities = model.predict(list(texts)) if texts else []
     for text, probability in zip(texts, probabilities):
         label = "positive" if probability >= 0.5 else "negative"
@@ -546,12 +553,12 @@ def main(argv=None):
         if name != "prepare":
             _add_train_arguments(step, repeat=name == "run")
     step = steps.add_parser("evaluate", help="test metrics of a run, logged to it")
-    step.add_argument("--run-id", help="an MLflow run id or prefix (default: latest)")
+    _add_model_arguments(step)
     _add_data_arguments(step, embeddings=False)
     step = steps.add_parser("predict", help="classify reviews with a run's model")
     step.add_argument("texts", nargs="*", help="reviews to classify")
     step.add_argument("--file", help="a UTF-8 text file, one review per line")
-    step.add_argument("--run-id", help="an MLflow run id or prefix (default: latest)")
+    _add_model_arguments(step)
     step = steps.add_parser("compare", help="table of this experiment's runs")
     step.add_argument("--sort-by", default="metrics.test_accuracy",
                       help="an MLflow column, e.g. metrics.best_val_accuracy")
@@ -562,10 +569,17 @@ def main(argv=None):
     args = parser.parse_args(argv)
     try:
         return _run_step(args)
-    except (config_lib.ConfigError, tracking.RunNotFoundError, FileNotFoundError,
-            TypeError, UnicodeDecodeError) as error:
+    except (config_lib.ConfigError, tracking.RunNotFoundError, DataSourceError,
+            glove.WordVectorsError, FileNotFoundError, UnicodeDecodeError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+
+
+def _add_model_arguments(parser):
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--run-id", help="an MLflow run id or prefix (default: the latest run)")
+    which.add_argument("--model-uri", help="a registered model, e.g. models:/imdb/latest "
+                       "or models:/imdb@champion")
 
 
 def _add_data_arguments(parser, embeddings=True):
@@ -591,6 +605,8 @@ def _add_train_arguments(parser, repeat=False):
                         help="let GloVe/Word2Vec vectors train (default: frozen)")
     parser.add_argument("--retrain", action="store_true",
                         help="train again even if this exact config already finished")
+    parser.add_argument("--register", metavar="NAME",
+                        help="register the trained model in the MLflow model registry")
     config_lib.add_config_arguments(parser)
 
 
@@ -623,18 +639,22 @@ def _run_step(args):
         prepare(args.imdb_path, args.work_dir, glove_source=args.glove, glove_dim=args.glove_dim)
     elif args.step == "train":
         (config,) = _configs_from_args(args, [args.model])
-        train(config, args.imdb_path, args.work_dir, args.retrain)
+        run_id = train(config, args.imdb_path, args.work_dir, args.retrain)
+        if args.register:
+            tracking.register_model(run_id, args.register)
     elif args.step == "run":
         configs = _configs_from_args(args, args.model or ["bow", "bilstm_glove"])
         prepare(args.imdb_path, args.work_dir, glove_source=args.glove, glove_dim=args.glove_dim)
         for config in configs:
             run_id = train(config, args.imdb_path, args.work_dir, args.retrain)
             evaluate(run_id, args.imdb_path, args.work_dir)
+            if args.register:
+                tracking.register_model(run_id, args.register)
             predict(["A gripping, beautifully shot film.", "Dull, predictable and far too long."],
                     run_id)
         compare()
     elif args.step == "evaluate":
-        evaluate(args.run_id, args.imdb_path, args.work_dir)
+        evaluate(args.run_id, args.imdb_path, args.work_dir, model_uri=args.model_uri)
     elif args.step == "predict":
         texts = list(args.texts)
         if args.file:
@@ -642,7 +662,7 @@ def _run_step(args):
                       if line.strip()]
         if not texts:
             raise config_lib.ConfigError("Give reviews to classify as arguments or with --file.")
-        predict(texts, args.run_id)
+        predict(texts, args.run_id, args.model_uri)
     elif args.step == "compare":
         compare(args.sort_by, args.model, args.since, args.format, args.ascending)
     return 0

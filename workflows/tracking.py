@@ -35,16 +35,16 @@ def use_experiment(name):
     uri = tracking_uri()
     mlflow.set_tracking_uri(uri)
     if mlflow.get_experiment_by_name(name) is None:
-        mlflow.create_experiment(name, artifact_location=_artifact_location(uri, name))
+        root = artifact_root(uri)
+        mlflow.create_experiment(name, artifact_location=root and f"{root}/{name}")
     return mlflow.set_experiment(name)
 
 
-def _artifact_location(uri, experiment_name):
+def artifact_root(uri):
     """Artifacts of a SQLite store go beside the database; servers decide for themselves."""
     if not uri.startswith("sqlite:///"):
         return None
-    database = Path(uri[len("sqlite:///"):])
-    return (database.parent / "artifacts" / experiment_name).as_uri()
+    return (Path(uri[len("sqlite:///"):]).parent / "artifacts").as_uri()
 
 
 def git_commit():
@@ -118,6 +118,27 @@ def log_pyfunc_model(python_model_file, artifacts, input_example, pip_requiremen
 
 def model_uri(run_id):
     return f"runs:/{run_id}/model"
+
+
+def source_run_id(uri):
+    """The run that logged the model at `uri` (`runs:/...` or `models:/NAME/...`)."""
+    import mlflow
+
+    try:
+        return mlflow.models.get_model_info(uri).run_id
+    except mlflow.exceptions.MlflowException as error:
+        raise RunNotFoundError(f"No model at {uri} ({tracking_uri()}): "
+                               f"{error.message.splitlines()[0]}") from None
+
+
+def register_model(run_id, name):
+    """Registers the run's model as a new version of `name`; returns the version."""
+    import mlflow
+
+    version = mlflow.register_model(model_uri(run_id), name)
+    print(f"Registered {name} version {version.version}: models:/{name}/{version.version} "
+          f"(also models:/{name}/latest)")
+    return version.version
 
 
 def find_run(experiment_name, run_id=None):

@@ -59,7 +59,7 @@ def test_logged_model_predicts_from_strings_in_a_fresh_process(store, tmp_path):
     run_id = runs_by_model()["bow"].info.run_id
     script = (
         "import json, mlflow\n"
-        f"model = mlflow.pyfunc.load_model('runs:/{run_id}/model')\n"
+        f"model = mlflow.pyfunc.load_model('runs:/{run_id}/model', dst_path='.')\n"
         "print(json.dumps(model.predict(['Wonderful and moving', '', 'dull ' * 5000])))\n")
     result = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True,
                             text=True, timeout=300, env=_env_without_repository())
@@ -143,3 +143,13 @@ def test_binary_metrics_match_hand_computation():
     assert metrics["accuracy"] == pytest.approx(0.6)
     assert metrics["precision"] == pytest.approx(2 / 3) and metrics["recall"] == pytest.approx(2 / 3)
     assert metrics["roc_auc"] == pytest.approx(5 / 6)  # 5 of the 6 (pos, neg) pairs ranked right
+
+
+def test_register_then_predict_and_evaluate_by_model_uri(store, capsys):
+    assert workflow.main(["train", "--model", "bow", *COMMON, *BOW, "--register", "imdb-test"]) == 0
+    assert "Registered imdb-test version 1" in capsys.readouterr().out
+    assert workflow.main(["predict", "--model-uri", "models:/imdb-test/latest", "Great"]) == 0
+    output = capsys.readouterr().out
+    assert runs_by_model()["bow"].info.run_id in output and "Great" in output
+    assert workflow.main(["predict", "--model-uri", "models:/nothing/1", "Great"]) == 2
+    assert "No model at models:/nothing/1" in capsys.readouterr().err
