@@ -84,7 +84,8 @@ def main(argv=None):
         started = time.perf_counter()
         vectors = train_word2vec(texts, args.vector_size, epochs=args.epochs,
                                  algorithm=args.algorithm)
-        print(f"Trained {args.algorithm} on {len(texts)} reviews in {time.perf_counter() - started:.1f} s")
+        seconds = time.perf_counter() - started
+        print(f"Trained {args.algorithm} on {len(texts)} reviews in {seconds:.1f} s")
         tmp = output.with_suffix(".partial.kv")
         vectors.save(str(tmp), separately=[])  # one file, so the rename is atomic
         tmp.rename(output)

@@ -8,6 +8,7 @@ of valid fields, so a typo never trains the wrong model silently.
 
 import dataclasses
 import json
+import types
 import typing
 from pathlib import Path
 
@@ -56,7 +57,8 @@ def apply_overrides(config, overrides):
 
 
 def _coerce(key, value, hint):
-    optional = typing.get_origin(hint) is typing.Union and type(None) in typing.get_args(hint)
+    union = typing.get_origin(hint) in (typing.Union, types.UnionType)
+    optional = union and type(None) in typing.get_args(hint)
     base = next(a for a in typing.get_args(hint) if a is not type(None)) if optional else hint
     if value is None or (optional and isinstance(value, str) and value.lower() in ("", "none")):
         if optional:

@@ -6,8 +6,9 @@ Keras model it wraps already holds the vectorizer, so it takes text directly:
     mlflow.pyfunc.load_model(uri).predict(["A gripping, beautifully shot film."])
 """
 
-import mlflow
 from mlflow.pyfunc import PythonModel
+
+import mlflow
 
 BATCH_SIZE = 64
 

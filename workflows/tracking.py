@@ -210,9 +210,11 @@ def format_table(rows, columns, style="text"):
         lines = ["| " + " | ".join(headers) + " |", "|" + " --- |" * len(headers)]
         lines += ["| " + " | ".join(row[c] for c in columns) + " |" for row in rows]
         return "\n".join(lines)
-    widths = [max([len(h)] + [len(row[c]) for row in rows]) for h, c in zip(headers, columns)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths))]
-    lines += ["  ".join(row[c].ljust(w) for c, w in zip(columns, widths)) for row in rows]
+    widths = [max([len(header)] + [len(row[column]) for row in rows])
+              for header, column in zip(headers, columns, strict=True)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))]
+    lines += ["  ".join(row[c].ljust(w) for c, w in zip(columns, widths, strict=True))
+              for row in rows]
     return "\n".join(lines)
 
 
@@ -226,7 +228,7 @@ def learning_curves_figure(history, metrics=("loss", "accuracy")):
     shown = [m for m in metrics if any(m in epoch for epoch in history)]
     figure, axes = plt.subplots(1, len(shown), figsize=(5 * len(shown), 3.5), squeeze=False)
     epochs = range(1, len(history) + 1)
-    for axis, metric in zip(axes[0], shown):
+    for axis, metric in zip(axes[0], shown, strict=True):
         for prefix, label in (("", "train"), ("val_", "validation")):
             values = [epoch.get(prefix + metric, float("nan")) for epoch in history]
             axis.plot(epochs, values, marker="o", label=label)

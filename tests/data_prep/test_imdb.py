@@ -69,13 +69,14 @@ def test_bucketing_changes_only_batch_order(archive):
     x = keras.layers.Embedding(60, 4, mask_zero=True)(inputs)
     model = keras.Model(inputs, RNNClassifier(units=3)(x))
     padded = {int(i): p for x_, y in imdb.token_dataset(ids, labels, 8)
-              for i, p in zip(y.numpy(), model.predict_on_batch(x_))}
+              for i, p in zip(y.numpy(), model.predict_on_batch(x_), strict=True)}
     bucketed_dataset = imdb.token_dataset(ids, labels, 8, bucket_boundaries=[5, 9])
     batches = list(bucketed_dataset)
     assert len(batches) == int(bucketed_dataset.cardinality())  # known count, progress bars
     assert max(x_.shape[1] for x_, _ in batches) <= 12
     assert min(x_.shape[1] for x_, _ in batches) < 12
-    bucketed = {int(i): p for x_, y in batches for i, p in zip(y.numpy(), model.predict_on_batch(x_))}
+    bucketed = {int(i): p for x_, y in batches
+                for i, p in zip(y.numpy(), model.predict_on_batch(x_), strict=True)}
     assert sorted(bucketed) == list(range(20))
     for index in range(20):
         np.testing.assert_allclose(bucketed[index], padded[index], atol=1e-6)

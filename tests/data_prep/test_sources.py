@@ -6,7 +6,12 @@ import pytest
 from data_prep import cache, sources
 from data_prep.imdb import ACL_IMDB
 from data_prep.spa_eng import SPA_ENG
-from tests.data_prep.fixtures import add_tar_member, write_imdb_folder, write_spa_eng_zip, write_tar_gz
+from tests.data_prep.fixtures import (
+    add_tar_member,
+    write_imdb_folder,
+    write_spa_eng_zip,
+    write_tar_gz,
+)
 
 
 @pytest.fixture

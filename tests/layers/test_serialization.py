@@ -1,7 +1,6 @@
 """Every layer round-trips through get_config and through a `.keras` file."""
 
 import keras
-import numpy as np
 import pytest
 
 import layers
@@ -71,7 +70,8 @@ def test_every_export_is_registered_and_configurable(name):
 @pytest.mark.parametrize(
     "layer",
     [
-        PositionalEmbedding(8, 20, 4, position="sine", mask_zero=False, scale_token_embeddings=True),
+        PositionalEmbedding(8, 20, 4, position="sine", mask_zero=False,
+                            scale_token_embeddings=True),
         SinePositionEncoding(max_wavelength=100),
         TransformerEncoder(8, 16, 2, dropout=0.2, norm_first=True, key_dim=8, activation="gelu"),
         TransformerDecoder(8, 16, 2, layer_norm_epsilon=1e-3),

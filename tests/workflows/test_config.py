@@ -1,5 +1,4 @@
 from dataclasses import dataclass
-from typing import Optional
 
 import pytest
 
@@ -12,7 +11,7 @@ class Example:
     rate: float = 0.1
     name: str = "bilstm"
     frozen: bool = True
-    path: Optional[str] = None
+    path: str | None = None
 
 
 def test_overrides_are_coerced_from_strings():

@@ -4,10 +4,10 @@ import json
 import subprocess
 import sys
 
-import mlflow
 import numpy as np
 import pytest
 
+import mlflow
 from tests.data_prep.fixtures import write_imdb_folder
 from workflows import imdb_sentiment as workflow
 from workflows import training
@@ -25,7 +25,8 @@ def store(tmp_path_factory):
         patch.setenv("NLPKIT_WORK_DIR", str(root / "work"))
         patch.setenv("NLPKIT_IMDB_PATH", str(data))
         patch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{root / 'mlflow' / 'mlflow.db'}")
-        assert workflow.main(["run", "--model", "bow", "--model", "bilstm", *COMMON, *BOW, *RNN]) == 0
+        models = ["--model", "bow", "--model", "bilstm"]
+        assert workflow.main(["run", *models, *COMMON, *BOW, *RNN]) == 0
         yield root
 
 
@@ -141,7 +142,8 @@ def test_binary_metrics_match_hand_computation():
     metrics = workflow.binary_metrics([1, 1, 0, 0, 1], [0.9, 0.4, 0.3, 0.6, 0.8])
     assert metrics["confusion_matrix"] == [[1, 1], [1, 2]]
     assert metrics["accuracy"] == pytest.approx(0.6)
-    assert metrics["precision"] == pytest.approx(2 / 3) and metrics["recall"] == pytest.approx(2 / 3)
+    assert metrics["precision"] == pytest.approx(2 / 3)
+    assert metrics["recall"] == pytest.approx(2 / 3)
     assert metrics["roc_auc"] == pytest.approx(5 / 6)  # 5 of the 6 (pos, neg) pairs ranked right
 
 

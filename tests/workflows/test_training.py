@@ -77,5 +77,5 @@ def test_early_stopping_keeps_the_best_weights(tmp_path):
     best = small_model()
     best.optimizer.build(best.trainable_variables)
     best.load_weights(tmp_path / "best.weights.h5")
-    for restored, expected in zip(model.get_weights(), best.get_weights()):
+    for restored, expected in zip(model.get_weights(), best.get_weights(), strict=True):
         np.testing.assert_array_equal(restored, expected)
