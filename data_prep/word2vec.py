@@ -56,6 +56,25 @@ def default_vectors_path(prepared_imdb, algorithm="word2vec", vector_size=100):
     return Path(prepared_imdb.directory) / f"{algorithm}-{vector_size}d.kv"
 
 
+def load_or_train(prepared_imdb, path=None, algorithm="word2vec", vector_size=100, epochs=5):
+    """The vectors saved at `path`, or trained on the unlabelled + train reviews and saved."""
+    from gensim.models import KeyedVectors
+
+    path = Path(path or default_vectors_path(prepared_imdb, algorithm, vector_size))
+    if path.exists():
+        print(f"Reusing {path}")
+        return KeyedVectors.load(str(path))
+    texts = prepared_imdb.unlabelled_texts() + prepared_imdb.texts("train")
+    print(f"Training {algorithm} on {len(texts)} reviews (once; saved to {path})", flush=True)
+    started = time.perf_counter()
+    vectors = train_word2vec(texts, vector_size, epochs=epochs, algorithm=algorithm)
+    print(f"Trained {algorithm} in {time.perf_counter() - started:.1f} s")
+    tmp = path.with_name(f".partial-{path.name}")
+    vectors.save(str(tmp), separately=[])  # one file, so the rename is atomic
+    tmp.rename(path)
+    return vectors
+
+
 def main(argv=None):
     from data_prep import imdb
 
@@ -73,22 +92,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     prepared = imdb.prepare(args.imdb_path, imdb.ImdbSettings(include_unlabelled=True),
                             args.work_dir)
-    texts = prepared.unlabelled_texts() + prepared.texts("train")
     output = Path(args.output or default_vectors_path(prepared, args.algorithm, args.vector_size))
-    if output.exists():
-        from gensim.models import KeyedVectors
-
-        print(f"Reusing {output}")
-        vectors = KeyedVectors.load(str(output))
-    else:
-        started = time.perf_counter()
-        vectors = train_word2vec(texts, args.vector_size, epochs=args.epochs,
-                                 algorithm=args.algorithm)
-        seconds = time.perf_counter() - started
-        print(f"Trained {args.algorithm} on {len(texts)} reviews in {seconds:.1f} s")
-        tmp = output.with_suffix(".partial.kv")
-        vectors.save(str(tmp), separately=[])  # one file, so the rename is atomic
-        tmp.rename(output)
+    vectors = load_or_train(prepared, output, args.algorithm, args.vector_size, args.epochs)
     print(f"{len(vectors.index_to_key)} words x {vectors.vector_size} -> {output}")
     print("\n".join(neighbours_report(vectors)))
 

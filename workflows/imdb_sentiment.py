@@ -159,13 +159,7 @@ def load_embedding_vectors(kind, prepared, glove_source=None, glove_dim=None):
     if kind == "glove":
         return glove.load_word_vectors(glove_source, glove_dim)
     path = word2vec.default_vectors_path(prepared)
-    if not path.exists():
-        texts = prepared.unlabelled_texts() + prepared.texts("train")
-        print(f"Training Word2Vec on {len(texts)} reviews (once; cached in {path})")
-        vectors = word2vec.train_word2vec(texts)
-        tmp = path.with_name(f".partial-{path.name}")
-        vectors.save(str(tmp), separately=[])
-        tmp.rename(path)
+    word2vec.load_or_train(prepared, path)
     return glove.load_word_vectors(path)
 
 
@@ -551,6 +545,9 @@ def main(argv=None):
                             ("run", "prepare, train, evaluate and predict, for each --model")):
         step = steps.add_parser(name, help=help_text, description=help_text)
         _add_data_arguments(step)
+        if name == "prepare":
+            step.add_argument("--skip-word2vec", action="store_true",
+                              help="do not train the Word2Vec vectors (about 5 min, once)")
         if name != "prepare":
             _add_train_arguments(step, repeat=name == "run")
     step = steps.add_parser("evaluate", help="test metrics of a run, logged to it")
@@ -637,7 +634,8 @@ def _configs_from_args(args, models):
 
 def _run_step(args):
     if args.step == "prepare":
-        prepare(args.imdb_path, args.work_dir, glove_source=args.glove, glove_dim=args.glove_dim)
+        prepare(args.imdb_path, args.work_dir, word2vec_vectors=not args.skip_word2vec,
+                glove_source=args.glove, glove_dim=args.glove_dim)
     elif args.step == "train":
         (config,) = _configs_from_args(args, [args.model])
         run_id = train(config, args.imdb_path, args.work_dir, args.retrain)
@@ -645,7 +643,9 @@ def _run_step(args):
             tracking.register_model(run_id, args.register)
     elif args.step == "run":
         configs = _configs_from_args(args, args.model or ["bow", "bilstm_glove"])
-        prepare(args.imdb_path, args.work_dir, glove_source=args.glove, glove_dim=args.glove_dim)
+        uses_word2vec = any(getattr(c, "embedding", "") == "word2vec" for c in configs)
+        prepare(args.imdb_path, args.work_dir, word2vec_vectors=uses_word2vec,
+                glove_source=args.glove, glove_dim=args.glove_dim)
         for config in configs:
             run_id = train(config, args.imdb_path, args.work_dir, args.retrain)
             evaluate(run_id, args.imdb_path, args.work_dir)

