@@ -6,9 +6,10 @@ Keras model it wraps already holds the vectorizer, so it takes text directly:
     mlflow.pyfunc.load_model(uri).predict(["A gripping, beautifully shot film."])
 """
 
-from mlflow.pyfunc import PythonModel
-
 import mlflow
+from mlflow.exceptions import MlflowException
+from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE
+from mlflow.pyfunc import PythonModel
 
 BATCH_SIZE = 64
 
@@ -23,13 +24,17 @@ class ReviewSentiment(PythonModel):
         self.model = keras.saving.load_model(context.artifacts["keras_model"])
 
     def predict(self, context, model_input: list[str], params=None) -> list[float]:
-        """The probability that each review is positive (empty reviews included)."""
+        """The probability that each review is positive (empty reviews included).
+
+        Raises `MlflowException` (HTTP 400 when served) for an empty list.
+        """
         import numpy as np
         import tensorflow as tf
 
         texts = list(model_input)
         if not texts:
-            return []
+            raise MlflowException('Send at least one review, e.g. {"inputs": ["Loved it"]}.',
+                                  error_code=INVALID_PARAMETER_VALUE)
         batches = tf.data.Dataset.from_tensor_slices(tf.constant(texts, tf.string))
         probabilities = self.model.predict(batches.batch(BATCH_SIZE), verbose=0)
         return np.asarray(probabilities, dtype="float64").reshape(-1).tolist()

@@ -308,7 +308,6 @@ def embedding_matrix_for(config, prepared):
 def train(config, imdb_path=None, work_dir=None, retrain=False, verbose="auto"):
     """Trains `config` (or resumes it, or reuses a finished run); returns the MLflow run id."""
     import keras
-
     import mlflow
 
     prepared = imdb.prepare(imdb_path, data_settings(config), work_dir, verbose=False)
@@ -489,8 +488,10 @@ def predict(texts, run_id=None, model_uri=None):
     bad = [i for i, text in enumerate(texts) if not isinstance(text, str)]
     if bad:
         raise TypeError(f"Reviews must be strings; items {bad[:10]} are not.")
+    if not texts:
+        raise config_lib.ConfigError("Give at least one review to classify.")
     _, model = load_run_model(run_id, model_uri)
-    probabilities = model.predict(list(texts)) if texts else []
+    probabilities = model.predict(list(texts))
     for text, probability in zip(texts, probabilities, strict=True):
         label = "positive" if probability >= 0.5 else "negative"
         preview = " ".join(text.split())

@@ -4,30 +4,13 @@ import json
 import subprocess
 import sys
 
+import mlflow
 import numpy as np
 import pytest
 
-import mlflow
-from tests.data_prep.fixtures import write_imdb_folder
+from tests.workflows.conftest import BOW, COMMON, RNN
 from workflows import imdb_sentiment as workflow
 from workflows import training
-
-COMMON = ["--epochs", "2", "--set", "max_tokens=300", "--set", "batch_size=8"]
-BOW = ["--set", "hidden_units=4"]
-RNN = ["--set", "embed_dim=8", "--set", "units=4"]
-
-
-@pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    root = tmp_path_factory.mktemp("imdb_workflow")
-    data = write_imdb_folder(root / "data", reviews_per_class=24, unlabelled=20).parent
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("NLPKIT_WORK_DIR", str(root / "work"))
-        patch.setenv("NLPKIT_IMDB_PATH", str(data))
-        patch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{root / 'mlflow' / 'mlflow.db'}")
-        models = ["--model", "bow", "--model", "bilstm"]
-        assert workflow.main(["run", *models, *COMMON, *BOW, *RNN]) == 0
-        yield root
 
 
 def runs_by_model():

@@ -1,0 +1,23 @@
+"""A tiny IMDB tree, a work folder and an MLflow store shared by the workflow tests."""
+
+import pytest
+
+from tests.data_prep.fixtures import write_imdb_folder
+from workflows import imdb_sentiment as workflow
+
+COMMON = ["--epochs", "2", "--set", "max_tokens=300", "--set", "batch_size=8"]
+BOW = ["--set", "hidden_units=4"]
+RNN = ["--set", "embed_dim=8", "--set", "units=4"]
+
+
+@pytest.fixture(scope="package")
+def store(tmp_path_factory):
+    root = tmp_path_factory.mktemp("imdb_workflow")
+    data = write_imdb_folder(root / "data", reviews_per_class=24, unlabelled=20).parent
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("NLPKIT_WORK_DIR", str(root / "work"))
+        patch.setenv("NLPKIT_IMDB_PATH", str(data))
+        patch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{root / 'mlflow' / 'mlflow.db'}")
+        models = ["--model", "bow", "--model", "bilstm"]
+        assert workflow.main(["run", *models, *COMMON, *BOW, *RNN]) == 0
+        yield root
