@@ -98,11 +98,12 @@ def pinned_requirements(*names):
     return [pins[name] for name in names]
 
 
-def log_pyfunc_model(python_model_file, artifacts, input_example, pip_requirements):
+def log_pyfunc_model(python_model_file, artifacts, input_example, pip_requirements,
+                     extra_code_paths=()):
     """Logs a models-from-code pyfunc named `model` with the project's own packages.
 
-    `layers/` and `data_prep/` travel with the model as code paths, so it loads in a
-    fresh process that does not have this repository.
+    `layers/` and `data_prep/` (and `extra_code_paths`) travel with the model as code
+    paths, so it loads in a fresh process that does not have this repository.
     """
     import mlflow
 
@@ -110,7 +111,8 @@ def log_pyfunc_model(python_model_file, artifacts, input_example, pip_requiremen
         name="model",
         python_model=str(python_model_file),
         artifacts={key: str(path) for key, path in artifacts.items()},
-        code_paths=[str(PROJECT_ROOT / "layers"), str(PROJECT_ROOT / "data_prep")],
+        code_paths=[str(PROJECT_ROOT / "layers"), str(PROJECT_ROOT / "data_prep"),
+                    *map(str, extra_code_paths)],
         input_example=input_example,
         pip_requirements=pip_requirements,
     )

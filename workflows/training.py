@@ -35,6 +35,7 @@ class TrainingState:
     best_epoch: int = 0
     epochs_without_improvement: int = 0
     run_id: str = ""
+    train_seconds: float = 0.0  # fit time of all epochs (and partial epochs) so far
     finished: bool = False
 
 
@@ -102,7 +103,7 @@ class _BatchCheckpoint(keras.callbacks.Callback):
 
 def fit_resumably(model, epoch_dataset, validation_data, folder, epochs, patience=2,
                   checkpoint_every_steps=200, train_examples=None, on_epoch_end=None,
-                  callbacks=(), verbose="auto"):
+                  callbacks=(), verbose="auto", time_budget_seconds=None):
     """Trains `model` for up to `epochs`, resuming from `folder` if it holds a checkpoint.
 
     `epoch_dataset(epoch)` returns that epoch's batches, the same ones on every call
@@ -110,13 +111,16 @@ def fit_resumably(model, epoch_dataset, validation_data, folder, epochs, patienc
     Stops after `patience` epochs without a lower validation loss and leaves the
     model with its best weights. `on_epoch_end(epoch, metrics)` sees each epoch's
     metrics (plus `epoch_seconds` and `examples_per_second` for uninterrupted
-    epochs); `callbacks` are passed to every `fit`. Ctrl-C saves a checkpoint before
+    epochs); `callbacks` are passed to every `fit`. With `time_budget_seconds`, no
+    epoch starts that would end past the budget (judged by the slowest epoch so far;
+    training time is summed over resumptions). Ctrl-C saves a checkpoint before
     re-raising. Returns the final state.
     """
     folder = TrainingFolder(folder)
     state = folder.load_state()
     folder.restore(model, state)
-    while state.epoch < epochs and state.epochs_without_improvement < patience:
+    while (state.epoch < epochs and state.epochs_without_improvement < patience
+           and _within_budget(state, time_budget_seconds)):
         resumed_at = state.step
         print(f"Epoch {state.epoch + 1}/{epochs}"
               + (f" (resuming after batch {resumed_at})" if resumed_at else ""), flush=True)
@@ -130,11 +134,13 @@ def fit_resumably(model, epoch_dataset, validation_data, folder, epochs, patienc
                              callbacks=[_BatchCheckpoint(folder, state, checkpoint_every_steps),
                                         *callbacks])
         except KeyboardInterrupt:
+            state.train_seconds += time.perf_counter() - started
             folder.checkpoint(model, state)
             print(f"\nInterrupted: checkpoint saved after batch {state.step} of epoch "
                   f"{state.epoch + 1}. Rerun the same command to resume.", flush=True)
             raise
         metrics = {name: float(values[-1]) for name, values in logs.history.items()}
+        state.train_seconds += time.perf_counter() - started
         if not resumed_at:
             metrics["epoch_seconds"] = time.perf_counter() - started
             if train_examples:
@@ -150,6 +156,17 @@ def fit_resumably(model, epoch_dataset, validation_data, folder, epochs, patienc
     state.finished = True
     folder.save_state(state)
     return state
+
+
+def _within_budget(state, budget):
+    if budget is None:
+        return True
+    slowest = max([epoch.get("epoch_seconds", 0.0) for epoch in state.history], default=0.0)
+    if state.train_seconds + slowest <= budget:
+        return True
+    print(f"Stopping: {state.train_seconds / 60:.1f} of {budget / 60:.1f} training minutes "
+          "used; another epoch would not fit.", flush=True)
+    return False
 
 
 def _update_early_stopping(model, folder, state, metrics):

@@ -59,3 +59,21 @@ def write_spa_eng_zip(archive, lines=SPA_LINES):
         zipped.writestr("spa-eng/spa.txt", "\n".join(lines) + "\n")
         zipped.writestr("spa-eng/_about.txt", "test fixture")
     return archive
+
+
+NOUNS = {"cat": "gato", "dog": "perro", "book": "libro", "car": "coche", "tree": "árbol",
+         "boy": "niño", "horse": "caballo", "bread": "pan"}
+ADJECTIVES = {"big": "grande", "small": "pequeño", "red": "rojo", "new": "nuevo", "old": "viejo",
+              "black": "negro"}
+
+
+def generated_spa_lines():
+    """About 80 regular sentence pairs (with punctuation, `¿`, several references)."""
+    lines = list(SPA_LINES)
+    for noun, sustantivo in NOUNS.items():
+        for adjective, adjetivo in ADJECTIVES.items():
+            lines.append(f"The {noun} is {adjective}.\tEl {sustantivo} es {adjetivo}.")
+        lines.append(f"Where is the {noun}?\t¿Dónde está el {sustantivo}?")
+        lines.append(f"I see the {noun}.\tVeo el {sustantivo}.")
+        lines.append(f"I see the {noun}.\tYo veo el {sustantivo}.")
+    return lines

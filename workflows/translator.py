@@ -1,0 +1,122 @@
+"""The exported English-to-Spanish translator: a folder that turns raw English into Spanish.
+
+`Translator.save(folder)` writes the trained model (`model.keras`), both vocabularies
+and `translator.json`; `Translator.load(folder)` gives back an object whose
+`translate(["How are you?"])` returns `["¿Cómo estás?"]`. The MLflow pyfunc
+(`translation_pyfunc.py`) and the `evaluate`/`translate` steps all go through it.
+"""
+
+import json
+import logging
+import time
+from pathlib import Path
+
+import keras
+import numpy as np
+
+from workflows.translation_data import Tokenizer, pad, truncate
+from workflows.translation_models import Decoder
+
+SETTINGS_FILE = "translator.json"
+log = logging.getLogger(__name__)
+
+
+class Translator:
+    def __init__(self, model, tokenizer, max_source_length, max_output_length, beam_width=1,
+                 batch_size=128):
+        self.model, self.tokenizer = model, tokenizer
+        self.max_source_length, self.max_output_length = max_source_length, max_output_length
+        self.beam_width, self.batch_size = beam_width, batch_size
+        self.decoder = Decoder(model, tokenizer.start_id, tokenizer.end_id)
+        self._generate = {}
+
+    def translate(self, texts, beam_width=None):
+        """Spanish for each English string; empty input gives an empty string.
+
+        Sentences longer than the model's source length are truncated (with a
+        warning). Raises `TypeError` for items that are not strings.
+        """
+        bad = [i for i, text in enumerate(texts) if not isinstance(text, str)]
+        if bad:
+            raise TypeError(f"Sentences must be strings; items {bad[:10]} are not "
+                            f"(e.g. {type(texts[bad[0]]).__name__}).")
+        texts = [" ".join(text.split()) for text in texts]
+        outputs = [""] * len(texts)
+        todo = [i for i, text in enumerate(texts) if text]
+        if not todo:
+            return outputs
+        source = self.tokenizer.source_ids([texts[i] for i in todo])
+        too_long = sum(len(row) > self.max_source_length for row in source)
+        if too_long:
+            log.warning("%d sentence(s) longer than %d tokens were truncated.", too_long,
+                        self.max_source_length)
+        source = truncate(source, self.max_source_length)
+        order = np.argsort([len(row) for row in source], kind="stable")  # similar lengths
+        for start in range(0, len(order), self.batch_size):
+            rows = order[start:start + self.batch_size]
+            batch = [source[i] if len(source[i]) else np.asarray([1], "int32") for i in rows]
+            length = max(map(len, batch))
+            ids = self.generate(pad(batch, length), beam_width)
+            for row, text in zip(rows, self.tokenizer.detokenize(ids), strict=True):
+                outputs[todo[row]] = text
+        return outputs
+
+    def generate(self, source_ids, beam_width=None):
+        """Output token ids for a padded `(batch, length)` id array (compiled per beam width)."""
+        beam_width = beam_width or self.beam_width
+        if beam_width not in self._generate:
+            self._generate[beam_width] = compiled(
+                lambda source: self.decoder.generate(source, self.max_output_length, beam_width))
+        return keras.ops.convert_to_numpy(self._generate[beam_width](source_ids))
+
+    def milliseconds_per_sentence(self, texts, beam_width=None):
+        """Wall time of `translate(texts)` per sentence, after one warm-up batch."""
+        self.translate(texts[:self.batch_size], beam_width)
+        started = time.perf_counter()
+        self.translate(texts, beam_width)
+        return 1000 * (time.perf_counter() - started) / len(texts)
+
+    def save(self, folder):
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        self.model.save(folder / "model.keras")
+        for side, vocabulary in (("source", self.tokenizer.source_vocabulary),
+                                 ("target", self.tokenizer.target_vocabulary)):
+            (folder / f"{side}_vocabulary.txt").write_text("\n".join(vocabulary), "utf-8")
+        settings = {"tokenization": self.tokenizer.kind,
+                    "sequence_length": self.tokenizer.sequence_length,
+                    "max_source_length": self.max_source_length,
+                    "max_output_length": self.max_output_length, "beam_width": self.beam_width}
+        (folder / SETTINGS_FILE).write_text(json.dumps(settings, indent=2))
+        return folder
+
+    @classmethod
+    def load(cls, folder, beam_width=None):
+        import layers  # noqa: F401  registers the custom layers
+        import workflows.translation_models  # noqa: F401  registers the loss
+
+        folder = Path(folder)
+        if not (folder / SETTINGS_FILE).exists():
+            raise FileNotFoundError(f"{folder} is not a saved translator (no {SETTINGS_FILE}).")
+        settings = json.loads((folder / SETTINGS_FILE).read_text())
+        vocabularies = [(folder / f"{side}_vocabulary.txt").read_text("utf-8").split("\n")
+                        for side in ("source", "target")]
+        tokenizer = Tokenizer(settings["tokenization"], *vocabularies,
+                              settings["sequence_length"])
+        model = keras.saving.load_model(folder / "model.keras", compile=False)
+        return cls(model, tokenizer, settings["max_source_length"],
+                   settings["max_output_length"], beam_width or settings["beam_width"])
+
+
+def compiled(function):
+    """`function(int ids) -> ids` as a graph for the current backend (eager on torch)."""
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        return tf.function(function, input_signature=[tf.TensorSpec((None, None), tf.int32)])
+    if backend == "jax":
+        import jax
+
+        return jax.jit(function)
+    return function
