@@ -123,6 +123,12 @@ class Decoder:
 
     def generate(self, source, max_length, beam_width=1):
         """Token ids `(batch, max_length)`: `[start]`, the generated tokens, then padding."""
+        sampler = (keras_hub.samplers.GreedySampler() if beam_width == 1
+                   else keras_hub.samplers.BeamSampler(num_beams=beam_width))
+        return self.sample(sampler, source, max_length)
+
+    def sample(self, sampler, source, max_length):
+        """`generate` with any keras-hub sampler."""
         source = ops.convert_to_tensor(source, "int32")
         batch = ops.shape(source)[0]
         prompt = ops.concatenate(
@@ -130,8 +136,6 @@ class Decoder:
              ops.zeros((batch, max_length - 1), "int32")], axis=1)
         mask = ops.concatenate([ops.ones((batch, 1), "bool"),
                                 ops.zeros((batch, max_length - 1), "bool")], axis=1)
-        sampler = (keras_hub.samplers.GreedySampler() if beam_width == 1
-                   else keras_hub.samplers.BeamSampler(num_beams=beam_width))
         tokens = sampler(self.next, prompt, cache=self.initial_cache(source, max_length),
                          index=1, mask=mask, stop_token_ids=[self.end_id])
         return self._pad_after_end(tokens)

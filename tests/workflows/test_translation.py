@@ -1,0 +1,197 @@
+"""The translation workflow end to end on a tiny generated corpus, and its decoding and metrics."""
+
+import subprocess
+import sys
+
+import keras
+import keras_hub
+import numpy as np
+import pytest
+
+from tests.data_prep.fixtures import generated_spa_lines, write_spa_eng_zip
+from workflows import translation as workflow
+from workflows.translation_data import PairBatches, normalize, tidy_spanish
+from workflows.translation_models import Decoder, uncached_greedy
+
+TINY_TRANSFORMER = ["--epochs", "2", "--set", "embed_dim=16", "--set", "dense_dim=32",
+                    "--set", "num_heads=2", "--set", "batch_size=16", "--set", "bleu_sentences=8"]
+TINY_GRU = ["--epochs", "2", "--set", "embed_dim=8", "--set", "latent_dim=16",
+            "--set", "batch_size=16", "--set", "bleu_sentences=8"]
+
+
+@pytest.fixture(scope="module")
+def translation_store(tmp_path_factory):
+    root = tmp_path_factory.mktemp("translation_workflow")
+    archive = write_spa_eng_zip(root / "spa-eng.zip", generated_spa_lines())
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("NLPKIT_WORK_DIR", str(root / "work"))
+        patch.setenv("NLPKIT_SPA_ENG_PATH", str(archive))
+        patch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{root / 'mlflow' / 'mlflow.db'}")
+        assert workflow.main(["run", "--preset", "cpu", *TINY_TRANSFORMER]) == 0
+        assert workflow.main(["run", "--model", "gru_seq2seq", "--attention",
+                              *TINY_GRU]) == 0
+        yield root
+
+
+def runs():
+    import mlflow
+
+    from workflows import tracking
+
+    experiment = tracking.use_experiment(workflow.EXPERIMENT)
+    return {run.data.params["model"]: run for run in mlflow.search_runs(
+        [experiment.experiment_id], output_format="list")}
+
+
+def test_run_logs_params_metrics_and_artifacts(translation_store):
+    import mlflow
+
+    logged = runs()
+    assert set(logged) == {"transformer", "gru_seq2seq"}
+    transformer, gru = logged["transformer"], logged["gru_seq2seq"]
+    assert transformer.data.params["preset"] == "cpu"
+    assert transformer.data.params["tokenization"] == "wordpiece"
+    assert gru.data.params["tokenization"] == "word" and gru.data.params["attention"] == "True"
+    client = mlflow.MlflowClient()
+    for run in (transformer, gru):
+        history = client.get_metric_history(run.info.run_id, "val_normalized_bleu")
+        assert [m.step for m in history] == [1, 2]
+        metrics = run.data.metrics
+        for name in ("test_greedy_bleu", "test_beam4_normalized_bleu", "test_beam4_chrf",
+                     "test_masked_accuracy", "test_greedy_ms_per_sentence",
+                     "mean_target_tokens_per_second", "train_minutes"):
+            assert name in metrics, name
+        assert 0.0 <= metrics["test_masked_accuracy"] <= 1.0
+        artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
+        assert {"config.json", "learning_curves.png", "sample_translations.json",
+                "attention.png", "test_metrics.json", "vocabulary"} <= artifacts
+    assert "lr_schedule.png" in {a.path for a in client.list_artifacts(transformer.info.run_id)}
+
+
+def test_exported_translator_round_trips_strings_in_a_fresh_process(translation_store, tmp_path):
+    run_id = runs()["transformer"].info.run_id
+    script = f"""
+import mlflow
+model = mlflow.pyfunc.load_model("runs:/{run_id}/model")
+out = model.predict(["How are you?", "", "   ", "The dog is big. " * 40, "Zyxwv qqq!"])
+assert isinstance(out, list) and len(out) == 5, out
+assert all(isinstance(text, str) for text in out), out
+assert out[1] == "" and out[2] == "", out
+greedy = model.predict(["How are you?"], params={{"beam_width": 1}})
+assert len(greedy) == 1 and isinstance(greedy[0], str)
+print("ok")
+"""
+    result = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip().endswith("ok")
+
+
+def test_translate_and_compare_from_the_command_line(translation_store, capsys):
+    assert workflow.main(["translate", "How are you?", "I see the dog."]) == 0
+    assert capsys.readouterr().out.count("  -> ") == 2
+    assert workflow.main(["compare", "--format", "csv"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0].startswith("run_id,model,preset") and len(lines) == 3
+
+
+def test_rerun_of_a_finished_config_reuses_it(translation_store, capsys):
+    assert workflow.main(["train", "--preset", "cpu", *TINY_TRANSFORMER]) == 0
+    assert "already trained" in capsys.readouterr().out
+    assert len(runs()) == 2
+
+
+def test_bad_input_gives_clear_errors(translation_store, capsys):
+    assert workflow.main(["train", "--model", "lstm"]) == 2
+    assert "valid models: transformer, gru_seq2seq" in capsys.readouterr().err
+    assert workflow.main(["train", "--preset", "tpu"]) == 2
+    assert "valid presets: tutorial, cpu, gpu" in capsys.readouterr().err
+    assert workflow.main(["train", "--set", "tokenization=chars"]) == 2
+    assert "tokenization must be one of word, wordpiece" in capsys.readouterr().err
+    assert workflow.main(["translate", "--run-id", "nope", "Hi."]) == 2
+    assert "No run matches --run-id 'nope'" in capsys.readouterr().err
+    assert workflow.main(["translate"]) == 2
+    with pytest.raises(TypeError, match="must be strings"):
+        workflow.translate(["Hi.", 3])
+
+
+def tiny_config(**changes):
+    return workflow.make_config("transformer", "cpu", {
+        "embed_dim": 16, "dense_dim": 32, "num_heads": 2, "sequence_length": 12,
+        "dtype_policy": "float32", **changes})
+
+
+@pytest.mark.parametrize("model", ["transformer", "gru_seq2seq"])
+def test_cached_decoding_equals_uncached_decoding(model):
+    keras.utils.set_random_seed(3)
+    config = workflow.make_config(model, "cpu", {
+        "embed_dim": 16, "dense_dim": 32, "num_heads": 2, "latent_dim": 16,
+        "sequence_length": 12, "dtype_policy": "float32"})
+    translator = workflow.build_model(config, 40, 50)
+    source = np.random.default_rng(0).integers(1, 40, (5, 9)).astype("int32")
+    source[1, 4:] = 0  # padding in one sentence
+    cached = keras.ops.convert_to_numpy(Decoder(translator, 2, 3).generate(source, 13))
+    assert (cached == uncached_greedy(translator, source, 2, 3, 13)).all()
+
+
+def test_beam_search_with_width_one_equals_greedy():
+    keras.utils.set_random_seed(5)
+    model = workflow.build_model(tiny_config(), 40, 50)
+    source = np.random.default_rng(1).integers(1, 40, (6, 7)).astype("int32")
+    decoder = Decoder(model, 2, 3)
+    greedy = keras.ops.convert_to_numpy(decoder.generate(source, 10))
+    beam = keras.ops.convert_to_numpy(
+        decoder.sample(keras_hub.samplers.BeamSampler(num_beams=1), source, 10))
+    assert (greedy == beam).all()
+    wide = keras.ops.convert_to_numpy(decoder.generate(source, 10, beam_width=3))
+    assert wide.shape == greedy.shape and (wide[:, 0] == 2).all()
+
+
+def test_decoded_rows_stop_at_end_and_never_emit_padding_or_start():
+    keras.utils.set_random_seed(7)
+    model = workflow.build_model(tiny_config(), 40, 50)
+    source = np.random.default_rng(2).integers(1, 40, (8, 6)).astype("int32")
+    for width in (1, 3):
+        rows = keras.ops.convert_to_numpy(Decoder(model, 2, 3).generate(source, 12, width))
+        for row in rows:
+            generated = list(row[1:])
+            end = generated.index(3) if 3 in generated else len(generated)
+            assert 0 not in generated[:end] and 2 not in generated
+            assert all(token == 0 for token in generated[end + 1:])
+
+
+def test_bleu_of_a_perfect_hypothesis_is_100_with_any_reference():
+    references = [["¿Cómo estás?", "¿Qué tal?"], ["Me encanta leer libros."]]
+    scores = workflow.bleu_scores(["¿Qué tal?", "Me encanta leer libros."], references)
+    assert scores["bleu"] == pytest.approx(100.0)
+    assert scores["normalized_bleu"] == pytest.approx(100.0)
+    assert scores["chrf"] == pytest.approx(100.0)
+    # Normalized scores forgive case and punctuation; standard ones do not.
+    loose = workflow.bleu_scores(["qué tal", "me encanta leer libros"], references)
+    assert loose["normalized_bleu"] == pytest.approx(100.0) and loose["bleu"] < 100.0
+
+
+def test_normalize_and_tidy_spanish():
+    assert normalize("¡Hola, Mundo!  ¿Qué tal?") == "hola mundo qué tal"
+    assert tidy_spanish("¿ Qué hora es ?") == "¿Qué hora es?"
+    assert tidy_spanish("Sí , claro . ¡ Vamos !") == "Sí, claro. ¡Vamos!"
+
+
+def test_batches_shift_targets_mask_labels_and_bucket_lengths():
+    source = [np.arange(1, n + 1, dtype="int32") for n in (3, 9, 4, 8)]
+    target = [np.asarray([2, *range(5, 5 + n), 3], "int32") for n in (2, 7, 3, 6)]
+    batches = PairBatches(source, target, batch_size=2, seed=0, multiple=4)
+    assert len(batches) == 2
+    lengths = []
+    for index in range(len(batches)):
+        inputs, labels, weights = batches[index]
+        assert inputs["target"].shape == labels.shape
+        assert (inputs["target"][:, 0] == 2).all()
+        assert (weights == (labels != 0)).all()
+        assert inputs["source"].shape[1] % 4 == 0
+        lengths.append(inputs["source"].shape[1])
+    assert sorted(lengths) == [4, 12]  # short pairs together, long pairs together
+    assert len(batches.skip(1)) == 1
+    fixed = PairBatches(source, target, batch_size=4, fixed_length=10)
+    inputs, labels, _ = fixed[0]
+    assert inputs["source"].shape == (4, 10) and labels.shape == (4, 10)
