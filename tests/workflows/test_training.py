@@ -79,3 +79,22 @@ def test_early_stopping_keeps_the_best_weights(tmp_path):
     best.load_weights(tmp_path / "best.weights.h5")
     for restored, expected in zip(model.get_weights(), best.get_weights(), strict=True):
         np.testing.assert_array_equal(restored, expected)
+
+
+class SlowEpochs(keras.callbacks.Callback):
+    def on_epoch_end(self, epoch, logs=None):
+        import time
+
+        time.sleep(0.3)
+
+
+def test_time_budget_stops_before_an_epoch_that_would_not_fit(tmp_path):
+    state = fit_resumably(small_model(), epoch_dataset, epoch_dataset(99), tmp_path, epochs=5,
+                          patience=9, callbacks=[SlowEpochs()], verbose=0,
+                          time_budget_seconds=0.5)
+    # Epoch 1 takes > 0.3 s, so a second one (as slow as the slowest) would pass 0.5 s.
+    assert len(state.history) == 1 and state.finished
+    assert state.train_seconds >= 0.3
+    resumed = fit_resumably(small_model(), epoch_dataset, epoch_dataset(99), tmp_path, epochs=5,
+                            patience=9, verbose=0, time_budget_seconds=0.5)
+    assert len(resumed.history) == 1  # the budget counts the time already spent

@@ -1,5 +1,6 @@
 """The translation workflow end to end on a tiny generated corpus, and its decoding and metrics."""
 
+import json
 import subprocess
 import sys
 
@@ -9,6 +10,7 @@ import numpy as np
 import pytest
 
 from tests.data_prep.fixtures import generated_spa_lines, write_spa_eng_zip
+from tests.workflows.serving import post, served
 from workflows import translation as workflow
 from workflows.translation_data import PairBatches, normalize, tidy_spanish
 from workflows.translation_models import Decoder, uncached_greedy
@@ -195,3 +197,16 @@ def test_batches_shift_targets_mask_labels_and_bucket_lengths():
     fixed = PairBatches(source, target, batch_size=4, fixed_length=10)
     inputs, labels, _ = fixed[0]
     assert inputs["source"].shape == (4, 10) and labels.shape == (4, 10)
+
+
+def test_served_translator_answers_strings_and_rejects_bad_payloads(translation_store):
+    run_id = runs()["transformer"].info.run_id
+    with served(f"runs:/{run_id}/model", translation_store / "serve.log") as url:
+        status, body = post(url, json.dumps({"inputs": ["How are you?", ""]}).encode())
+        assert status == 200
+        assert len(body["predictions"]) == 2 and body["predictions"][1] == ""
+        for payload, hint in ((b"{not json", ""), (json.dumps({"inputs": [1]}).encode(), "str"),
+                              (json.dumps({"inputs": []}).encode(), "at least one sentence")):
+            status, body = post(url, payload)
+            assert 400 <= status < 500 and hint in json.dumps(body)
+        assert post(url, json.dumps({"inputs": ["I see the cat."]}).encode())[0] == 200
