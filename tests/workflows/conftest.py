@@ -21,3 +21,13 @@ def store(tmp_path_factory):
         models = ["--model", "bow", "--model", "bilstm"]
         assert workflow.main(["run", *models, *COMMON, *BOW, *RNN]) == 0
         yield root
+
+
+@pytest.fixture
+def restore_tracking_uri():
+    """For tests that point MLflow elsewhere: later tests find the shared store again."""
+    import mlflow
+
+    previous = mlflow.get_tracking_uri()
+    yield
+    mlflow.set_tracking_uri(previous)

@@ -150,7 +150,8 @@ def test_prepare_reports_counts_and_embedding_coverage(store, capsys):
     assert list(store.glob("work/prepared/imdb-*/word2vec-100d.kv"))
 
 
-def test_sweep_makes_one_parent_and_a_child_per_setting(store, tmp_path, monkeypatch, capsys):
+def test_sweep_makes_one_parent_and_a_child_per_setting(store, tmp_path, monkeypatch, capsys,
+                                                       restore_tracking_uri):
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'sweep.db'}")
     argv = ["train", "--model", "bow", *COMMON, *BOW, "--epochs", "1",
             "--sweep", "learning_rate=0.01,0.003", "--sweep", "hidden_units=2,3"]
