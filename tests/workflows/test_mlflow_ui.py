@@ -1,13 +1,18 @@
 """The UI launcher serves the project's store on loopback and Ctrl-C leaves no process behind."""
 
+import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
 import urllib.request
+from pathlib import Path
 
-from tests.workflows.test_serving import free_port
+import pytest
+
+from tests.workflows.serving import free_port
 from workflows import mlflow_ui
 
 
@@ -46,3 +51,54 @@ def test_ui_starts_on_loopback_and_ctrl_c_stops_every_worker(tmp_path):
     finally:
         if launcher.poll() is None:
             os.killpg(launcher.pid, signal.SIGKILL)
+
+
+CHROMIUM = next(filter(None, map(shutil.which, (
+    "chromium", "chromium-browser", "google-chrome", "chrome-headless-shell"))), None)
+
+
+def headless(url, *flags):
+    """Chromium's rendering of `url` after its scripts ran (`--dump-dom`) or other output."""
+    command = [CHROMIUM, "--headless", "--disable-gpu", "--no-sandbox",
+               "--virtual-time-budget=20000", "--window-size=1400,1000", *flags, url]
+    return subprocess.run(command, capture_output=True, text=True, timeout=180).stdout
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium is not installed")
+def test_browser_shows_the_experiment_and_compares_its_runs(store, tmp_path):
+    import mlflow
+
+    experiment = mlflow.get_experiment_by_name("imdb_sentiment")
+    runs = mlflow.search_runs([experiment.experiment_id], output_format="list",
+                              filter_string="params.model IN ('bow', 'bilstm')")
+    run_ids = sorted({run.data.params["model"]: run.info.run_id for run in runs}.values())
+    assert len(run_ids) == 2
+    port = free_port()
+    launcher = subprocess.Popen([sys.executable, "-m", "workflows.mlflow_ui", "--port", str(port)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                urllib.request.urlopen(f"{url}/health", timeout=5)
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "UI did not start"
+                time.sleep(1)
+        page = headless(f"{url}/#/experiments/{experiment.experiment_id}", "--dump-dom")
+        assert "imdb_sentiment" in page and "bow" in page and "bilstm" in page
+        compare = (f"{url}/#/compare-runs?runs={json.dumps(run_ids)}"
+                   f"&experiments={json.dumps([experiment.experiment_id])}")
+        page = headless(compare, "--dump-dom")
+        assert all(run_id in page for run_id in run_ids) and "val_accuracy" in page
+        artifacts = Path(os.environ.get("NLPKIT_TEST_ARTIFACTS", tmp_path))
+        artifacts.mkdir(parents=True, exist_ok=True)
+        screenshot = artifacts / "mlflow_compare_runs.png"
+        headless(compare, f"--screenshot={screenshot}")
+        assert screenshot.exists() and screenshot.stat().st_size > 10_000
+    finally:
+        os.killpg(launcher.pid, signal.SIGINT)
+        launcher.wait(timeout=60)
