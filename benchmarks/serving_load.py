@@ -14,7 +14,6 @@ Writes `benchmarks/results/serving_load.json`.
 import argparse
 import json
 import os
-import platform
 import signal
 import socket
 import subprocess
@@ -26,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
+from reporting import machine, write_results  # noqa: E402  (benchmarks/, beside this file)
 
 RESULTS = Path(__file__).with_name("results") / "serving_load.json"
 
@@ -133,11 +133,9 @@ def main(argv=None):
                        "p99": round(percentile(latencies, 99), 1),
                        "max": round(max(latencies), 1)},
         "errors": errors,
-        "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count()},
+        "machine": machine(),
     }
-    print(json.dumps(results, indent=2))
-    Path(args.output).write_text(json.dumps(results, indent=2) + "\n")
-    print(f"Wrote {args.output}")
+    write_results(results, args.output)
     if errors:
         raise SystemExit(f"{errors} request(s) failed; see {log_path}")
 

@@ -16,14 +16,12 @@ Writes `benchmarks/results/translation_decoding.json`.
 """
 
 import argparse
-import json
-import os
-import platform
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
+from reporting import machine, write_results  # noqa: E402  (benchmarks/, beside this file)
 
 RESULTS = Path(__file__).with_name("results") / "translation_decoding.json"
 
@@ -59,7 +57,6 @@ def timed(function):
 
 
 def main(argv=None):
-    import keras
     import numpy as np
 
     from data_prep import spa_eng
@@ -113,13 +110,9 @@ def main(argv=None):
         "same_output_as_tutorial_loop": {"cached_one_by_one": same(single_outputs),
                                          "cached_batched": same(batch_outputs)},
         "mean_output_tokens": round(float(np.mean([len(o) - 1 for o in loop_outputs])), 1),
-        "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
-                    "backend": keras.backend.backend()},
+        "machine": machine(),
     }
-    print(json.dumps(results, indent=2))
-    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.output).write_text(json.dumps(results, indent=2) + "\n")
-    print(f"Wrote {args.output}")
+    write_results(results, args.output)
 
 
 if __name__ == "__main__":

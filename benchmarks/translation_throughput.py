@@ -15,15 +15,13 @@ Writes `benchmarks/results/translation_throughput.json`.
 """
 
 import argparse
-import json
-import os
-import platform
 import statistics
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
+from reporting import machine, write_results  # noqa: E402  (benchmarks/, beside this file)
 
 RESULTS = Path(__file__).with_name("results") / "translation_throughput.json"
 
@@ -99,14 +97,9 @@ def main(argv=None):
     for preset in args.presets[1:]:
         results[f"{preset}_speedup_over_{args.presets[0]}"] = round(
             results[preset]["pairs_per_second"] / baseline["pairs_per_second"], 2)
-    results["machine"] = {"cpu": platform.processor() or platform.machine(),
-                          "cores": os.cpu_count(), "backend": keras.backend.backend(),
-                          "pairs": args.pairs, "rounds": args.rounds,
-                          "target_words": target_words}
-    print(json.dumps(results, indent=2))
-    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.output).write_text(json.dumps(results, indent=2) + "\n")
-    print(f"Wrote {args.output}")
+    results["machine"] = machine(pairs=args.pairs, rounds=args.rounds,
+                                 target_words=target_words)
+    write_results(results, args.output)
 
 
 if __name__ == "__main__":

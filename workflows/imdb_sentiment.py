@@ -27,8 +27,8 @@ import numpy as np
 
 from data_prep import cache, glove, imdb, word2vec
 from data_prep.sources import DataSourceError
+from workflows import cli, tracking
 from workflows import config as config_lib
-from workflows import tracking
 from workflows.training import TrainingFolder, fit_resumably
 
 EXPERIMENT = "imdb_sentiment"
@@ -512,28 +512,7 @@ COMPARE_COLUMNS = ("run_id", "params.model", "params.embedding", "params.epochs"
 def compare(sort_by="metrics.test_accuracy", model=None, since=None, style="text",
             ascending=False):
     """Prints this experiment's runs as a table, best first; returns the rows."""
-    filters = []
-    if model:
-        filters.append(f"params.model = '{model}'")
-    if since:
-        filters.append(f"attributes.start_time >= {_timestamp_ms(since)}")
-    rows = tracking.runs_table(EXPERIMENT, COMPARE_COLUMNS, sort_by, ascending,
-                               " and ".join(filters))
-    for row in rows:
-        row["run_id"] = row["run_id"][:12]
-    print(tracking.format_table(rows, COMPARE_COLUMNS, style) if rows else
-          f"No runs in experiment {EXPERIMENT!r} yet ({tracking.tracking_uri()}).")
-    return rows
-
-
-def _timestamp_ms(date):
-    from datetime import datetime
-
-    try:
-        return int(datetime.fromisoformat(date).timestamp() * 1000)
-    except ValueError:
-        raise config_lib.ConfigError(f"--since expects a date like 2026-11-22 or "
-                                     f"2026-11-22T10:00, got {date!r}.") from None
+    return cli.compare_runs(EXPERIMENT, COMPARE_COLUMNS, sort_by, model, since, style, ascending)
 
 
 # ## Command line
@@ -554,19 +533,13 @@ def main(argv=None):
         if name != "prepare":
             _add_train_arguments(step, repeat=name == "run")
     step = steps.add_parser("evaluate", help="test metrics of a run, logged to it")
-    _add_model_arguments(step)
+    cli.add_run_arguments(step, "models:/imdb/latest or models:/imdb@champion")
     _add_data_arguments(step, embeddings=False)
     step = steps.add_parser("predict", help="classify reviews with a run's model")
     step.add_argument("texts", nargs="*", help="reviews to classify")
     step.add_argument("--file", help="a UTF-8 text file, one review per line")
-    _add_model_arguments(step)
-    step = steps.add_parser("compare", help="table of this experiment's runs")
-    step.add_argument("--sort-by", default="metrics.test_accuracy",
-                      help="an MLflow column, e.g. metrics.best_val_accuracy")
-    step.add_argument("--ascending", action="store_true")
-    step.add_argument("--model", help="only runs of this model")
-    step.add_argument("--since", help="only runs started on or after this date")
-    step.add_argument("--format", choices=("text", "csv", "markdown"), default="text")
+    cli.add_run_arguments(step, "models:/imdb/latest or models:/imdb@champion")
+    cli.add_compare_step(steps, "metrics.test_accuracy", "metrics.best_val_accuracy")
     args = parser.parse_args(argv)
     try:
         return _run_step(args)
@@ -574,13 +547,6 @@ def main(argv=None):
             glove.WordVectorsError, FileNotFoundError, UnicodeDecodeError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-
-
-def _add_model_arguments(parser):
-    which = parser.add_mutually_exclusive_group()
-    which.add_argument("--run-id", help="an MLflow run id or prefix (default: the latest run)")
-    which.add_argument("--model-uri", help="a registered model, e.g. models:/imdb/latest "
-                       "or models:/imdb@champion")
 
 
 def _add_data_arguments(parser, embeddings=True):
@@ -675,12 +641,7 @@ def _run_step(args):
     elif args.step == "evaluate":
         evaluate(args.run_id, args.imdb_path, args.work_dir, model_uri=args.model_uri)
     elif args.step == "predict":
-        texts = list(args.texts)
-        if args.file:
-            texts += [line for line in Path(args.file).read_text(encoding="utf-8").splitlines()
-                      if line.strip()]
-        if not texts:
-            raise config_lib.ConfigError("Give reviews to classify as arguments or with --file.")
+        texts = cli.read_texts(args.texts, args.file, "reviews to classify")
         predict(texts, args.run_id, args.model_uri)
     elif args.step == "compare":
         compare(args.sort_by, args.model, args.since, args.format, args.ascending)

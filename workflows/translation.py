@@ -29,8 +29,8 @@ import numpy as np
 
 from data_prep import cache, spa_eng
 from data_prep.sources import DataSourceError
+from workflows import cli, tracking
 from workflows import config as config_lib
-from workflows import tracking
 from workflows.training import TrainingFolder, fit_resumably
 
 EXPERIMENT = "translation"
@@ -538,18 +538,7 @@ COMPARE_COLUMNS = ("run_id", "params.model", "params.preset", "params.tokenizati
 def compare(sort_by="metrics.test_beam4_normalized_bleu", model=None, since=None,
             style="text", ascending=False):
     """Prints this experiment's runs as a table, best first; returns the rows."""
-    from workflows.imdb_sentiment import _timestamp_ms
-
-    filters = [f"params.model = '{model}'"] if model else []
-    if since:
-        filters.append(f"attributes.start_time >= {_timestamp_ms(since)}")
-    rows = tracking.runs_table(EXPERIMENT, COMPARE_COLUMNS, sort_by, ascending,
-                               " and ".join(filters))
-    for row in rows:
-        row["run_id"] = row["run_id"][:12]
-    print(tracking.format_table(rows, COMPARE_COLUMNS, style) if rows else
-          f"No runs in experiment {EXPERIMENT!r} yet ({tracking.tracking_uri()}).")
-    return rows
+    return cli.compare_runs(EXPERIMENT, COMPARE_COLUMNS, sort_by, model, since, style, ascending)
 
 
 # ## Command line
@@ -576,13 +565,7 @@ def main(argv=None):
     step.add_argument("texts", nargs="*", help="English sentences")
     step.add_argument("--file", help="a UTF-8 text file, one sentence per line")
     _add_model_arguments(step)
-    step = steps.add_parser("compare", help="table of this experiment's runs")
-    step.add_argument("--sort-by", default="metrics.test_beam4_normalized_bleu",
-                      help="an MLflow column, e.g. metrics.best_val_bleu")
-    step.add_argument("--ascending", action="store_true")
-    step.add_argument("--model", help="only runs of this model")
-    step.add_argument("--since", help="only runs started on or after this date")
-    step.add_argument("--format", choices=("text", "csv", "markdown"), default="text")
+    cli.add_compare_step(steps, "metrics.test_beam4_normalized_bleu", "metrics.best_val_bleu")
     args = parser.parse_args(argv)
     try:
         return _run_step(args)
@@ -593,9 +576,7 @@ def main(argv=None):
 
 
 def _add_model_arguments(parser):
-    which = parser.add_mutually_exclusive_group()
-    which.add_argument("--run-id", help="an MLflow run id or prefix (default: the latest run)")
-    which.add_argument("--model-uri", help="a registered model, e.g. models:/translator/latest")
+    cli.add_run_arguments(parser, "models:/translator/latest")
     parser.add_argument("--beam-width", type=int, help="1 for greedy (default: the run's)")
 
 
@@ -631,16 +612,6 @@ def _config_from_args(args):
     return make_config(args.model, args.preset, overrides)
 
 
-def _read_texts(args):
-    texts = list(args.texts)
-    if args.file:
-        texts += [line for line in Path(args.file).read_text(encoding="utf-8").splitlines()
-                  if line.strip()]
-    if not texts:
-        raise config_lib.ConfigError("Give English sentences as arguments or with --file.")
-    return texts
-
-
 def _run_step(args):
     if getattr(args, "sweep", None) and args.step != "train":
         raise config_lib.ConfigError("--sweep works with the train step.")
@@ -671,7 +642,8 @@ def _run_step(args):
         evaluate(args.run_id, args.spa_eng_path, args.work_dir, args.model_uri, args.limit,
                  args.beam_width)
     elif args.step == "translate":
-        translate(_read_texts(args), args.run_id, args.model_uri, args.beam_width)
+        texts = cli.read_texts(args.texts, args.file, "English sentences")
+        translate(texts, args.run_id, args.model_uri, args.beam_width)
     elif args.step == "compare":
         compare(args.sort_by, args.model, args.since, args.format, args.ascending)
     return 0
