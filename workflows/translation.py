@@ -371,8 +371,9 @@ def _log_training_summary(config, state, model):
                "best_val_normalized_bleu": best.get("val_normalized_bleu", float("nan"))}
     if timed:
         summary["mean_epoch_seconds"] = float(np.mean([e["epoch_seconds"] for e in timed]))
-        summary["mean_target_tokens_per_second"] = float(
-            np.mean([e["target_tokens_per_second"] for e in timed]))
+        rates = [e["target_tokens_per_second"] for e in timed if "target_tokens_per_second" in e]
+        if rates:
+            summary["mean_target_tokens_per_second"] = float(np.mean(rates))
     mlflow.log_metrics(summary)
     mlflow.log_figure(tracking.learning_curves_figure(
         state.history, metrics=("loss", "accuracy", "normalized_bleu")), "learning_curves.png")
