@@ -16,7 +16,6 @@ a model that takes raw strings); `mlflow ui` shows them side by side.
 import argparse
 import dataclasses
 import json
-import shutil
 import sys
 import tempfile
 import time
@@ -29,7 +28,7 @@ from data_prep import cache, glove, imdb, word2vec
 from data_prep.sources import DataSourceError
 from workflows import cli, tracking
 from workflows import config as config_lib
-from workflows.training import TrainingFolder, fit_resumably
+from workflows.training import TrainingFolder, fit_resumably, starting_state
 
 EXPERIMENT = "imdb_sentiment"
 PYFUNC_FILE = Path(__file__).with_name("imdb_pyfunc.py")
@@ -313,14 +312,11 @@ def train(config, imdb_path=None, work_dir=None, retrain=False, verbose="auto",
 
     prepared = imdb.prepare(imdb_path, data_settings(config), work_dir, verbose=False)
     folder = run_folder(config, prepared, work_dir)
-    state = TrainingFolder(folder).load_state()
-    if state.finished and not retrain:
+    state = starting_state(folder, retrain)
+    if state.finished:
         print(f"{config.model} with this config is already trained: run {state.run_id} "
               f"({folder}). Pass --retrain to train it again.")
         return state.run_id
-    if retrain and folder.exists():
-        shutil.rmtree(folder)
-        state = TrainingFolder(folder).load_state()
     print(f"Training {config.model}:\n{config_lib.describe(config)}")
     keras.utils.set_random_seed(config.seed)
     tracking.use_experiment(EXPERIMENT)

@@ -10,6 +10,7 @@ on with the same early-stopping counters and metric history.
 import json
 import math
 import os
+import shutil
 import time
 import warnings
 from dataclasses import asdict, dataclass, field
@@ -79,6 +80,13 @@ class TrainingFolder:
     @property
     def best_weights(self):
         return self.directory / BEST_WEIGHTS
+
+
+def starting_state(folder, retrain=False):
+    """The run folder's saved state; with `retrain`, the folder is wiped first."""
+    if retrain and Path(folder).exists():
+        shutil.rmtree(folder)
+    return TrainingFolder(folder).load_state()
 
 
 def _replace_atomically(path, write):

@@ -31,7 +31,7 @@ from data_prep import cache, spa_eng
 from data_prep.sources import DataSourceError
 from workflows import cli, tracking
 from workflows import config as config_lib
-from workflows.training import TrainingFolder, fit_resumably
+from workflows.training import TrainingFolder, fit_resumably, starting_state
 
 EXPERIMENT = "translation"
 PYFUNC_FILE = Path(__file__).with_name("translation_pyfunc.py")
@@ -286,14 +286,11 @@ def train(config, spa_eng_path=None, work_dir=None, retrain=False, verbose="auto
     prepared, data = load_data(config, spa_eng_path, work_dir)
     fingerprint = dataset_fingerprint(prepared, data.tokenizer)
     folder = run_folder(config, fingerprint, work_dir)
-    state = TrainingFolder(folder).load_state()
-    if state.finished and not retrain:
+    state = starting_state(folder, retrain)
+    if state.finished:
         print(f"{config.model} ({config.preset}) with this config is already trained: run "
               f"{state.run_id} ({folder}). Pass --retrain to train it again.")
         return state.run_id
-    if retrain and folder.exists():
-        shutil.rmtree(folder)
-        state = TrainingFolder(folder).load_state()
     print(f"Training {config.model}, preset {config.preset}:\n{config_lib.describe(config)}")
     keras.utils.set_random_seed(config.seed)
     tracking.use_experiment(EXPERIMENT)
