@@ -341,6 +341,7 @@ def train(config, imdb_path=None, work_dir=None, retrain=False, verbose="auto",
             verbose=verbose)
         _log_training_summary(state)
         _export_and_log_model(end_to_end_model(model, vectorizer), folder)
+        TrainingFolder(folder).mark_finished(state)
     print(f"Run {state.run_id}: best val_loss {state.best_val_loss:.4f} at epoch "
           f"{state.best_epoch}; model in {folder / 'model.keras'}")
     return state.run_id

@@ -37,7 +37,7 @@ class TrainingState:
     epochs_without_improvement: int = 0
     run_id: str = ""
     train_seconds: float = 0.0  # fit time of all epochs (and partial epochs) so far
-    finished: bool = False
+    finished: bool = False  # trained, summarized and the model logged: nothing left to do
 
 
 class TrainingFolder:
@@ -69,6 +69,11 @@ class TrainingFolder:
         self.save_state(state)
         if previous and previous != state.checkpoint:
             (self.directory / previous).unlink(missing_ok=True)
+
+    def mark_finished(self, state):
+        """Records that the run is complete; call it after the model is logged."""
+        state.finished = True
+        self.save_state(state)
 
     def restore(self, model, state):
         if not state.checkpoint:
@@ -122,7 +127,9 @@ def fit_resumably(model, epoch_dataset, validation_data, folder, epochs, patienc
     epochs); `callbacks` are passed to every `fit`. With `time_budget_seconds`, no
     epoch starts that would end past the budget (judged by the slowest epoch so far;
     training time is summed over resumptions). Ctrl-C saves a checkpoint before
-    re-raising. Returns the final state.
+    re-raising. Returns the final state, not yet marked finished: the caller does that
+    once its end-of-run work is done, so a crash there is redone by a rerun, which
+    finds no epoch left to train.
     """
     folder = TrainingFolder(folder)
     state = folder.load_state()
@@ -161,8 +168,6 @@ def fit_resumably(model, epoch_dataset, validation_data, folder, epochs, patienc
             on_epoch_end(state.epoch - 1, metrics)
     if folder.best_weights.exists():
         model.load_weights(folder.best_weights)
-    state.finished = True
-    folder.save_state(state)
     return state
 
 

@@ -333,6 +333,7 @@ def train(config, spa_eng_path=None, work_dir=None, retrain=False, verbose="auto
             verbose=verbose, time_budget_seconds=budget)
         _log_training_summary(config, state, model)
         _export_and_log_model(translator, folder)
+        TrainingFolder(folder).mark_finished(state)
     print(f"Run {state.run_id}: best val_loss {state.best_val_loss:.4f} at epoch "
           f"{state.best_epoch}, {state.train_seconds / 60:.1f} training minutes; translator in "
           f"{folder / 'translator'}")

@@ -167,3 +167,27 @@ def test_sweep_makes_one_parent_and_a_child_per_setting(store, tmp_path, monkeyp
     assert parent.data.tags["best_child_run_id"] in {c.info.run_id for c in children}
     assert workflow.main(["train", "--model", "bow", "--sweep", "hidden_units=two"]) == 2
     assert "hidden_units must be int" in capsys.readouterr().err
+
+
+def test_a_crash_after_training_is_finished_by_the_rerun_without_training_again(
+        store, tmp_path, monkeypatch, capsys, restore_tracking_uri):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'crash.db'}")
+    argv = ["train", "--model", "bow", *COMMON, "--set", "hidden_units=5"]
+    export = workflow._export_and_log_model
+
+    def crash_once(*args):
+        monkeypatch.setattr(workflow, "_export_and_log_model", export)
+        raise OSError("disk full")
+
+    monkeypatch.setattr(workflow, "_export_and_log_model", crash_once)
+    with pytest.raises(OSError, match="disk full"):
+        workflow.main(argv)
+    capsys.readouterr()
+    assert workflow.main(argv) == 0
+    output = capsys.readouterr().out
+    assert "Resuming run" in output and "Epoch " not in output
+    (run,) = mlflow.search_runs(
+        [mlflow.get_experiment_by_name(workflow.EXPERIMENT).experiment_id], output_format="list")
+    assert run.info.status == "FINISHED" and run.data.tags["model_logged"] == "true"
+    assert workflow.main(argv) == 0
+    assert "already trained" in capsys.readouterr().out

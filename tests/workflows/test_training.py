@@ -56,10 +56,28 @@ def test_interrupted_training_resumes_mid_epoch_without_redoing_batches(tmp_path
                           callbacks=[CountBatches()], verbose=0)
     assert CountBatches.count == (STEPS - 5) + STEPS  # the rest of epoch 2, then epoch 3
     assert int(model.optimizer.iterations.numpy()) == 3 * STEPS  # optimizer state restored
-    assert state.finished and len(state.history) == 3
+    assert len(state.history) == 3 and not state.finished  # the caller marks it finished
     assert "epoch_seconds" in state.history[0] and "epoch_seconds" not in state.history[1]
     saved = json.loads((tmp_path / "state.json").read_text())
-    assert saved["finished"] and len(list(tmp_path.glob("checkpoint-*"))) == 1
+    assert saved["epoch"] == 3 and len(list(tmp_path.glob("checkpoint-*"))) == 1
+
+
+def test_rerun_after_the_last_epoch_trains_nothing_and_restores_the_best_weights(tmp_path):
+    trained = small_model()
+    fit_resumably(trained, epoch_dataset, epoch_dataset(99), tmp_path, epochs=2, patience=9,
+                  verbose=0)
+    CountBatches.count = 0
+    rerun = small_model()
+    state = fit_resumably(rerun, epoch_dataset, epoch_dataset(99), tmp_path, epochs=2, patience=9,
+                          callbacks=[CountBatches()], verbose=0)
+    assert CountBatches.count == 0 and len(state.history) == 2
+    best = small_model()
+    best.optimizer.build(best.trainable_variables)
+    best.load_weights(tmp_path / "best.weights.h5")
+    for restored, expected in zip(rerun.get_weights(), best.get_weights(), strict=True):
+        np.testing.assert_array_equal(restored, expected)
+    TrainingFolder(tmp_path).mark_finished(state)
+    assert TrainingFolder(tmp_path).load_state().finished
 
 
 def test_early_stopping_keeps_the_best_weights(tmp_path):
@@ -93,7 +111,7 @@ def test_time_budget_stops_before_an_epoch_that_would_not_fit(tmp_path):
                           patience=9, callbacks=[SlowEpochs()], verbose=0,
                           time_budget_seconds=0.5)
     # Epoch 1 takes > 0.3 s, so a second one (as slow as the slowest) would pass 0.5 s.
-    assert len(state.history) == 1 and state.finished
+    assert len(state.history) == 1
     assert state.train_seconds >= 0.3
     resumed = fit_resumably(small_model(), epoch_dataset, epoch_dataset(99), tmp_path, epochs=5,
                             patience=9, verbose=0, time_budget_seconds=0.5)

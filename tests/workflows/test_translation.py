@@ -97,6 +97,23 @@ def test_translate_and_compare_from_the_command_line(translation_store, capsys):
     assert lines[0].startswith("run_id,model,preset") and len(lines) == 3
 
 
+def test_decoding_benchmark_matches_the_tutorial_loop(translation_store, tmp_path):
+    run_id = runs()["transformer"].info.run_id
+    output = tmp_path / "decoding.json"
+    result = subprocess.run(
+        [sys.executable, "benchmarks/translation_decoding.py", "--run-id", run_id,
+         "--sentences", "6", "--batch-size", "4", "--output", str(output)],
+        capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    figures = json.loads(output.read_text())
+    assert figures["sentences"] == 6 and figures["run_id"] == run_id
+    assert all(ms > 0 for ms in figures["ms_per_sentence"].values())
+    assert set(figures["ms_per_sentence"]) == {
+        "tutorial_loop", "tutorial_loop_compiled", "cached_one_by_one", "cached_batched"}
+    assert figures["same_output_as_tutorial_loop"] == {
+        "tutorial_loop_compiled": 6, "cached_one_by_one": 6, "cached_batched": 6}
+
+
 def test_rerun_of_a_finished_config_reuses_it(translation_store, capsys):
     assert workflow.main(["train", "--preset", "cpu", *TINY_TRANSFORMER]) == 0
     assert "already trained" in capsys.readouterr().out
