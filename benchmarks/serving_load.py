@@ -37,11 +37,11 @@ def free_port():
 
 
 def start_server(model_uri, port, workers, log):
-    command = [sys.executable, "-m", "mlflow", "models", "serve", "-m", model_uri,
-               "--env-manager", "local", "--host", "127.0.0.1", "--port", str(port),
-               "--workers", str(workers)]
-    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
-                               start_new_session=True)
+    from workflows.serve_model import model_server_command, server_environment
+
+    process = subprocess.Popen(model_server_command(model_uri, port=port, workers=workers),
+                               stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                               env=server_environment())
     deadline = time.monotonic() + 300
     while True:
         try:

@@ -24,6 +24,26 @@ def add_compare_step(steps, default_sort_by, example_sort_by):
     return step
 
 
+def add_register_step(steps):
+    step = steps.add_parser("register", help="register a run's model in the model registry")
+    step.add_argument("name", help="registered model name; each call adds a version")
+    step.add_argument("--run-id", help="an MLflow run id or prefix, as `compare` prints it "
+                                       "(default: the latest run with a model)")
+    step.add_argument("--alias", help="also point this alias at the new version "
+                                      "(models:/NAME@ALIAS)")
+    return step
+
+
+def register_run(experiment, run_id, name, alias=None):
+    """Registers the model of `run_id` (or of the latest run) as a new version of `name`."""
+    run = tracking.find_run(experiment, run_id)
+    if run.data.tags.get("model_logged") != "true":
+        raise tracking.RunNotFoundError(
+            f"Run {run.info.run_id} has no logged model ({run.info.status}); rerun its train "
+            "command to finish it, or pick another run from `compare`.")
+    return tracking.register_model(run.info.run_id, name, alias)
+
+
 def compare_runs(experiment, columns, sort_by, model=None, since=None, style="text",
                  ascending=False):
     """Prints an experiment's runs as a table (filtered, sorted); returns the rows."""

@@ -537,6 +537,7 @@ def main(argv=None):
     step.add_argument("--file", help="a UTF-8 text file, one review per line")
     cli.add_run_arguments(step, "models:/imdb/latest or models:/imdb@champion")
     cli.add_compare_step(steps, "metrics.test_accuracy", "metrics.best_val_accuracy")
+    cli.add_register_step(steps)
     args = parser.parse_args(argv)
     try:
         return _run_step(args)
@@ -640,6 +641,8 @@ def _run_step(args):
     elif args.step == "predict":
         texts = cli.read_texts(args.texts, args.file, "reviews to classify")
         predict(texts, args.run_id, args.model_uri)
+    elif args.step == "register":
+        cli.register_run(EXPERIMENT, args.run_id, args.name, args.alias)
     elif args.step == "compare":
         compare(args.sort_by, args.model, args.since, args.format, args.ascending)
     return 0

@@ -28,16 +28,27 @@ def server_command(host, port, workers=1):
 
 
 def serve(host="127.0.0.1", port=5000, workers=1):
-    """Runs the server until Ctrl-C (or SIGTERM), then stops its whole process group."""
+    """Runs the UI server until Ctrl-C (or SIGTERM)."""
     tracking.DEFAULT_STORE_DIR.mkdir(exist_ok=True)
-    process = subprocess.Popen(server_command(host, port, workers), start_new_session=True)
-    print(f"MLflow UI: http://{host}:{port}  (store: {tracking.tracking_uri()}); "
-          "Ctrl-C to stop", flush=True)
+    return run_until_stopped(
+        server_command(host, port, workers), "MLflow UI",
+        f"MLflow UI: http://{host}:{port}  (store: {tracking.tracking_uri()}); Ctrl-C to stop")
+
+
+def run_until_stopped(command, name, banner, env=None):
+    """Starts `command` in its own process group, prints `banner`, and waits.
+
+    Ctrl-C or SIGTERM stops the whole group, workers included; returns the exit status.
+    """
+    process = subprocess.Popen(command, start_new_session=True, env=env)
+    print(banner, flush=True)
     signal.signal(signal.SIGTERM, _interrupt)
     try:
         return process.wait()
     except KeyboardInterrupt:
-        return stop(process)
+        stop(process)
+        print(f"{name} stopped.", flush=True)
+        return 0
 
 
 def _interrupt(signum, frame):
@@ -45,7 +56,7 @@ def _interrupt(signum, frame):
 
 
 def stop(process, timeout=10):
-    """Stops the server's process group: SIGTERM, then SIGKILL after `timeout` seconds."""
+    """Stops a process group: SIGTERM, then SIGKILL after `timeout` seconds."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
             os.killpg(process.pid, sig)
@@ -56,8 +67,6 @@ def stop(process, timeout=10):
             break
         except subprocess.TimeoutExpired:
             continue
-    print("MLflow UI stopped.")
-    return 0
 
 
 def main(argv=None):

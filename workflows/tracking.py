@@ -133,13 +133,17 @@ def source_run_id(uri):
                                f"{error.message.splitlines()[0]}") from None
 
 
-def register_model(run_id, name):
-    """Registers the run's model as a new version of `name`; returns the version."""
+def register_model(run_id, name, alias=None):
+    """Registers the run's model as a new version of `name` (and `alias`); returns the version."""
     import mlflow
 
     version = mlflow.register_model(model_uri(run_id), name)
+    also = [f"models:/{name}/latest"]
+    if alias:
+        mlflow.MlflowClient().set_registered_model_alias(name, alias, version.version)
+        also.append(f"models:/{name}@{alias}")
     print(f"Registered {name} version {version.version}: models:/{name}/{version.version} "
-          f"(also models:/{name}/latest)")
+          f"(also {', '.join(also)})")
     return version.version
 
 

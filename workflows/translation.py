@@ -565,6 +565,7 @@ def main(argv=None):
     step.add_argument("--file", help="a UTF-8 text file, one sentence per line")
     _add_model_arguments(step)
     cli.add_compare_step(steps, "metrics.test_beam4_normalized_bleu", "metrics.best_val_bleu")
+    cli.add_register_step(steps)
     args = parser.parse_args(argv)
     try:
         return _run_step(args)
@@ -643,6 +644,8 @@ def _run_step(args):
     elif args.step == "translate":
         texts = cli.read_texts(args.texts, args.file, "English sentences")
         translate(texts, args.run_id, args.model_uri, args.beam_width)
+    elif args.step == "register":
+        cli.register_run(EXPERIMENT, args.run_id, args.name, args.alias)
     elif args.step == "compare":
         compare(args.sort_by, args.model, args.since, args.format, args.ascending)
     return 0

@@ -33,12 +33,15 @@ def post(url, body):
 
 @contextlib.contextmanager
 def served(model_uri, log_path, startup_seconds=180):
-    """Serves `model_uri` on a free loopback port; yields its URL; stops the whole group."""
+    """Serves `model_uri` with `python -m workflows.serve_model` on a free loopback port.
+
+    Yields its URL; afterwards stops it with Ctrl-C and checks that no server process
+    is left behind.
+    """
     port = free_port()
     with open(log_path, "w+") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "mlflow", "models", "serve", "-m", model_uri,
-             "--env-manager", "local", "--host", "127.0.0.1", "--port", str(port)],
+            [sys.executable, "-m", "workflows.serve_model", model_uri, "--port", str(port)],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         url = f"http://127.0.0.1:{port}"
         try:
@@ -53,6 +56,18 @@ def served(model_uri, log_path, startup_seconds=180):
                         pytest.fail(f"server did not start:\n{log.read()[-3000:]}")
                     time.sleep(1)
             yield url
+            process.send_signal(signal.SIGINT)
+            process.wait(timeout=60)
+            log.seek(0)
+            assert "Model server stopped." in log.read()
+            assert processes_listening_on(port) == []
         finally:
-            os.killpg(process.pid, signal.SIGTERM)
-            process.wait(timeout=30)
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(timeout=30)
+
+
+def processes_listening_on(port):
+    """Command lines of running processes started with `--port <port>`."""
+    listing = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    return [line for line in listing.splitlines() if f"--port {port}" in line]

@@ -140,6 +140,15 @@ def test_register_then_predict_and_evaluate_by_model_uri(store, capsys):
     assert "No model at models:/nothing/1" in capsys.readouterr().err
 
 
+def test_register_step_picks_a_run_from_compare_and_sets_an_alias(store, capsys):
+    bilstm = runs_by_model()["bilstm"].info.run_id
+    assert workflow.main(["register", "imdb-best", "--run-id", bilstm[:12],
+                          "--alias", "champion"]) == 0
+    assert "models:/imdb-best@champion" in capsys.readouterr().out
+    assert workflow.main(["predict", "--model-uri", "models:/imdb-best@champion", "Great"]) == 0
+    assert bilstm in capsys.readouterr().out
+
+
 def test_prepare_reports_counts_and_embedding_coverage(store, capsys):
     assert workflow.main(["prepare"]) == 0
     output = capsys.readouterr().out
@@ -182,7 +191,8 @@ def test_a_crash_after_training_is_finished_by_the_rerun_without_training_again(
     monkeypatch.setattr(workflow, "_export_and_log_model", crash_once)
     with pytest.raises(OSError, match="disk full"):
         workflow.main(argv)
-    capsys.readouterr()
+    assert workflow.main(["register", "crashed"]) == 2  # the only run has no model yet
+    assert "has no logged model" in capsys.readouterr().err
     assert workflow.main(argv) == 0
     output = capsys.readouterr().out
     assert "Resuming run" in output and "Epoch " not in output

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.workflows.serving import free_port
+from tests.workflows.serving import free_port, processes_listening_on
 from workflows import mlflow_ui
 
 
@@ -44,10 +44,7 @@ def test_ui_starts_on_loopback_and_ctrl_c_stops_every_worker(tmp_path):
         launcher.send_signal(signal.SIGINT)
         output, _ = launcher.communicate(timeout=60)
         assert f"http://127.0.0.1:{port}" in output and "MLflow UI stopped." in output
-        server_group = [line for line in subprocess.run(
-            ["ps", "-eo", "pgid,args"], capture_output=True, text=True).stdout.splitlines()
-            if f"--port {port}" in line]
-        assert server_group == []
+        assert processes_listening_on(port) == []
     finally:
         if launcher.poll() is None:
             os.killpg(launcher.pid, signal.SIGKILL)

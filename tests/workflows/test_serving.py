@@ -1,4 +1,4 @@
-"""`mlflow models serve` on loopback: raw strings in over HTTP, clear 4xx for bad payloads."""
+"""A registered model served on loopback: raw strings in over HTTP, clear 4xx for bad payloads."""
 
 import json
 
@@ -7,6 +7,7 @@ import pytest
 
 from tests.workflows.serving import post, served
 from workflows import imdb_sentiment as workflow
+from workflows import serve_model, tracking
 
 
 @pytest.fixture(scope="module")
@@ -14,8 +15,9 @@ def server(store, tmp_path_factory):
     experiment = mlflow.get_experiment_by_name(workflow.EXPERIMENT)
     (run,) = mlflow.search_runs([experiment.experiment_id], output_format="list",
                                 filter_string="params.model = 'bow'")
+    version = tracking.register_model(run.info.run_id, "imdb-serving")
     log = tmp_path_factory.mktemp("serve") / "server.log"
-    with served(f"runs:/{run.info.run_id}/model", log) as url:
+    with served(f"models:/imdb-serving/{version}", log) as url:
         yield url
 
 
@@ -36,3 +38,8 @@ def test_bad_payloads_get_a_4xx_and_the_server_keeps_serving(server, payload, hi
     assert 400 <= status < 500
     assert hint in json.dumps(body)
     assert post(server, json.dumps({"inputs": ["Still up?"]}).encode())[0] == 200
+
+
+def test_serving_an_unknown_model_says_so(store, capsys):
+    assert serve_model.main(["models:/no-such-model/1"]) == 2
+    assert "No model at models:/no-such-model/1" in capsys.readouterr().err

@@ -1,0 +1,64 @@
+"""Serve a logged model over HTTP with `mlflow models serve` (loopback only by default).
+
+    python -m workflows.serve_model models:/imdb-sentiment/latest        # http://127.0.0.1:5001
+    python -m workflows.serve_model runs:/<run id>/model --port 5002
+
+Resolves the URI in the project's tracking store (`$MLFLOW_TRACKING_URI` when set, else
+`mlflow/mlflow.db`) and serves it with the current Python environment. POST raw strings to
+`/invocations` as `{"inputs": [...]}`; the answer is `{"predictions": [...]}`. Ctrl-C
+stops the server and its workers.
+"""
+
+import argparse
+import os
+import sys
+
+from workflows import tracking
+from workflows.mlflow_ui import run_until_stopped
+
+
+def model_server_command(model_uri, host="127.0.0.1", port=5001, workers=1):
+    """The `mlflow models serve` command line for `model_uri`, in this environment."""
+    return [sys.executable, "-m", "mlflow", "models", "serve", "-m", model_uri,
+            "--env-manager", "local", "--host", host, "--port", str(port),
+            "--workers", str(workers)]
+
+
+def server_environment():
+    """This process's environment, pointing MLflow at the project's store."""
+    return {**os.environ, "MLFLOW_TRACKING_URI": tracking.tracking_uri()}
+
+
+def serve(model_uri, host="127.0.0.1", port=5001, workers=1):
+    """Checks that `model_uri` exists, then serves it until Ctrl-C."""
+    import mlflow
+
+    mlflow.set_tracking_uri(tracking.tracking_uri())
+    run_id = tracking.source_run_id(model_uri)
+    url = f"http://{host}:{port}"
+    banner = (f"Serving {model_uri} (run {run_id}) at {url}; Ctrl-C to stop. Try:\n"
+              f"  curl -s {url}/invocations -H 'Content-Type: application/json' "
+              "-d '{\"inputs\": [\"Your text here.\"]}'")
+    return run_until_stopped(model_server_command(model_uri, host, port, workers),
+                             "Model server", banner, env=server_environment())
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m workflows.serve_model",
+                                     description=__doc__.split("\n")[0])
+    parser.add_argument("model_uri", help="models:/NAME/latest, models:/NAME@alias, "
+                                          "models:/NAME/VERSION or runs:/RUN_ID/model")
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="interface to bind (default: loopback; 0.0.0.0 exposes it)")
+    parser.add_argument("--port", type=int, default=5001)
+    parser.add_argument("--workers", type=int, default=1)
+    args = parser.parse_args(argv)
+    try:
+        return serve(args.model_uri, args.host, args.port, args.workers)
+    except tracking.RunNotFoundError as error:
+        print(error, file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
