@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 from workflows import tracking
 
@@ -56,17 +57,26 @@ def _interrupt(signum, frame):
 
 
 def stop(process, timeout=10):
-    """Stops a process group: SIGTERM, then SIGKILL after `timeout` seconds."""
+    """Stops a process group: SIGTERM, then SIGKILL if any member outlives `timeout` seconds."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
             os.killpg(process.pid, sig)
         except ProcessLookupError:
-            break
+            return
+        if _group_ended(process, timeout):
+            return
+
+
+def _group_ended(process, timeout):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        process.poll()  # reap the leader
         try:
-            process.wait(timeout=timeout)
-            break
-        except subprocess.TimeoutExpired:
-            continue
+            os.killpg(process.pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.2)
+    return False
 
 
 def main(argv=None):

@@ -56,18 +56,39 @@ def served(model_uri, log_path, startup_seconds=180):
                         pytest.fail(f"server did not start:\n{log.read()[-3000:]}")
                     time.sleep(1)
             yield url
-            process.send_signal(signal.SIGINT)
-            process.wait(timeout=60)
+            group = server_group(process)
+            stop_launcher(process)
             log.seek(0)
             assert "Model server stopped." in log.read()
-            assert processes_listening_on(port) == []
+            assert group_members(group) == []
         finally:
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait(timeout=30)
+            stop_launcher(process)
 
 
-def processes_listening_on(port):
-    """Command lines of running processes started with `--port <port>`."""
-    listing = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
-    return [line for line in listing.splitlines() if f"--port {port}" in line]
+def stop_launcher(process):
+    """Ctrl-C to a launcher, which stops its server's process group; SIGKILL if it hangs."""
+    if process.poll() is not None:
+        return
+    process.send_signal(signal.SIGINT)
+    try:
+        process.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=30)
+
+
+def server_group(launcher):
+    """The process group of the server a launcher started (its child, in its own session)."""
+    listing = subprocess.run(["ps", "-eo", "pid,ppid,pgid"], capture_output=True, text=True)
+    for line in listing.stdout.splitlines()[1:]:
+        pid, ppid, pgid = map(int, line.split())
+        if ppid == launcher.pid:
+            return pgid
+    raise AssertionError(f"launcher {launcher.pid} has no server process")
+
+
+def group_members(pgid):
+    """Command lines of the live (not zombie) processes in process group `pgid`."""
+    listing = subprocess.run(["ps", "-eo", "pgid,stat,args"], capture_output=True, text=True)
+    return [line for line in listing.stdout.splitlines()[1:]
+            if int(line.split()[0]) == pgid and not line.split()[1].startswith("Z")]

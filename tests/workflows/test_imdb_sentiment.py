@@ -191,13 +191,15 @@ def test_a_crash_after_training_is_finished_by_the_rerun_without_training_again(
     monkeypatch.setattr(workflow, "_export_and_log_model", crash_once)
     with pytest.raises(OSError, match="disk full"):
         workflow.main(argv)
-    assert workflow.main(["register", "crashed"]) == 2  # the only run has no model yet
+    experiment_id = mlflow.get_experiment_by_name(workflow.EXPERIMENT).experiment_id
+    (crashed,) = mlflow.search_runs([experiment_id], output_format="list")
+    assert workflow.main(["register", "crashed", "--run-id", crashed.info.run_id]) == 2
     assert "has no logged model" in capsys.readouterr().err
     assert workflow.main(argv) == 0
     output = capsys.readouterr().out
     assert "Resuming run" in output and "Epoch " not in output
-    (run,) = mlflow.search_runs(
-        [mlflow.get_experiment_by_name(workflow.EXPERIMENT).experiment_id], output_format="list")
-    assert run.info.status == "FINISHED" and run.data.tags["model_logged"] == "true"
+    (run,) = mlflow.search_runs([experiment_id], output_format="list")
+    assert run.info.run_id == crashed.info.run_id and run.info.status == "FINISHED"
+    assert run.data.tags["model_logged"] == "true"
     assert workflow.main(argv) == 0
     assert "already trained" in capsys.readouterr().out

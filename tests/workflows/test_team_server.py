@@ -1,6 +1,7 @@
 """A team's tracking server: PostgreSQL + `mlflow server` on loopback, a workflow run against it.
 
-Skipped where PostgreSQL (`initdb`, `postgres`) or the `psycopg2` driver is missing.
+Skipped where PostgreSQL (`initdb`, `postgres`) or the `psycopg2` driver is missing
+(`.ci/run` installs Debian's `postgresql` when it can).
 As root, PostgreSQL runs as the `postgres` user (it refuses to run as root).
 """
 
@@ -22,6 +23,13 @@ from workflows import imdb_sentiment as workflow
 
 pytestmark = pytest.mark.team_server
 POSTGRES_TOOLS = ("initdb", "postgres")
+
+
+def postgres_tool(name):
+    """`name` on PATH, else in Debian's /usr/lib/postgresql/<version>/bin (newest first)."""
+    installed = sorted(Path("/usr/lib/postgresql").glob(f"*/bin/{name}"),
+                       key=lambda path: int(path.parts[-3]) if path.parts[-3].isdigit() else 0)
+    return shutil.which(name) or (str(installed[-1]) if installed else None)
 
 
 def as_postgres_user(command):
@@ -56,8 +64,10 @@ def background(command, log, **kwargs):
 
 @pytest.fixture(scope="module")
 def postgres_url():
-    if not all(shutil.which(tool) for tool in POSTGRES_TOOLS):
-        pytest.skip("PostgreSQL is not installed (initdb/postgres not on PATH)")
+    initdb, postgres = map(postgres_tool, POSTGRES_TOOLS)
+    if not (initdb and postgres):
+        pytest.skip("PostgreSQL is not installed (no initdb/postgres on PATH or in "
+                    "/usr/lib/postgresql/*/bin)")
     pytest.importorskip("psycopg2", reason="the PostgreSQL driver psycopg2 is not installed")
     import psycopg2
 
@@ -69,9 +79,9 @@ def postgres_url():
         shutil.chown(data, "postgres", "postgres")
     port = free_port()
     try:
-        subprocess.run(as_postgres_user(["initdb", "-D", str(data), "-U", "mlflow",
+        subprocess.run(as_postgres_user([initdb, "-D", str(data), "-U", "mlflow",
                                          "--auth=trust"]), check=True, capture_output=True)
-        command = as_postgres_user(["postgres", "-D", str(data), "-h", "127.0.0.1", "-p",
+        command = as_postgres_user([postgres, "-D", str(data), "-h", "127.0.0.1", "-p",
                                     str(port), "-k", str(data)])
         with background(command, root / "postgres.log") as process:
             def connect(database):

@@ -114,6 +114,15 @@ def test_decoding_benchmark_matches_the_tutorial_loop(translation_store, tmp_pat
         "tutorial_loop_compiled": 6, "cached_one_by_one": 6, "cached_batched": 6}
 
 
+def test_register_step_then_translate_by_model_uri(translation_store, capsys):
+    run_id = runs()["gru_seq2seq"].info.run_id
+    assert workflow.main(["register", "spa-test", "--run-id", run_id[:12]]) == 0
+    assert "models:/spa-test/1" in capsys.readouterr().out
+    assert workflow.main(["translate", "--model-uri", "models:/spa-test/1", "Hi."]) == 0
+    output = capsys.readouterr().out
+    assert run_id in output and output.count("  -> ") == 1
+
+
 def test_rerun_of_a_finished_config_reuses_it(translation_store, capsys):
     assert workflow.main(["train", "--preset", "cpu", *TINY_TRANSFORMER]) == 0
     assert "already trained" in capsys.readouterr().out
