@@ -43,7 +43,8 @@ def run_until_stopped(command, name, banner, env=None):
     """
     process = subprocess.Popen(command, start_new_session=True, env=env)
     print(banner, flush=True)
-    signal.signal(signal.SIGTERM, _interrupt)
+    for stop_signal in (signal.SIGINT, signal.SIGTERM):  # SIGINT too: a parent may ignore it
+        signal.signal(stop_signal, _interrupt)
     try:
         return process.wait()
     except KeyboardInterrupt:

@@ -69,22 +69,28 @@ def stop_launcher(process):
     """Ctrl-C to a launcher, which stops its server's process group; SIGKILL if it hangs."""
     if process.poll() is not None:
         return
+    groups = [process.pid, *_child_groups(process.pid)]
     process.send_signal(signal.SIGINT)
     try:
         process.wait(timeout=60)
     except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
+        for group in groups:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(group, signal.SIGKILL)
         process.wait(timeout=30)
+
+
+def _child_groups(pid):
+    listing = subprocess.run(["ps", "-eo", "pid,ppid,pgid"], capture_output=True, text=True)
+    rows = [tuple(map(int, line.split())) for line in listing.stdout.splitlines()[1:]]
+    return sorted({pgid for _, ppid, pgid in rows if ppid == pid and pgid != pid})
 
 
 def server_group(launcher):
     """The process group of the server a launcher started (its child, in its own session)."""
-    listing = subprocess.run(["ps", "-eo", "pid,ppid,pgid"], capture_output=True, text=True)
-    for line in listing.stdout.splitlines()[1:]:
-        pid, ppid, pgid = map(int, line.split())
-        if ppid == launcher.pid:
-            return pgid
-    raise AssertionError(f"launcher {launcher.pid} has no server process")
+    groups = _child_groups(launcher.pid)
+    assert groups, f"launcher {launcher.pid} has no server process"
+    return groups[0]
 
 
 def group_members(pgid):
