@@ -8,13 +8,10 @@ and every worker it started.
 """
 
 import argparse
-import os
-import signal
-import subprocess
 import sys
-import time
 
 from workflows import tracking
+from workflows.processes import run_until_stopped
 
 
 def server_command(host, port, workers=1):
@@ -34,50 +31,6 @@ def serve(host="127.0.0.1", port=5000, workers=1):
     return run_until_stopped(
         server_command(host, port, workers), "MLflow UI",
         f"MLflow UI: http://{host}:{port}  (store: {tracking.tracking_uri()}); Ctrl-C to stop")
-
-
-def run_until_stopped(command, name, banner, env=None):
-    """Starts `command` in its own process group, prints `banner`, and waits.
-
-    Ctrl-C or SIGTERM stops the whole group, workers included; returns the exit status.
-    """
-    process = subprocess.Popen(command, start_new_session=True, env=env)
-    print(banner, flush=True)
-    for stop_signal in (signal.SIGINT, signal.SIGTERM):  # SIGINT too: a parent may ignore it
-        signal.signal(stop_signal, _interrupt)
-    try:
-        return process.wait()
-    except KeyboardInterrupt:
-        stop(process)
-        print(f"{name} stopped.", flush=True)
-        return 0
-
-
-def _interrupt(signum, frame):
-    raise KeyboardInterrupt
-
-
-def stop(process, timeout=10):
-    """Stops a process group: SIGTERM, then SIGKILL if any member outlives `timeout` seconds."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(process.pid, sig)
-        except ProcessLookupError:
-            return
-        if _group_ended(process, timeout):
-            return
-
-
-def _group_ended(process, timeout):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        process.poll()  # reap the leader
-        try:
-            os.killpg(process.pid, 0)
-        except ProcessLookupError:
-            return True
-        time.sleep(0.2)
-    return False
 
 
 def main(argv=None):

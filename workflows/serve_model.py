@@ -14,7 +14,7 @@ import os
 import sys
 
 from workflows import tracking
-from workflows.mlflow_ui import run_until_stopped
+from workflows.processes import run_until_stopped
 
 
 def model_server_command(model_uri, host="127.0.0.1", port=5001, workers=1):
