@@ -79,7 +79,7 @@ def percentile(values, q):
 def main(argv=None):
     from data_prep import cache, imdb
     from workflows import imdb_sentiment as workflow
-    from workflows import tracking
+    from workflows import lifecycle, tracking
 
     parser = argparse.ArgumentParser(prog="python benchmarks/serving_load.py",
                                      description=__doc__.split("\n")[0])
@@ -96,7 +96,7 @@ def main(argv=None):
     run = tracking.find_run(workflow.EXPERIMENT, tracking.source_run_id(args.model_uri)
                             if args.model_uri else None)
     model_uri = args.model_uri or tracking.model_uri(run.info.run_id)
-    config = workflow.config_of(run)
+    config = lifecycle.config_of(workflow.LESSON, run)
     prepared = imdb.prepare(args.imdb_path, workflow.data_settings(config), args.work_dir,
                             verbose=False)
     texts = prepared.texts("test")

@@ -72,7 +72,8 @@ def main(argv=None):
 
     from data_prep import spa_eng
     from workflows import translation as workflow
-    from workflows.translation_data import pad, references, truncate
+    from workflows.seq2seq.batching import pad, truncate
+    from workflows.seq2seq.tokenization import references
 
     parser = argparse.ArgumentParser(prog="python benchmarks/translation_decoding.py",
                                      description=__doc__.split("\n")[0])

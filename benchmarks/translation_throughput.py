@@ -30,7 +30,7 @@ def subset_data(config, indices, spa_eng_path, work_dir):
     """The preset's tokenized data restricted to the training pairs `indices`."""
     from workflows import translation as workflow
 
-    _, data = workflow.load_data(config, spa_eng_path, work_dir)
+    data = workflow.load_data(config, spa_eng_path, work_dir)
     source, target = data.arrays["train"]
     data.arrays = {"train": ([source[i] for i in indices], [target[i] for i in indices])}
     return data
@@ -42,7 +42,8 @@ def main(argv=None):
 
     from data_prep import spa_eng
     from workflows import translation as workflow
-    from workflows.translation_data import for_backend, normalize
+    from workflows.seq2seq.batching import for_backend
+    from workflows.seq2seq.tokenization import normalize
 
     parser = argparse.ArgumentParser(prog="python benchmarks/translation_throughput.py",
                                      description=__doc__.split("\n")[0])

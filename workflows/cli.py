@@ -1,79 +1,195 @@
-"""Command-line pieces shared by the workflows: run selection, `compare`, text input."""
+"""The command line of every lesson, declared in a few lines with `LessonCLI`.
 
+Written once here: the data location flags (from `data_prep`), model, preset and
+config selection, `train` with sweeps and `--register`, run selection (`--run-id`,
+`--model-uri`), texts from arguments or a file, `compare`, `register`, and the error
+policy (a user error is one line and exit status 2; anything else is a bug and keeps
+its traceback).
+"""
+
+import argparse
+import typing
 from pathlib import Path
 
-from workflows import tracking
-from workflows.config import ConfigError
+from data_prep.errors import run_command
+from data_prep.sources import add_location_arguments
+from workflows import lifecycle, tracking
+from workflows.config import (
+    ConfigError,
+    add_config_arguments,
+    applicable_fields,
+    overrides_from_args,
+    parse_sweep,
+)
 
 
-def add_run_arguments(parser, registered_example):
-    """`--run-id` or `--model-uri` (one of them; default: the latest run with a model)."""
-    which = parser.add_mutually_exclusive_group()
-    which.add_argument("--run-id", help="an MLflow run id or prefix (default: the latest run)")
-    which.add_argument("--model-uri", help=f"a registered model, e.g. {registered_example}")
+class LessonCLI:
+    """A lesson's steps as subcommands, each with `--help`.
+
+    `shortcuts` maps config fields that get a flag of their own (`epochs` ->
+    `--epochs`) to their help text (or None).
+    """
+
+    def __init__(self, lesson, module, description, source, shortcuts=None):
+        self.lesson, self.source, self.shortcuts = lesson, source, shortcuts or {}
+        self.parser = argparse.ArgumentParser(prog=f"python -m {module}",
+                                              description=description)
+        self.steps = self.parser.add_subparsers(dest="step", required=True)
+        self.handlers = {}
+
+    def step(self, name, help_text, handler, *, data=False, train=None, model=False,
+             texts=None):
+        """Adds a step; `train` is "one" or "many" (models), `texts` names the inputs."""
+        parser = self.steps.add_parser(name, help=help_text, description=help_text)
+        if data:
+            add_location_arguments(parser, self.source)
+        if train:
+            self._add_train_arguments(parser, many=train == "many")
+        if texts:
+            parser.add_argument("texts", nargs="*", help=texts)
+            parser.add_argument("--file", help=f"a UTF-8 text file, one per line ({texts})")
+        if model:
+            which = parser.add_mutually_exclusive_group()
+            which.add_argument("--run-id", help="an MLflow run id or its first characters, as "
+                                                "`compare` prints it (default: the latest run)")
+            which.add_argument("--model-uri", help="a registered model, e.g. models:/NAME/latest "
+                                                   "or models:/NAME@ALIAS")
+        self.handlers[name] = handler
+        return parser
+
+    def shared_steps(self):
+        """`compare` and `register`, the same in every lesson."""
+        step = self.step("compare", "table of this lesson's runs, best first", self.compare)
+        step.add_argument("--sort-by", default=self.lesson.sort_by,
+                          help=f"an MLflow column (default: {self.lesson.sort_by})")
+        step.add_argument("--ascending", action="store_true")
+        step.add_argument("--model", help="only runs of this model")
+        step.add_argument("--since", help="only runs started on or after this date")
+        step.add_argument("--format", choices=("text", "csv", "markdown"), default="text")
+        step = self.step("register", "register a run's model in the model registry",
+                         self.register)
+        step.add_argument("name", help="registered model name; each call adds a version")
+        step.add_argument("--run-id", help="an MLflow run id or its first characters, as "
+                                           "`compare` prints it (default: the latest run)")
+        step.add_argument("--alias", help="also point this alias at the new version "
+                                          "(models:/NAME@ALIAS)")
+
+    def main(self, argv=None):
+        """Parses `argv` and runs the step; returns the exit status."""
+        args = self.parser.parse_args(argv)
+        return run_command(self._run_step, args)
+
+    def _run_step(self, args):
+        if getattr(args, "sweep", None) and args.step != "train":
+            raise ConfigError("--sweep works with the train step.")
+        self.handlers[args.step](args)
+        return 0
+
+    # ## Shared steps
+
+    def train(self, args):
+        """`train`: one config, or a sweep of it; `--register` afterwards."""
+        (config,) = self.configs(args)
+        if args.sweep:
+            lifecycle.sweep(self.lesson, config, parse_sweep(args.sweep),
+                            lambda child, parent: self.train_config(args, child, parent))
+            lifecycle.compare(self.lesson, model=config.model)
+            return
+        self.train_config(args, config)
+
+    def train_config(self, args, config, parent_run_id=None):
+        run_id = lifecycle.train(self.lesson, config, self.data_path(args), args.work_dir,
+                                 args.retrain, parent_run_id)
+        if args.register:
+            tracking.register_model(run_id, args.register)
+        return run_id
+
+    def compare(self, args):
+        lifecycle.compare(self.lesson, args.sort_by, args.model, args.since, args.format,
+                          args.ascending)
+
+    def register(self, args):
+        lifecycle.register(self.lesson, args.run_id, args.name, args.alias)
+
+    # ## Reading arguments
+
+    def data_path(self, args):
+        return getattr(args, self.source.flag.lstrip("-").replace("-", "_"))
+
+    def configs(self, args, models=None):
+        """One config per model; with several models, each override goes to those it applies to."""
+        overrides = overrides_from_args(args)
+        for name in self.shortcuts:
+            value = getattr(args, name)
+            if value not in (None, False):
+                overrides[name] = value
+        catalog, preset = self.lesson.catalog, getattr(args, "preset", None)
+        models = models or [args.model]
+        if len(models) == 1:
+            return [catalog.make(models[0], preset, overrides)]
+        applicable = {model: catalog.applicable_overrides(model, preset, overrides)
+                      for model in models}
+        unused = [key for key in overrides if not any(key in a for a in applicable.values())]
+        if unused:
+            fields = sorted({name for model in models
+                             for name in applicable_fields(catalog.base(model, preset))})
+            raise ConfigError(f"Unknown config field(s) {', '.join(unused)} for "
+                              f"{', '.join(models)}; valid fields: {', '.join(fields)}.")
+        return [catalog.make(model, preset, applicable[model]) for model in models]
+
+    def _add_train_arguments(self, parser, many):
+        catalog = self.lesson.catalog
+        names = ", ".join(catalog.models)
+        if catalog.has_presets:
+            parser.add_argument("--model", default=catalog.models[0], help=f"one of: {names}")
+            parser.add_argument("--preset", default=catalog.default_preset,
+                                help=f"one of: {', '.join(catalog.presets[catalog.models[0]])}")
+        elif many:
+            parser.add_argument("--model", action="append",
+                                help=f"one of: {names} (repeatable)")
+        else:
+            parser.add_argument("--model", required=True, help=f"one of: {names}")
+        for name, help_text in self.shortcuts.items():
+            flag = "--" + name.replace("_", "-")
+            if _field_type(catalog, name) is bool:
+                parser.add_argument(flag, action="store_true", help=help_text)
+            else:
+                parser.add_argument(flag, metavar=name.upper(),
+                                    help=help_text or f"sets the config field {name}")
+        parser.add_argument("--retrain", action="store_true",
+                            help="train again even if this exact config already finished")
+        parser.add_argument("--register", metavar="NAME",
+                            help="register the trained model in the MLflow model registry")
+        add_config_arguments(parser)
 
 
-def add_compare_step(steps, default_sort_by, example_sort_by):
-    step = steps.add_parser("compare", help="table of this experiment's runs")
-    step.add_argument("--sort-by", default=default_sort_by,
-                      help=f"an MLflow column, e.g. {example_sort_by}")
-    step.add_argument("--ascending", action="store_true")
-    step.add_argument("--model", help="only runs of this model")
-    step.add_argument("--since", help="only runs started on or after this date")
-    step.add_argument("--format", choices=("text", "csv", "markdown"), default="text")
-    return step
-
-
-def add_register_step(steps):
-    step = steps.add_parser("register", help="register a run's model in the model registry")
-    step.add_argument("name", help="registered model name; each call adds a version")
-    step.add_argument("--run-id", help="an MLflow run id or prefix, as `compare` prints it "
-                                       "(default: the latest run with a model)")
-    step.add_argument("--alias", help="also point this alias at the new version "
-                                      "(models:/NAME@ALIAS)")
-    return step
-
-
-def register_run(experiment, run_id, name, alias=None):
-    """Registers the model of `run_id` (or of the latest run) as a new version of `name`."""
-    run = tracking.find_run(experiment, run_id)
-    if run.data.tags.get("model_logged") != "true":
-        raise tracking.RunNotFoundError(
-            f"Run {run.info.run_id} has no logged model ({run.info.status}); rerun its train "
-            "command to finish it, or pick another run from `compare`.")
-    return tracking.register_model(run.info.run_id, name, alias)
-
-
-def compare_runs(experiment, columns, sort_by, model=None, since=None, style="text",
-                 ascending=False):
-    """Prints an experiment's runs as a table (filtered, sorted); returns the rows."""
-    filters = [f"params.model = '{model}'"] if model else []
-    if since:
-        filters.append(f"attributes.start_time >= {timestamp_ms(since)}")
-    rows = tracking.runs_table(experiment, columns, sort_by, ascending, " and ".join(filters))
-    for row in rows:
-        row["run_id"] = row["run_id"][:12]
-    print(tracking.format_table(rows, columns, style) if rows else
-          f"No runs in experiment {experiment!r} yet ({tracking.tracking_uri()}).")
-    return rows
-
-
-def timestamp_ms(date):
-    from datetime import datetime
-
-    try:
-        return int(datetime.fromisoformat(date).timestamp() * 1000)
-    except ValueError:
-        raise ConfigError(f"--since expects a date like 2026-11-22 or 2026-11-22T10:00, "
-                          f"got {date!r}.") from None
+def _field_type(catalog, name):
+    for presets in catalog.presets.values():
+        config = next(iter(presets.values()))
+        hints = typing.get_type_hints(type(config))
+        if name in hints:
+            return hints[name]
+    raise KeyError(f"no config has a field {name!r}")
 
 
 def read_texts(texts, file, what):
     """The texts given as arguments plus the non-blank lines of `file` (UTF-8)."""
     texts = list(texts)
     if file:
-        texts += [line for line in Path(file).read_text(encoding="utf-8").splitlines()
-                  if line.strip()]
+        try:
+            lines = Path(file).read_text(encoding="utf-8").splitlines()
+        except IsADirectoryError:
+            raise ConfigError(f"--file {file} is a folder; give a text file, one per line.") \
+                from None
+        except FileNotFoundError:
+            raise ConfigError(f"--file {file} does not exist.") from None
+        except UnicodeDecodeError as error:
+            raise ConfigError(f"--file {file} is not UTF-8 text ({error.reason} at byte "
+                              f"{error.start}); save it as UTF-8.") from None
+        except OSError as error:
+            raise ConfigError(f"Cannot read --file {file}: {error.strerror}.") from None
+        texts += [line for line in lines if line.strip()]
     if not texts:
         raise ConfigError(f"Give {what} as arguments or with --file.")
     return texts
+

@@ -1,54 +1,114 @@
-"""Typed run configurations: dataclass defaults, overridden by a YAML file and `--set`.
+"""Typed run configurations: one idiom for every lesson.
 
-Every workflow describes a model with a dataclass whose defaults reproduce the
-tutorial. Users change fields with `--config run.yaml` and/or `--set key=value`
-(repeatable); unknown keys and values of the wrong type are rejected with the list
-of valid fields, so a typo never trains the wrong model silently.
+A lesson describes its models with frozen dataclasses whose defaults reproduce the
+tutorial. `option()` declares what a field accepts (a list of choices, or a range) and,
+when the field matters only for some configs, when it applies. A `Catalog` names the
+configs a user picks from (`--model`, and `--preset` where a lesson has presets).
+Users change fields with `--config run.yaml` and/or `--set key=value` (repeatable);
+every value is checked when the command line is read, before any data is loaded or
+any run starts, so a typo never trains the wrong model.
 """
 
 import dataclasses
+import itertools
 import json
+import math
 import types
 import typing
 from pathlib import Path
 
+import yaml
 
-class ConfigError(ValueError):
-    """A configuration override names an unknown field or has a bad value."""
-
-
-def add_config_arguments(parser):
-    parser.add_argument("--config", metavar="FILE.yaml",
-                        help="YAML mapping of config fields to override")
-    parser.add_argument("--set", metavar="KEY=VALUE", action="append", default=[],
-                        dest="overrides", help="override one config field (repeatable), "
-                        "e.g. --set epochs=3 --set dropout=0.3")
-    parser.add_argument("--sweep", metavar="KEY=V1,V2", action="append", default=[],
-                        help="train: one child run per value (repeatable: every combination), "
-                        "grouped under a parent run, e.g. --sweep learning_rate=1e-3,5e-4")
+from data_prep.errors import UserError
 
 
-def overrides_from_args(args):
-    """The `{field: value}` overrides given by `--config` then `--set` (which wins)."""
-    overrides = {}
-    if getattr(args, "config", None):
-        import yaml
-
-        loaded = yaml.safe_load(Path(args.config).read_text()) or {}
-        if not isinstance(loaded, dict):
-            raise ConfigError(f"{args.config} must hold a mapping of field: value.")
-        overrides.update(loaded)
-    for item in getattr(args, "overrides", []):
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise ConfigError(f"--set expects KEY=VALUE, got {item!r}.")
-        overrides[key.strip().replace("-", "_")] = value.strip()
-    return overrides
+class ConfigError(UserError):
+    """A config names an unknown field or model, or has a bad value."""
 
 
-def apply_overrides(config, overrides):
-    """A copy of dataclass `config` with `overrides` applied and type-checked."""
-    fields = {field.name: field for field in dataclasses.fields(config)}
+def option(default, *, choices=None, at_least=None, above=None, at_most=None, below=None,
+           applies=None):
+    """A dataclass field with its valid values and, optionally, when it applies.
+
+    `choices`: the allowed values. `at_least`/`at_most` are inclusive bounds,
+    `above`/`below` exclusive ones. `applies(config)` says whether the field means
+    anything for `config` (e.g. `latent_dim` only for the GRU translator); setting a
+    field that does not apply is refused.
+    """
+    checks = {"choices": choices, "at_least": at_least, "above": above, "at_most": at_most,
+              "below": below, "applies": applies}
+    return dataclasses.field(default=default, metadata={k: v for k, v in checks.items()
+                                                        if v is not None})
+
+
+class Catalog:
+    """The configs of a lesson: `{model: {preset: config}}`.
+
+    Lessons without presets give each model one preset, `default`.
+    """
+
+    def __init__(self, presets, default_preset="default"):
+        self.presets, self.default_preset = presets, default_preset
+
+    @property
+    def models(self):
+        return list(self.presets)
+
+    @property
+    def has_presets(self):
+        return any(len(presets) > 1 for presets in self.presets.values())
+
+    def base(self, model, preset=None):
+        """The config named by `model` and `preset`, unchanged."""
+        preset = preset or self.default_preset
+        if model not in self.presets:
+            names = ", ".join(self.models)
+            raise ConfigError(f"Unknown --model {model!r}; " + (
+                f"valid models: {names}." if self.has_presets else f"choose one of: {names}."))
+        if preset not in self.presets[model]:
+            raise ConfigError(f"Unknown --preset {preset!r} for {model}; valid presets: "
+                              f"{', '.join(self.presets[model])}.")
+        return self.presets[model][preset]
+
+    def make(self, model, preset=None, overrides=None):
+        """The named config with `overrides` applied; each must apply to it and be valid."""
+        return apply_overrides(self.base(model, preset), overrides or {})
+
+    def applicable_overrides(self, model, preset, overrides):
+        """The subset of `overrides` that `model` has and that apply to it."""
+        base = self.base(model, preset)
+        known = {key: value for key, value in overrides.items() if key in field_names(base)}
+        changed = apply_overrides(base, known, check_applies=False)
+        return {key: value for key, value in known.items() if field_applies(changed, key)}
+
+    def from_params(self, params):
+        """The config a run logged as MLflow params (fields it does not know are ignored)."""
+        base = self.base(params["model"], params.get("preset"))
+        known = {key: value for key, value in params.items()
+                 if key in field_names(base) and key not in ("model", "preset")}
+        return apply_overrides(base, known, check_applies=False)
+
+
+def field_names(config):
+    return [field.name for field in dataclasses.fields(config)]
+
+
+def field_applies(config, name):
+    applies = _field(config, name).metadata.get("applies")
+    return applies is None or applies(config)
+
+
+def applicable_fields(config):
+    return [name for name in field_names(config) if field_applies(config, name)]
+
+
+def _field(config, name):
+    return next(field for field in dataclasses.fields(config) if field.name == name)
+
+
+def apply_overrides(config, overrides, check_applies=True):
+    """A copy of dataclass `config` with `overrides` applied, type-checked and validated."""
+    fields = field_names(config)
     hints = typing.get_type_hints(type(config))
     changes = {}
     for key, value in overrides.items():
@@ -56,7 +116,42 @@ def apply_overrides(config, overrides):
             raise ConfigError(f"Unknown config field {key!r} for {type(config).__name__}; "
                               f"valid fields: {', '.join(sorted(fields))}.")
         changes[key] = _coerce(key, value, hints[key])
-    return dataclasses.replace(config, **changes)
+    changed = dataclasses.replace(config, **changes)
+    if check_applies:
+        idle = [key for key in changes if not field_applies(changed, key)]
+        if idle:
+            raise ConfigError(
+                f"{', '.join(idle)} {'does' if len(idle) == 1 else 'do'} not apply to "
+                f"{describe_choice(changed)}; fields that do: "
+                f"{', '.join(sorted(applicable_fields(changed)))}.")
+    validate(changed)
+    return changed
+
+
+def describe_choice(config):
+    parts = [getattr(config, "model", "") or type(config).__name__]
+    if getattr(config, "preset", None):
+        parts.append(f"(preset {config.preset})")
+    return " ".join(parts)
+
+
+def validate(config):
+    """Raises `ConfigError` for the first field outside its choices or range."""
+    for field in dataclasses.fields(config):
+        value, rules = getattr(config, field.name), field.metadata
+        if value is None:
+            continue
+        if "choices" in rules and value not in rules["choices"]:
+            raise ConfigError(f"{field.name} must be one of {', '.join(map(str, rules['choices']))}"
+                              f", got {value!r}.")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{field.name} must be a finite number, got {value!r}.")
+        for rule, holds, words in (("at_least", value.__ge__, "at least"),
+                                   ("above", value.__gt__, "greater than"),
+                                   ("at_most", value.__le__, "at most"),
+                                   ("below", value.__lt__, "less than")):
+            if rule in rules and not holds(rules[rule]):
+                raise ConfigError(f"{field.name} must be {words} {rules[rule]}, got {value!r}.")
 
 
 def _coerce(key, value, hint):
@@ -72,8 +167,10 @@ def _coerce(key, value, hint):
             return _to_bool(value)
         if base in (int, float):
             return _to_number(value, base)
+        if not isinstance(value, (str, int, float)):
+            raise ValueError(f"not a {base.__name__}")
         return base(value)
-    except (TypeError, ValueError, json.JSONDecodeError) as error:
+    except (ValueError, json.JSONDecodeError) as error:
         raise ConfigError(f"{key} must be {base.__name__}, got {value!r} ({error}).") from None
 
 
@@ -104,10 +201,49 @@ def describe(config):
     return "\n".join(f"  {key:<{width}} = {value}" for key, value in values.items())
 
 
+# ## Reading overrides from the command line
+
+
+def add_config_arguments(parser):
+    parser.add_argument("--config", metavar="FILE.yaml",
+                        help="YAML mapping of config fields to override")
+    parser.add_argument("--set", metavar="KEY=VALUE", action="append", default=[],
+                        dest="overrides", help="override one config field (repeatable), "
+                        "e.g. --set epochs=3 --set dropout=0.3")
+    parser.add_argument("--sweep", metavar="KEY=V1,V2", action="append", default=[],
+                        help="train: one child run per value (repeatable: every combination), "
+                        "grouped under a parent run, e.g. --sweep learning_rate=1e-3,5e-4")
+
+
+def overrides_from_args(args):
+    """The `{field: value}` overrides given by `--config` then `--set` (which wins)."""
+    overrides = {}
+    if getattr(args, "config", None):
+        overrides.update(read_yaml_mapping(args.config))
+    for item in getattr(args, "overrides", []):
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigError(f"--set expects KEY=VALUE, got {item!r}.")
+        overrides[key.strip().replace("-", "_")] = value.strip()
+    return overrides
+
+
+def read_yaml_mapping(path):
+    """The `field: value` mapping of a YAML file (plain YAML only: no Python tags)."""
+    try:
+        loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    except (OSError, UnicodeDecodeError) as error:
+        raise ConfigError(f"Cannot read --config {path}: {error}.") from None
+    except yaml.YAMLError as error:
+        raise ConfigError(f"--config {path} is not valid YAML: "
+                          f"{' '.join(str(error).split())}") from None
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"{path} must hold a mapping of field: value.")
+    return {str(key): value for key, value in loaded.items()}
+
+
 def parse_sweep(items):
     """`["lr=1e-3,5e-4", "units=16,32"]` -> every combination as `{field: "value"}`."""
-    import itertools
-
     axes = []
     for item in items:
         key, sep, values = item.partition("=")

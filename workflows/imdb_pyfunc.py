@@ -1,6 +1,6 @@
 """The exported IMDB model as an MLflow pyfunc: raw review strings in, probabilities out.
 
-Logged as a models-from-code pyfunc (see `workflows/tracking.log_pyfunc_model`); the
+Logged as a models-from-code pyfunc (see `workflows/lifecycle.export_and_log_model`); the
 Keras model it wraps already holds the vectorizer, so it takes text directly:
 
     mlflow.pyfunc.load_model(uri).predict(["A gripping, beautifully shot film."])
@@ -21,7 +21,7 @@ class ReviewSentiment(PythonModel):
         import data_prep.standardize  # noqa: F401  registers the standardization in the model
         import layers  # noqa: F401  registers the custom layers
 
-        self.model = keras.saving.load_model(context.artifacts["keras_model"])
+        self.model = keras.saving.load_model(context.artifacts["model"])
 
     def predict(self, context, model_input: list[str], params=None) -> list[float]:
         """The probability that each review is positive (empty reviews included).

@@ -6,17 +6,27 @@ folder); `MLFLOW_TRACKING_URI` points anywhere else, e.g. a team server. Artifac
 of a SQLite store live next to the database, in `artifacts/`.
 """
 
+import csv
+import dataclasses
+import io
 import logging
 import os
 import platform
+import shutil
 import subprocess
+import tempfile
 from pathlib import Path
+
+import keras
+import mlflow
+
+from data_prep.errors import UserError
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_STORE_DIR = PROJECT_ROOT / "mlflow"
 
 
-class RunNotFoundError(LookupError):
+class RunNotFoundError(UserError):
     """No MLflow run matches what the user asked for."""
 
 
@@ -27,8 +37,6 @@ def tracking_uri():
 
 def use_experiment(name):
     """Points MLflow at the tracking store and the experiment `name` (created if needed)."""
-    import mlflow
-
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     for noisy in ("alembic", "mlflow.store.db.utils"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
@@ -62,26 +70,20 @@ def git_commit():
 
 def device_description():
     """The accelerators Keras sees (e.g. `gpu:0`), or the CPU model and core count."""
-    import keras
-
     devices = [d for d in keras.distribution.list_devices() if not d.lower().startswith("cpu")]
     if devices:
         return ", ".join(devices)
     return f"cpu ({platform.processor() or platform.machine()}, {os.cpu_count()} cores)"
 
 
-def run_tags(model_family, dataset_fingerprint, **extra):
-    import keras
-
+def run_tags(dataset_fingerprint, **extra):
     return {"git_commit": git_commit(), "backend": keras.backend.backend(),
             "device": device_description(), "dataset_fingerprint": dataset_fingerprint,
-            "model_family": model_family, "keras_version": keras.__version__, **extra}
+            "keras_version": keras.__version__, **extra}
 
 
 def flat_params(config):
     """A dataclass config as MLflow params (values as strings, `None` spelled out)."""
-    import dataclasses
-
     return {key: str(value) for key, value in dataclasses.asdict(config).items()}
 
 
@@ -99,23 +101,30 @@ def pinned_requirements(*names):
 
 
 def log_pyfunc_model(python_model_file, artifacts, input_example, pip_requirements,
-                     extra_code_paths=()):
-    """Logs a models-from-code pyfunc named `model` with the project's own packages.
+                     packages=()):
+    """Logs a models-from-code pyfunc named `model` with just the code it needs.
 
-    `layers/` and `data_prep/` (and `extra_code_paths`) travel with the model as code
-    paths, so it loads in a fresh process that does not have this repository.
+    `layers/` and `data_prep/` always travel with the model, and `packages` names the
+    subpackages of `workflows/` it needs too (e.g. `seq2seq`), shipped alone as
+    `workflows/<package>`: a translator does not carry the IMDB lesson. It loads in a
+    fresh process that does not have this repository.
     """
-    import mlflow
-
-    return mlflow.pyfunc.log_model(
-        name="model",
-        python_model=str(python_model_file),
-        artifacts={key: str(path) for key, path in artifacts.items()},
-        code_paths=[str(PROJECT_ROOT / "layers"), str(PROJECT_ROOT / "data_prep"),
-                    *map(str, extra_code_paths)],
-        input_example=input_example,
-        pip_requirements=pip_requirements,
-    )
+    with tempfile.TemporaryDirectory() as staging:
+        code_paths = [str(PROJECT_ROOT / "layers"), str(PROJECT_ROOT / "data_prep")]
+        if packages:
+            shipped = Path(staging) / "workflows"
+            for package in packages:
+                shutil.copytree(PROJECT_ROOT / "workflows" / package, shipped / package,
+                                ignore=shutil.ignore_patterns("__pycache__"))
+            code_paths.append(str(shipped))
+        return mlflow.pyfunc.log_model(
+            name="model",
+            python_model=str(python_model_file),
+            artifacts={key: str(path) for key, path in artifacts.items()},
+            code_paths=code_paths,
+            input_example=input_example,
+            pip_requirements=pip_requirements,
+        )
 
 
 def model_uri(run_id):
@@ -124,8 +133,6 @@ def model_uri(run_id):
 
 def source_run_id(uri):
     """The run that logged the model at `uri` (`runs:/...` or `models:/NAME/...`)."""
-    import mlflow
-
     try:
         return mlflow.models.get_model_info(uri).run_id
     except mlflow.exceptions.MlflowException as error:
@@ -135,8 +142,6 @@ def source_run_id(uri):
 
 def register_model(run_id, name, alias=None):
     """Registers the run's model as a new version of `name` (and `alias`); returns the version."""
-    import mlflow
-
     version = mlflow.register_model(model_uri(run_id), name)
     also = [f"models:/{name}/latest"]
     if alias:
@@ -150,10 +155,11 @@ def register_model(run_id, name, alias=None):
 def find_run(experiment_name, run_id=None):
     """The run `run_id`, or the latest finished run that logged a model.
 
-    Raises `RunNotFoundError` listing the runs that exist, so a typo is easy to fix.
+    Raises `RunNotFoundError` (a user error) when nothing or several runs match.
     """
-    import mlflow
-
+    if run_id is not None and not run_id.strip():
+        raise RunNotFoundError("--run-id is empty; give a run id or its first characters, "
+                               "as the compare step prints them.")
     experiment = use_experiment(experiment_name)
     runs = mlflow.search_runs([experiment.experiment_id], order_by=["attributes.start_time DESC"],
                               output_format="list")
@@ -163,11 +169,9 @@ def find_run(experiment_name, run_id=None):
     matches = [run for run in runs if run.info.run_id.startswith(run_id or "\0")]
     if len(matches) == 1:
         return matches[0]
-    listing = "\n".join(f"  {run.info.run_id}  {run.data.tags.get('mlflow.runName', '')}  "
-                        f"{run.info.status}" for run in runs[:20]) or "  (none)"
     what = f"No run matches --run-id {run_id!r}" if run_id else "No trained model yet"
-    raise RunNotFoundError(f"{what} in experiment {experiment_name!r} "
-                           f"({tracking_uri()}). Runs:\n{listing}")
+    raise RunNotFoundError(f"{what} in experiment {experiment_name!r} ({tracking_uri()}); "
+                           f"{len(runs)} run(s) there, listed by the compare step.")
 
 
 def runs_table(experiment_name, columns, sort_by, ascending=False, filter_string=""):
@@ -176,8 +180,6 @@ def runs_table(experiment_name, columns, sort_by, ascending=False, filter_string
     Column names are MLflow's: `params.x`, `metrics.y`, `tags.z`, or run attributes
     (`run_id`, `start_time`, `status`); missing values are empty strings.
     """
-    import mlflow
-
     experiment = use_experiment(experiment_name)
     frame = mlflow.search_runs([experiment.experiment_id], filter_string=filter_string)
     if frame.empty:
@@ -204,9 +206,6 @@ def format_table(rows, columns, style="text"):
     """`rows` as an aligned text table, CSV or a Markdown table."""
     headers = [column.split(".", 1)[-1] for column in columns]
     if style == "csv":
-        import csv
-        import io
-
         buffer = io.StringIO()
         writer = csv.writer(buffer)
         writer.writerow(headers)
@@ -222,62 +221,3 @@ def format_table(rows, columns, style="text"):
     lines += ["  ".join(row[c].ljust(w) for c, w in zip(columns, widths, strict=True))
               for row in rows]
     return "\n".join(lines)
-
-
-def learning_curves_figure(history, metrics=("loss", "accuracy")):
-    """Train/validation curves per epoch for each of `metrics` (a matplotlib Figure)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    shown = [m for m in metrics if any(m in epoch for epoch in history)]
-    figure, axes = plt.subplots(1, len(shown), figsize=(5 * len(shown), 3.5), squeeze=False)
-    epochs = range(1, len(history) + 1)
-    for axis, metric in zip(axes[0], shown, strict=True):
-        for prefix, label in (("", "train"), ("val_", "validation")):
-            values = [epoch.get(prefix + metric, float("nan")) for epoch in history]
-            axis.plot(epochs, values, marker="o", label=label)
-        axis.set(title=metric, xlabel="epoch")
-        axis.legend()
-    figure.tight_layout()
-    return figure
-
-
-# ## Sweeps: one parent run, a child run per setting (the UI nests them)
-
-
-def sweep(experiment_name, name, settings, train_one):
-    """Runs `train_one(overrides, parent_run_id)` for each of `settings` under a parent run.
-
-    The parent records the swept values and, at the end, the child with the lowest
-    `best_val_loss`. Returns the child run ids.
-    """
-    import mlflow
-
-    experiment = use_experiment(experiment_name)
-    client = mlflow.MlflowClient()
-    parent = client.create_run(experiment.experiment_id, run_name=name,
-                               tags={"sweep": "true", "git_commit": git_commit()})
-    parent_id = parent.info.run_id
-    client.log_param(parent_id, "settings", str(settings)[:6000])
-    print(f"Sweep {name}: parent run {parent_id}, {len(settings)} settings")
-    children, status = [], "FAILED"
-    try:
-        for overrides in settings:
-            print(f"Sweep setting {overrides}")
-            children.append(train_one(overrides, parent_id))
-        losses = {child: client.get_run(child).data.metrics.get("best_val_loss", float("inf"))
-                  for child in children}
-        best = min(losses, key=losses.get)
-        client.set_tag(parent_id, "best_child_run_id", best)
-        client.log_metric(parent_id, "best_val_loss", losses[best])
-        status = "FINISHED"
-        return children
-    finally:
-        client.set_terminated(parent_id, status)
-
-
-def child_tags(parent_run_id):
-    """Tags that nest a new run under `parent_run_id` in the MLflow UI (none if None)."""
-    return {"mlflow.parentRunId": parent_run_id} if parent_run_id else None

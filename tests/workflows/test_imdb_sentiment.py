@@ -10,7 +10,7 @@ import pytest
 
 from tests.workflows.conftest import BOW, COMMON, RNN
 from workflows import imdb_sentiment as workflow
-from workflows import training
+from workflows import lifecycle, training
 
 
 def runs_by_model():
@@ -182,13 +182,13 @@ def test_a_crash_after_training_is_finished_by_the_rerun_without_training_again(
         store, tmp_path, monkeypatch, capsys, restore_tracking_uri):
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'crash.db'}")
     argv = ["train", "--model", "bow", *COMMON, "--set", "hidden_units=5"]
-    export = workflow._export_and_log_model
+    export = lifecycle.export_and_log_model
 
     def crash_once(*args):
-        monkeypatch.setattr(workflow, "_export_and_log_model", export)
+        monkeypatch.setattr(lifecycle, "export_and_log_model", export)
         raise OSError("disk full")
 
-    monkeypatch.setattr(workflow, "_export_and_log_model", crash_once)
+    monkeypatch.setattr(lifecycle, "export_and_log_model", crash_once)
     with pytest.raises(OSError, match="disk full"):
         workflow.main(argv)
     experiment_id = mlflow.get_experiment_by_name(workflow.EXPERIMENT).experiment_id

@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import keras
 import keras_hub
@@ -12,8 +13,10 @@ import pytest
 from tests.data_prep.fixtures import generated_spa_lines, write_spa_eng_zip
 from tests.workflows.serving import post, served
 from workflows import translation as workflow
-from workflows.translation_data import PairBatches, normalize, tidy_spanish
-from workflows.translation_models import Decoder, uncached_greedy
+from workflows.seq2seq.batching import PairBatches
+from workflows.seq2seq.decoding import NEG_INF, Decoder
+from workflows.seq2seq.models import PAD_ID
+from workflows.seq2seq.tokenization import normalize, tidy_spanish
 
 TINY_TRANSFORMER = ["--epochs", "2", "--set", "embed_dim=16", "--set", "dense_dim=32",
                     "--set", "num_heads=2", "--set", "batch_size=16", "--set", "bleu_sentences=8"]
@@ -149,12 +152,28 @@ def tiny_config(**changes):
         "dtype_policy": "float32", **changes})
 
 
+def uncached_greedy(model, source, start_id, end_id, max_length):
+    """The tutorial's decoding loop: re-runs the whole model for every new token."""
+    source = np.asarray(source, "int32")
+    tokens = np.zeros((len(source), max_length), "int32")
+    tokens[:, 0] = start_id
+    for index in range(1, max_length):
+        logits = model({"source": source, "target": tokens[:, :index]}, training=False)
+        logits = keras.ops.convert_to_numpy(logits)[:, -1, :]
+        logits[:, [PAD_ID, start_id]] = NEG_INF  # as `Decoder`: never padding or [start]
+        tokens[:, index] = np.argmax(logits, axis=-1)
+        if (tokens[:, :index + 1] == end_id).any(axis=1).all():
+            break
+    return keras.ops.convert_to_numpy(Decoder(model, start_id, end_id).pad_after_end(tokens))
+
+
 @pytest.mark.parametrize("model", ["transformer", "gru_seq2seq"])
 def test_cached_decoding_equals_uncached_decoding(model):
     keras.utils.set_random_seed(3)
-    config = workflow.make_config(model, "cpu", {
-        "embed_dim": 16, "dense_dim": 32, "num_heads": 2, "latent_dim": 16,
-        "sequence_length": 12, "dtype_policy": "float32"})
+    overrides = {"embed_dim": 16, "dense_dim": 32, "num_heads": 2, "latent_dim": 16,
+                 "sequence_length": 12, "dtype_policy": "float32"}
+    config = workflow.make_config(model, "cpu", workflow.CATALOG.applicable_overrides(
+        model, "cpu", overrides))
     translator = workflow.build_model(config, 40, 50)
     source = np.random.default_rng(0).integers(1, 40, (5, 9)).astype("int32")
     source[1, 4:] = 0  # padding in one sentence
@@ -236,3 +255,13 @@ def test_served_translator_answers_strings_and_rejects_bad_payloads(translation_
             status, body = post(url, payload)
             assert 400 <= status < 500 and hint in json.dumps(body)
         assert post(url, json.dumps({"inputs": ["I see the cat."]}).encode())[0] == 200
+
+
+def test_logged_translator_ships_only_the_code_it_needs(translation_store, tmp_path):
+    import mlflow
+
+    run_id = runs()["transformer"].info.run_id
+    code = Path(mlflow.artifacts.download_artifacts(f"runs:/{run_id}/model/code",
+                                                    dst_path=str(tmp_path)))
+    assert sorted(p.name for p in code.iterdir()) == ["data_prep", "layers", "workflows"]
+    assert [p.name for p in (code / "workflows").iterdir()] == ["seq2seq"]

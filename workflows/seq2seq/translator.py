@@ -3,19 +3,22 @@
 `Translator.save(folder)` writes the trained model (`model.keras`), both vocabularies
 and `translator.json`; `Translator.load(folder)` gives back an object whose
 `translate(["How are you?"])` returns `["¿Cómo estás?"]`. The MLflow pyfunc
-(`translation_pyfunc.py`) and the `evaluate`/`translate` steps all go through it.
+(`pyfunc.py`) and the lesson's `evaluate`/`translate` steps all go through it.
 """
 
 import json
 import logging
-import time
 from pathlib import Path
 
 import keras
 import numpy as np
 
-from workflows.translation_data import Tokenizer, pad, truncate
-from workflows.translation_models import Decoder
+import layers  # noqa: F401  registers the layers and the loss a saved model uses
+from workflows.seq2seq import legacy
+from workflows.seq2seq.batching import pad, truncate
+from workflows.seq2seq.decoding import Decoder
+from workflows.seq2seq.models import GRUTranslator, TransformerTranslator
+from workflows.seq2seq.tokenization import Tokenizer
 
 SETTINGS_FILE = "translator.json"
 log = logging.getLogger(__name__)
@@ -69,12 +72,21 @@ class Translator:
                 lambda source: self.decoder.generate(source, self.max_output_length, beam_width))
         return keras.ops.convert_to_numpy(self._generate[beam_width](source_ids))
 
-    def milliseconds_per_sentence(self, texts, beam_width=None):
-        """Wall time of `translate(texts)` per sentence, after one warm-up batch."""
-        self.translate(texts[:self.batch_size], beam_width)
-        started = time.perf_counter()
-        self.translate(texts, beam_width)
-        return 1000 * (time.perf_counter() - started) / len(texts)
+    def cross_attention(self, sentence):
+        """(source tokens, output tokens, weights `(output, source)`) for one sentence.
+
+        The weights are the model's cross-attention (the last Transformer decoder
+        block's, averaged over heads; the GRU's additive attention) while it re-reads
+        its own greedy translation.
+        """
+        tokenizer = self.tokenizer
+        source = np.asarray(tokenizer.source_ids([sentence])[0][:self.max_source_length])[None]
+        output = self.generate(source, beam_width=1)[0]
+        length = int(np.argmax(output == tokenizer.end_id)) or len(output) - 1
+        weights = self.model.attention_weights(source, output[None, :length])
+        return ([tokenizer.source_vocabulary[i] for i in source[0]],
+                [tokenizer.target_vocabulary[i] for i in output[1:length + 1]],
+                keras.ops.convert_to_numpy(keras.ops.cast(weights, "float32")))
 
     def save(self, folder):
         folder = Path(folder)
@@ -92,9 +104,7 @@ class Translator:
 
     @classmethod
     def load(cls, folder, beam_width=None):
-        import layers  # noqa: F401  registers the custom layers
-        import workflows.translation_models  # noqa: F401  registers the loss
-
+        """A saved translator; folders saved before the seq2seq package load too."""
         folder = Path(folder)
         if not (folder / SETTINGS_FILE).exists():
             raise FileNotFoundError(f"{folder} is not a saved translator (no {SETTINGS_FILE}).")
@@ -104,6 +114,8 @@ class Translator:
         tokenizer = Tokenizer(settings["tokenization"], *vocabularies,
                               settings["sequence_length"])
         model = keras.saving.load_model(folder / "model.keras", compile=False)
+        if not isinstance(model, (TransformerTranslator, GRUTranslator)):
+            model = legacy.from_functional(model)
         return cls(model, tokenizer, settings["max_source_length"],
                    settings["max_output_length"], beam_width or settings["beam_width"])
 
@@ -112,11 +124,11 @@ def compiled(function):
     """`function(int ids) -> ids` as a graph for the current backend (eager on torch)."""
     backend = keras.backend.backend()
     if backend == "tensorflow":
-        import tensorflow as tf
+        import tensorflow as tf  # only on its backend: the JAX path runs where TF is absent
 
         return tf.function(function, input_signature=[tf.TensorSpec((None, None), tf.int32)])
     if backend == "jax":
-        import jax
+        import jax  # likewise: only on the JAX backend
 
         return jax.jit(function)
     return function

@@ -1,6 +1,7 @@
 """The exported translator as an MLflow pyfunc: English strings in, Spanish strings out.
 
-Logged as a models-from-code pyfunc by `workflows.translation`; it wraps the saved
+Logged as a models-from-code pyfunc by `workflows.translation` (with `layers/`,
+`data_prep/` and this package as its code); it wraps the saved
 `Translator` folder (Keras model, vocabularies, decoding settings):
 
     mlflow.pyfunc.load_model(uri).predict(["How are you?"])  # -> ["¿Cómo estás?"]
@@ -13,11 +14,11 @@ from mlflow.exceptions import MlflowException
 from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE
 from mlflow.pyfunc import PythonModel
 
+from workflows.seq2seq.translator import Translator
+
 
 class EnglishToSpanish(PythonModel):
     def load_context(self, context):
-        from workflows.translator import Translator
-
         self.translator = Translator.load(context.artifacts["translator"])
 
     def predict(self, context, model_input: list[str], params: dict | None = None) -> list[str]:

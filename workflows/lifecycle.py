@@ -1,0 +1,333 @@
+"""The run lifecycle, written once for every lesson.
+
+A lesson supplies what is its own: its configs (`Catalog`), its data, a
+`TrainingPlan` (the model, its batches, extra metrics and figures, how the model is
+exported) and its evaluation. This module does everything about runs: start or
+resume the MLflow run, train resumably, log each epoch, the summary and the learning
+curves, export and log the model, mark the run finished; find a run or a model by id,
+prefix or URI; register; compare; sweep.
+"""
+
+import dataclasses
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import keras
+import mlflow
+import numpy as np
+
+from data_prep import cache
+from data_prep.progress import Progress
+from workflows import figures, tracking
+from workflows.config import Catalog, ConfigError, apply_overrides, describe
+from workflows.training import TrainingFolder, fit_resumably, starting_state
+
+
+@dataclass(frozen=True)
+class Lesson:
+    """What the shared lifecycle needs to know about a lesson."""
+
+    experiment: str  # the MLflow experiment, and the run folders' parent
+    catalog: Catalog
+    load_data: Callable  # (config, data_path, work_dir) -> data with a `fingerprint`
+    plan_training: Callable  # (config, data) -> TrainingPlan
+    compare_columns: tuple  # MLflow columns of the `compare` table
+    sort_by: str  # default `compare` order, best first
+
+    def run_name(self, config):
+        return f"{config.model}-{config.preset}" if self.catalog.has_presets else config.model
+
+
+@dataclass(frozen=True)
+class ModelExport:
+    """How a trained model leaves its run folder: saved there, then logged as a pyfunc."""
+
+    artifact: str  # file or folder name, in the run folder and in the pyfunc's artifacts
+    save: Callable[[Path], Any]  # writes the artifact at the given path
+    python_model: Path  # the models-from-code pyfunc file
+    input_example: list
+    packages: tuple = ()  # subpackages of workflows/ the pyfunc imports
+
+
+@dataclass
+class TrainingPlan:
+    """One training run as a lesson describes it."""
+
+    model: keras.Model  # compiled
+    train_batches: Callable[[int], Any]  # epoch -> that epoch's batches (same on every call)
+    validation_batches: Any
+    train_examples: int
+    export: ModelExport
+    tags: dict = field(default_factory=dict)
+    params: dict = field(default_factory=dict)  # beyond the config's fields
+    artifacts: dict = field(default_factory=dict)  # logged at the start: name -> text or dict
+    metrics: dict = field(default_factory=dict)  # logged at the start
+    epoch_end: Callable[[int, dict], None] | None = None  # adds metrics to an epoch's dict
+    curves: tuple = ("loss", "accuracy")  # metrics drawn in the learning curves
+    time_budget_seconds: float | None = None
+
+
+# ## Train
+
+
+def run_folder(lesson, config, fingerprint, work_dir=None):
+    """`work/runs/<experiment>/<run name>-<hash of config and data>`."""
+    key = cache.settings_key({"config": dataclasses.asdict(config), "data": fingerprint})
+    return (cache.work_dir(work_dir) / "runs" / lesson.experiment
+            / f"{lesson.run_name(config)}-{key}")
+
+
+def train(lesson, config, data_path=None, work_dir=None, retrain=False, parent_run_id=None):
+    """Trains `config` (or resumes it, or reuses a finished run); returns the MLflow run id."""
+    data = lesson.load_data(config, data_path, work_dir)
+    name = lesson.run_name(config)
+    folder = run_folder(lesson, config, data.fingerprint, work_dir)
+    state = starting_state(folder, retrain)
+    if state.finished:
+        print(f"{name} with this config is already trained: run {state.run_id} ({folder}). "
+              "Pass --retrain to train it again.")
+        return state.run_id
+    print(f"Training {name}:\n{describe(config)}")
+    keras.utils.set_random_seed(config.seed)
+    tracking.use_experiment(lesson.experiment)
+    plan = lesson.plan_training(config, data)
+    print(f"{plan.model.count_params():,} parameters")
+    with mlflow.start_run(run_id=state.run_id or None, run_name=None if state.run_id else name,
+                          tags=child_tags(parent_run_id)) as run:
+        if state.run_id:
+            print(f"Resuming run {state.run_id} from {folder}")
+        else:
+            log_run_setup(config, plan, data.fingerprint, folder)
+            state.run_id = run.info.run_id
+            TrainingFolder(folder).save_state(state)
+        state = fit_resumably(
+            plan.model, plan.train_batches, plan.validation_batches, folder, config.epochs,
+            config.patience, config.checkpoint_every_steps, train_examples=plan.train_examples,
+            on_epoch_end=lambda epoch, metrics: log_epoch(plan, epoch, metrics),
+            verbose=progress_verbosity(), time_budget_seconds=plan.time_budget_seconds)
+        log_training_summary(plan, state)
+        export_and_log_model(plan.export, folder)
+        TrainingFolder(folder).mark_finished(state)
+    print(f"Run {state.run_id}: best val_loss {state.best_val_loss:.4f} at epoch "
+          f"{state.best_epoch}, {state.train_seconds / 60:.1f} training minutes; model in "
+          f"{folder / plan.export.artifact}")
+    return state.run_id
+
+
+def progress_verbosity():
+    """Keras progress bars in a terminal; one line per epoch in a log file."""
+    return 1 if sys.stdout.isatty() else 2
+
+
+def child_tags(parent_run_id):
+    """Tags that nest a new run under `parent_run_id` in the MLflow UI (none if None)."""
+    return {"mlflow.parentRunId": parent_run_id} if parent_run_id else None
+
+
+def log_run_setup(config, plan, fingerprint, folder):
+    mlflow.log_params({**tracking.flat_params(config), **plan.params})
+    mlflow.set_tags(tracking.run_tags(fingerprint, run_folder=str(folder), **plan.tags))
+    mlflow.log_dict(dataclasses.asdict(config), "config.json")
+    for name, content in plan.artifacts.items():
+        (mlflow.log_dict if isinstance(content, dict) else mlflow.log_text)(content, name)
+    if plan.metrics:
+        mlflow.log_metrics(plan.metrics)
+
+
+def log_epoch(plan, epoch, metrics):
+    """The lesson's epoch metrics, the learning rate, then all of them to MLflow."""
+    if plan.epoch_end:
+        plan.epoch_end(epoch, metrics)
+    metrics["learning_rate"] = float(keras.ops.convert_to_numpy(plan.model.optimizer.learning_rate))
+    mlflow.log_metrics(metrics, step=epoch + 1)
+
+
+def log_training_summary(plan, state):
+    """Best epoch, its validation metrics, mean timings and rates; curves and schedule."""
+    best = state.history[state.best_epoch - 1]
+    summary = {"best_epoch": state.best_epoch, "trained_epochs": len(state.history),
+               "best_val_loss": state.best_val_loss, "train_minutes": state.train_seconds / 60}
+    summary.update({f"best_{name}": value for name, value in best.items()
+                    if name.startswith("val_") and name != "val_loss"})
+    timed = [epoch for epoch in state.history if "epoch_seconds" in epoch]
+    rates = sorted({name for epoch in timed for name in epoch if name.endswith("_per_second")})
+    for name in ("epoch_seconds", *rates):
+        values = [epoch[name] for epoch in timed if name in epoch]
+        if values:
+            summary[f"mean_{name}"] = float(np.mean(values))
+    mlflow.log_metrics(summary)
+    mlflow.log_figure(figures.learning_curves(state.history, plan.curves), "learning_curves.png")
+    schedule = plan.model.optimizer.get_config()["learning_rate"]
+    if isinstance(schedule, dict):  # a serialized LearningRateSchedule, not a constant
+        schedule = keras.optimizers.schedules.deserialize(schedule)
+        mlflow.log_figure(figures.learning_rate_schedule(
+            schedule, keras.ops.convert_to_numpy(plan.model.optimizer.iterations),
+            type(schedule).__name__), "lr_schedule.png")
+
+
+def export_and_log_model(export, folder):
+    """Saves the model into the run folder (atomically), then logs it as a pyfunc."""
+    target = folder / export.artifact
+    partial = folder / f".partial-{export.artifact}"
+    _remove(partial)
+    export.save(partial)
+    _remove(target)
+    partial.rename(target)
+    tracking.log_pyfunc_model(
+        export.python_model, {export.artifact.split(".")[0]: target}, export.input_example,
+        tracking.pinned_requirements("keras", "keras-hub", "tensorflow", "tensorflow-text",
+                                     "mlflow"),
+        packages=export.packages)
+    mlflow.set_tag("model_logged", "true")
+
+
+def _remove(path):
+    if path.is_dir():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
+
+
+# ## Find, evaluate and register
+
+
+def resolve_model(lesson, run_id=None, model_uri=None):
+    """(run, model URI) for `model_uri` (e.g. `models:/NAME@alias`), else for `run_id`
+    (an id or prefix), else for the latest run with a model."""
+    if model_uri:
+        run = tracking.find_run(lesson.experiment, tracking.source_run_id(model_uri))
+    else:
+        run = tracking.find_run(lesson.experiment, run_id)
+        model_uri = tracking.model_uri(run.info.run_id)
+    params = run.data.params
+    print(f"Loading {model_uri} (run {run.info.run_id}, {params.get('model')}"
+          + (f", preset {params['preset']})" if "preset" in params else ")"))
+    return run, model_uri
+
+
+def config_of(lesson, run):
+    """The config a run was trained with, from its logged params."""
+    return lesson.catalog.from_params(run.data.params)
+
+
+def log_evaluation(run_id, metrics, dicts=None, figures=None, tables=None):
+    """Adds evaluation results to a finished run."""
+    with mlflow.start_run(run_id=run_id):
+        mlflow.log_metrics(metrics)
+        for name, content in (dicts or {}).items():
+            mlflow.log_dict(content, name)
+        for name, figure in (figures or {}).items():
+            mlflow.log_figure(figure, name)
+        for name, table in (tables or {}).items():
+            mlflow.log_table(table, name)
+
+
+def register(lesson, run_id, name, alias=None):
+    """Registers the model of `run_id` (or of the latest run) as a new version of `name`."""
+    run = tracking.find_run(lesson.experiment, run_id)
+    if run.data.tags.get("model_logged") != "true":
+        raise tracking.RunNotFoundError(
+            f"Run {run.info.run_id} has no logged model ({run.info.status}); rerun its train "
+            "command to finish it, or pick another run from `compare`.")
+    return tracking.register_model(run.info.run_id, name, alias)
+
+
+# ## Compare and sweep
+
+
+def compare(lesson, sort_by=None, model=None, since=None, style="text", ascending=False):
+    """Prints the lesson's runs as a table (filtered, best first); returns the rows."""
+    filters = [f"params.model = '{model}'"] if model else []
+    if since:
+        filters.append(f"attributes.start_time >= {timestamp_ms(since)}")
+    columns = lesson.compare_columns
+    rows = tracking.runs_table(lesson.experiment, columns, sort_by or lesson.sort_by, ascending,
+                               " and ".join(filters))
+    for row in rows:
+        row["run_id"] = row["run_id"][:12]
+    print(tracking.format_table(rows, columns, style) if rows else
+          f"No runs in experiment {lesson.experiment!r} yet ({tracking.tracking_uri()}).")
+    return rows
+
+
+def timestamp_ms(date):
+    try:
+        return int(datetime.fromisoformat(date).timestamp() * 1000)
+    except ValueError:
+        raise ConfigError(f"--since expects a date like 2026-11-22 or 2026-11-22T10:00, "
+                          f"got {date!r}.") from None
+
+
+def sweep(lesson, config, settings, train_one):
+    """Runs `train_one(config, parent_run_id)` for each setting under one parent run.
+
+    Every setting is checked before the first child trains. The parent records the
+    swept values and, at the end, the child with the lowest `best_val_loss`. Returns
+    the child run ids.
+    """
+    configs = [apply_overrides(config, overrides) for overrides in settings]
+    experiment = tracking.use_experiment(lesson.experiment)
+    client = mlflow.MlflowClient()
+    parent = client.create_run(experiment.experiment_id,
+                               run_name=f"sweep-{lesson.run_name(config)}",
+                               tags={"sweep": "true", "git_commit": tracking.git_commit()})
+    parent_id = parent.info.run_id
+    client.log_param(parent_id, "settings", str(settings)[:6000])
+    print(f"Sweep: parent run {parent_id}, {len(settings)} settings")
+    children, status = [], "FAILED"
+    try:
+        for overrides, child_config in zip(settings, configs, strict=True):
+            print(f"Sweep setting {overrides}")
+            children.append(train_one(child_config, parent_id))
+        losses = {child: client.get_run(child).data.metrics.get("best_val_loss", float("inf"))
+                  for child in children}
+        best = min(losses, key=losses.get)
+        client.set_tag(parent_id, "best_child_run_id", best)
+        client.log_metric(parent_id, "best_val_loss", losses[best])
+        status = "FINISHED"
+        return children
+    finally:
+        client.set_terminated(parent_id, status)
+
+
+# ## Use a logged model
+
+
+def load_pyfunc(model_uri):
+    """The pyfunc model at `model_uri`, downloaded to a temporary folder (it is in memory
+    once loaded)."""
+    with tempfile.TemporaryDirectory() as download:
+        return mlflow.pyfunc.load_model(model_uri, dst_path=download)
+
+
+def check_texts(texts, what):
+    """Refuses an empty list (a user error) or items that are not strings (a bug)."""
+    if not texts:
+        raise ConfigError(f"Give at least one {what}.")
+    bad = [i for i, text in enumerate(texts) if not isinstance(text, str)]
+    if bad:
+        raise TypeError(f"{what.capitalize()}s must be strings; items {bad[:10]} are not.")
+
+
+def predict_in_chunks(model, texts, label, chunk_size=2048):
+    """`model.predict(texts)` chunk by chunk, showing progress; a flat numpy array."""
+    outputs = []
+    with Progress(label, len(texts)) as progress:
+        for start in range(0, len(texts), chunk_size):
+            chunk = texts[start:start + chunk_size]
+            outputs.extend(np.asarray(model.predict(chunk)).reshape(-1).tolist())
+            progress.advance(len(chunk))
+    return np.asarray(outputs)
+
+
+def print_where_results_are(lesson, work_dir=None):
+    print(f"\nRun folders: {cache.work_dir(work_dir) / 'runs' / lesson.experiment}\n"
+          f"MLflow store: {tracking.tracking_uri()}\n"
+          "Compare the runs in the MLflow UI: python -m workflows.mlflow_ui  "
+          "(then open http://127.0.0.1:5000)")
