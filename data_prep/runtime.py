@@ -1,5 +1,6 @@
 """Start-up for command-line entry points: TensorFlow without its log noise, one error policy."""
 
+import importlib.util
 import os
 import sys
 
@@ -14,7 +15,8 @@ def quiet_tensorflow():
     Set `NLPKIT_VERBOSE=1` to see them.
     """
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    if os.environ.get("NLPKIT_VERBOSE") or "tensorflow" in sys.modules:
+    if (os.environ.get("NLPKIT_VERBOSE") or "tensorflow" in sys.modules
+            or importlib.util.find_spec("tensorflow") is None):  # e.g. a JAX-only machine
         return
     sys.stderr.flush()
     saved = os.dup(2)

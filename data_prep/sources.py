@@ -15,6 +15,8 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+import keras
+
 from data_prep.cache import sha256_of, work_dir
 from data_prep.errors import UserError
 
@@ -87,8 +89,6 @@ def download(source, root=None):
     folder.mkdir(parents=True, exist_ok=True)
     target = folder / source.archive_name
     if not target.exists():
-        import keras
-
         try:
             fetched = keras.utils.get_file(
                 fname=source.archive_name, origin=source.url, cache_dir=str(folder),

@@ -9,6 +9,10 @@ WordPiece subword vocabularies, both learned on the train split only.
     python -m data_prep.spa_eng --spa-eng-path ../shared/data/spa-eng.zip
 """
 
+import data_prep.quiet_start  # noqa: F401  first: hides TensorFlow's start-up noise
+
+# isort: split
+
 import argparse
 import json
 import time
@@ -16,10 +20,13 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import keras
 import numpy as np
 
 from data_prep import cache
+from data_prep.runtime import run_main
 from data_prep.sources import DatasetSource, add_location_arguments, resolve
+from data_prep.standardize import standardize_spanish
 
 SPA_ENG = DatasetSource(
     name="spa-eng",
@@ -118,10 +125,6 @@ def make_vectorizers(settings, source_vocabulary=None, target_vocabulary=None):
     same plus `¿`/`¡`, keeping the `[start]`/`[end]` markers, `sequence_length + 1`
     tokens (the decoder input and the labels are this shifted by one).
     """
-    import keras
-
-    from data_prep.standardize import standardize_spanish
-
     source = keras.layers.TextVectorization(
         max_tokens=settings.max_tokens, output_mode="int",
         output_sequence_length=settings.sequence_length, vocabulary=source_vocabulary,
@@ -144,8 +147,8 @@ def learn_wordpiece(sentences, vocabulary_size):
     Unlike the word-level vocabularies, punctuation and case survive, so a subword
     model can write readable Spanish. Index 0 is `[PAD]`, then `[UNK]`, `[START]`, `[END]`.
     """
-    import keras_hub
-    import tensorflow as tf
+    import keras_hub  # with tensorflow-text, only to learn or apply WordPiece:
+    import tensorflow as tf  # prepared token arrays load where they are absent (JAX)
 
     return keras_hub.tokenizers.compute_word_piece_vocabulary(
         tf.data.Dataset.from_tensor_slices(list(sentences)).batch(1024),
@@ -156,7 +159,7 @@ def learn_wordpiece(sentences, vocabulary_size):
 
 def make_wordpiece_tokenizer(vocabulary, sequence_length=None):
     """A keras-hub `WordPieceTokenizer` for a vocabulary from `learn_wordpiece`."""
-    import keras_hub
+    import keras_hub  # likewise
 
     return keras_hub.tokenizers.WordPieceTokenizer(
         vocabulary=vocabulary, sequence_length=sequence_length, lowercase=False,
@@ -176,16 +179,8 @@ class PreparedSpaEng:
     def vocabulary(self, side):
         return (self.directory / f"{side}_vocabulary.txt").read_text(encoding="utf-8").split("\n")
 
-    def vectorizers(self):
-        return make_vectorizers(self.settings, self.vocabulary("source"), self.vocabulary("target"))
-
     def wordpiece_vocabulary(self, side):
         return (self.directory / f"{side}_wordpiece.txt").read_text(encoding="utf-8").split("\n")
-
-    def wordpiece_tokenizers(self, sequence_length=None):
-        """(source, target) keras-hub WordPiece tokenizers learned on the train split."""
-        return tuple(make_wordpiece_tokenizer(self.wordpiece_vocabulary(side), sequence_length)
-                     for side in ("source", "target"))
 
 
 def prepare(path=None, settings=SpaEngSettings(), root=None, verbose=True):
@@ -262,6 +257,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    from data_prep.runtime import run_main
-
     run_main(main)

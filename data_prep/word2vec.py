@@ -3,12 +3,22 @@
     python -m data_prep.word2vec --imdb-path ../shared/data/aclImdb_v1.tar.gz
 """
 
+import data_prep.quiet_start  # noqa: F401  first: hides TensorFlow's start-up noise
+
+# isort: split
+
 import argparse
 import re
 import string
 import time
 from pathlib import Path
 
+from gensim.models import FastText, KeyedVectors, Word2Vec
+from gensim.models.callbacks import CallbackAny2Vec
+
+from data_prep import imdb
+from data_prep.progress import Progress
+from data_prep.runtime import run_main
 from data_prep.text import clean_html
 
 PUNCTUATION = re.compile(f"[{re.escape(string.punctuation)}]")
@@ -25,17 +35,26 @@ def train_word2vec(texts, vector_size=100, window=5, min_count=5, epochs=5, seed
     """Trains skip-gram vectors on `texts`; returns gensim `KeyedVectors`.
 
     `algorithm="fasttext"` also learns character n-grams (Bojanowski et al., 2017).
+    Shows progress epoch by epoch.
     """
-    from gensim.models import FastText, Word2Vec
-
     models = {"word2vec": Word2Vec, "fasttext": FastText}
     if algorithm not in models:
         raise ValueError(f"`algorithm` must be one of {sorted(models)}, got {algorithm!r}.")
     sentences = [tokenize(text) for text in texts]
-    model = models[algorithm](sentences, vector_size=vector_size, window=window,
-                              min_count=min_count, sg=1, epochs=epochs, seed=seed,
-                              workers=workers)
+    with Progress(f"{algorithm} epochs", epochs) as progress:
+        model = models[algorithm](sentences, vector_size=vector_size, window=window,
+                                  min_count=min_count, sg=1, epochs=epochs, seed=seed,
+                                  workers=workers, callbacks=[_EpochProgress(progress)])
     return model.wv
+
+
+class _EpochProgress(CallbackAny2Vec):
+    def __init__(self, progress):
+        super().__init__()
+        self.progress = progress
+
+    def on_epoch_end(self, model):
+        self.progress.advance()
 
 
 def neighbours_report(keyed_vectors, words=PROBE_WORDS, topn=5):
@@ -58,8 +77,6 @@ def default_vectors_path(prepared_imdb, algorithm="word2vec", vector_size=100):
 
 def load_or_train(prepared_imdb, path=None, algorithm="word2vec", vector_size=100, epochs=5):
     """The vectors saved at `path`, or trained on the unlabelled + train reviews and saved."""
-    from gensim.models import KeyedVectors
-
     path = Path(path or default_vectors_path(prepared_imdb, algorithm, vector_size))
     if path.exists():
         print(f"Reusing {path}")
@@ -76,14 +93,11 @@ def load_or_train(prepared_imdb, path=None, algorithm="word2vec", vector_size=10
 
 
 def main(argv=None):
-    from data_prep import imdb
-
     parser = argparse.ArgumentParser(
         prog="python -m data_prep.word2vec",
         description="Train Word2Vec on the IMDB unlabelled + train reviews and save it.",
     )
-    parser.add_argument(imdb.ACL_IMDB.flag, help="aclImdb_v1.tar.gz or its folder")
-    parser.add_argument("--work-dir")
+    imdb.add_location_arguments(parser, imdb.ACL_IMDB)
     parser.add_argument("--vector-size", type=int, default=100)
     parser.add_argument("--epochs", type=int, default=5)
     parser.add_argument("--algorithm", choices=("word2vec", "fasttext"), default="word2vec")
@@ -99,6 +113,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    from data_prep.runtime import run_main
-
     run_main(main)

@@ -1,26 +1,27 @@
 """The exported IMDB model as an MLflow pyfunc: raw review strings in, probabilities out.
 
-Logged as a models-from-code pyfunc (see `workflows/lifecycle.export_and_log_model`); the
-Keras model it wraps already holds the vectorizer, so it takes text directly:
+Logged as a models-from-code pyfunc (see `workflows/lifecycle.export_and_log_model`);
+the Keras model it wraps already holds the vectorizer, so it takes text directly:
 
     mlflow.pyfunc.load_model(uri).predict(["A gripping, beautifully shot film."])
 """
 
+import keras
 import mlflow
+import numpy as np
+import tensorflow as tf
 from mlflow.exceptions import MlflowException
 from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE
 from mlflow.pyfunc import PythonModel
+
+import data_prep.standardize  # noqa: F401  registers the standardization in the model
+import layers  # noqa: F401  registers the custom layers
 
 BATCH_SIZE = 64
 
 
 class ReviewSentiment(PythonModel):
     def load_context(self, context):
-        import keras
-
-        import data_prep.standardize  # noqa: F401  registers the standardization in the model
-        import layers  # noqa: F401  registers the custom layers
-
         self.model = keras.saving.load_model(context.artifacts["model"])
 
     def predict(self, context, model_input: list[str], params=None) -> list[float]:
@@ -28,9 +29,6 @@ class ReviewSentiment(PythonModel):
 
         Raises `MlflowException` (HTTP 400 when served) for an empty list.
         """
-        import numpy as np
-        import tensorflow as tf
-
         texts = list(model_input)
         if not texts:
             raise MlflowException('Send at least one review, e.g. {"inputs": ["Loved it"]}.',

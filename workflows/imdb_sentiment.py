@@ -13,6 +13,10 @@ Each training run is one MLflow run (params, per-epoch metrics, timings, plots, 
 a model that takes raw strings); `python -m workflows.mlflow_ui` shows them side by side.
 """
 
+import data_prep.quiet_start  # noqa: F401  first: hides TensorFlow's start-up noise
+
+# isort: split
+
 import json
 import time
 from dataclasses import dataclass
@@ -22,6 +26,7 @@ import keras
 import tensorflow as tf
 
 from data_prep import cache, glove, imdb, word2vec
+from data_prep.runtime import run_main
 from data_prep.standardize import standardize_review
 from layers import PositionalEmbedding, RNNClassifier, TransformerEncoder
 from workflows import figures, lifecycle
@@ -386,6 +391,4 @@ CLI.shared_steps()
 main = CLI.main
 
 if __name__ == "__main__":
-    from data_prep.runtime import run_main
-
     run_main(main)

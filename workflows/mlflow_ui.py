@@ -7,9 +7,14 @@ Uses `$MLFLOW_TRACKING_URI` when set, else `mlflow/mlflow.db`. Ctrl-C stops the 
 and every worker it started.
 """
 
+import data_prep.quiet_start  # noqa: F401  first: hides TensorFlow's start-up noise
+
+# isort: split
+
 import argparse
 import sys
 
+from data_prep.runtime import run_main
 from workflows import tracking
 from workflows.processes import run_until_stopped
 
@@ -45,4 +50,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

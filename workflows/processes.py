@@ -9,11 +9,12 @@ import time
 def run_until_stopped(command, name, banner, env=None):
     """Starts `command` in its own process group, prints `banner`, and waits.
 
-    Ctrl-C or SIGTERM stops the whole group, workers included; returns the exit status.
+    Ctrl-C, SIGTERM or SIGHUP (the terminal closed) stops the whole group, workers
+    included; returns the exit status.
     """
     process = subprocess.Popen(command, start_new_session=True, env=env)
     print(banner, flush=True)
-    for stop_signal in (signal.SIGINT, signal.SIGTERM):  # SIGINT too: a parent may ignore it
+    for stop_signal in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # a parent may ignore SIGINT
         signal.signal(stop_signal, _interrupt)
     try:
         return process.wait()

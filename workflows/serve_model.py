@@ -9,10 +9,18 @@ Resolves the URI in the project's tracking store (`$MLFLOW_TRACKING_URI` when se
 stops the server and its workers.
 """
 
+import data_prep.quiet_start  # noqa: F401  first: hides TensorFlow's start-up noise
+
+# isort: split
+
 import argparse
 import os
 import sys
 
+import mlflow
+
+from data_prep.errors import run_command
+from data_prep.runtime import run_main
 from workflows import tracking
 from workflows.processes import run_until_stopped
 
@@ -31,8 +39,6 @@ def server_environment():
 
 def serve(model_uri, host="127.0.0.1", port=5001, workers=1):
     """Checks that `model_uri` exists, then serves it until Ctrl-C."""
-    import mlflow
-
     mlflow.set_tracking_uri(tracking.tracking_uri())
     run_id = tracking.source_run_id(model_uri)
     url = f"http://{host}:{port}"
@@ -53,12 +59,8 @@ def main(argv=None):
     parser.add_argument("--port", type=int, default=5001)
     parser.add_argument("--workers", type=int, default=1)
     args = parser.parse_args(argv)
-    try:
-        return serve(args.model_uri, args.host, args.port, args.workers)
-    except tracking.RunNotFoundError as error:
-        print(error, file=sys.stderr)
-        return 2
+    return run_command(lambda a: serve(a.model_uri, a.host, a.port, a.workers), args)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

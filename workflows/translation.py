@@ -16,6 +16,10 @@ split (all references of each English sentence) with greedy and beam decoding.
 The machinery (tokenization, batches, models, cached decoding) is `workflows/seq2seq/`.
 """
 
+import data_prep.quiet_start  # noqa: F401  first: hides TensorFlow's start-up noise
+
+# isort: split
+
 import json
 import tempfile
 import time
@@ -28,6 +32,7 @@ import numpy as np
 
 from data_prep import cache, spa_eng
 from data_prep.progress import Progress
+from data_prep.runtime import run_main
 from layers import MaskedCrossentropy, NoamSchedule
 from workflows import figures, lifecycle
 from workflows.cli import LessonCLI, read_texts
@@ -358,6 +363,4 @@ CLI.shared_steps()
 main = CLI.main
 
 if __name__ == "__main__":
-    from data_prep.runtime import run_main
-
     run_main(main)

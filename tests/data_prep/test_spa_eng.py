@@ -40,7 +40,8 @@ def test_prepare_vectorizers_round_trip_and_cache(tmp_path, monkeypatch):
     prepared = spa_eng.prepare(archive, settings, verbose=False)
     assert prepared.summary["pairs"] == len(SPA_LINES)
     assert sum(prepared.summary["counts"].values()) == len(SPA_LINES)
-    source, target = prepared.vectorizers()
+    source, target = spa_eng.make_vectorizers(
+        settings, prepared.vocabulary("source"), prepared.vocabulary("target"))
     assert target.get_vocabulary() == prepared.vocabulary("target")
     vocabulary = target.get_vocabulary()
     assert "[start]" in vocabulary and "[end]" in vocabulary
@@ -61,7 +62,7 @@ def test_wordpiece_vocabularies_are_learned_saved_and_reversible(tmp_path, monke
     assert vocabulary[:4] == list(spa_eng.SUBWORD_SPECIAL_TOKENS)
     assert len(vocabulary) <= 120 and "¿" in vocabulary
     assert prepared.summary["wordpiece_vocabulary_sizes"]["target"] == len(vocabulary)
-    _, target = prepared.wordpiece_tokenizers()
+    target = spa_eng.make_wordpiece_tokenizer(prepared.wordpiece_vocabulary("target"))
     spanish = prepared.pairs("train")[0][1]
     ids = target([spanish])
     assert "[UNK]" not in target.detokenize(ids)[0]

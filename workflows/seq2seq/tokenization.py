@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from data_prep import cache
+from data_prep.progress import Progress
 from data_prep.spa_eng import (
     SUBWORD_SPECIAL_TOKENS,
     SpaEngSettings,
@@ -131,12 +132,15 @@ def token_arrays(prepared, tokenizer, work_dir=None):
     path = cache.work_dir(work_dir) / "tokens" / f"spa-eng-{tokenizer.kind}-{key}.npz"
     if not path.exists():
         arrays = {}
-        for split in SPLITS:
-            pairs = prepared.pairs(split)
-            for side, ids in (("source", tokenizer.source_ids([e for e, _ in pairs])),
-                              ("target", tokenizer.target_ids([s for _, s in pairs]))):
-                arrays[f"{split}_{side}_flat"] = np.concatenate(ids).astype("int32")
-                arrays[f"{split}_{side}_lengths"] = np.asarray([len(r) for r in ids], "int32")
+        with Progress(f"Tokenizing pairs ({tokenizer.kind})", 2 * len(SPLITS)) as progress:
+            for split in SPLITS:
+                pairs = prepared.pairs(split)
+                for side, ids in (("source", tokenizer.source_ids([e for e, _ in pairs])),
+                                  ("target", tokenizer.target_ids([s for _, s in pairs]))):
+                    arrays[f"{split}_{side}_flat"] = np.concatenate(ids).astype("int32")
+                    arrays[f"{split}_{side}_lengths"] = np.asarray([len(r) for r in ids],
+                                                                   "int32")
+                    progress.advance()
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_name(f".partial-{os.getpid()}-{path.name}")
         with open(partial, "wb") as file:
