@@ -1,5 +1,12 @@
-"""The work folder: downloads, extracted archives and prepared data, keyed by settings."""
+"""The work folder: downloads, extracted archives and prepared data, keyed by settings.
 
+Every entry is produced under an inter-process lock (`producing`) and appears by an
+atomic rename once complete, so two commands that need the same entry at once share
+one result, a complete entry is never deleted, and partial copies left by a killed
+process are removed by the next producer.
+"""
+
+import contextlib
 import hashlib
 import json
 import os
@@ -7,6 +14,8 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
+
+import filelock
 
 WORK_DIR_ENV = "NLPKIT_WORK_DIR"
 SETTINGS_FILE = "settings.json"
@@ -36,22 +45,52 @@ def is_complete(directory):
 def write_atomically(directory, settings, fill):
     """Calls `fill(tmp)` on a temporary sibling folder, then renames it to `directory`.
 
-    A crash leaves only a `*.partial-*` folder, never a half-written `directory`.
+    A crash leaves only a `*.partial-*` folder, never a half-written `directory`. If
+    another process completes `directory` first, its result is kept and reused.
     """
     directory = Path(directory)
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f"{directory.name}.partial-", dir=directory.parent))
-    try:
-        fill(tmp)
-        (tmp / SETTINGS_FILE).write_text(json.dumps(settings, indent=2, sort_keys=True))
-        if directory.exists():  # a concurrent run finished first; keep its result
-            shutil.rmtree(tmp)
-        else:
+    with producing(directory):
+        if is_complete(directory):
+            return directory
+        tmp = Path(tempfile.mkdtemp(prefix=f"{directory.name}.partial-", dir=directory.parent))
+        try:
+            fill(tmp)
+            (tmp / SETTINGS_FILE).write_text(json.dumps(settings, indent=2, sort_keys=True))
+            remove(directory)  # an incomplete copy (no settings file); nobody reads it
             tmp.rename(directory)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
     return directory
+
+
+@contextlib.contextmanager
+def producing(path, timeout=3600):
+    """Holds the inter-process lock of cache entry `path` (a file or folder).
+
+    Removes the `<name>.partial-*` leftovers of producers that were killed: whoever
+    holds the lock is the only producer, so they belong to nobody.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with filelock.FileLock(path.parent / f".{path.name}.lock", timeout=timeout):
+        for stale in path.parent.glob(f"{path.name}.partial-*"):
+            remove(stale)
+        yield
+
+
+def partial_path(path):
+    """A temporary sibling of `path` for this process, removed by `producing` if left over."""
+    path = Path(path)
+    return path.with_name(f"{path.name}.partial-{os.getpid()}")
+
+
+def remove(path):
+    path = Path(path)
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
 
 
 def print_summary(prepared, started):

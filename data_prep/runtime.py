@@ -11,7 +11,8 @@ def quiet_tensorflow():
     """Imports TensorFlow with its C++ start-up messages silenced.
 
     TensorFlow prints oneDNN/CUDA notices to stderr before its logging is configured,
-    so no environment variable hides them; stderr is muted during the import only.
+    so no environment variable hides them; stderr is muted during the import and the
+    first device probe (where a machine without a GPU driver logs a cuInit error) only.
     Set `NLPKIT_VERBOSE=1` to see them.
     """
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -23,7 +24,9 @@ def quiet_tensorflow():
     devnull = os.open(os.devnull, os.O_WRONLY)
     try:
         os.dup2(devnull, 2)
-        import tensorflow  # noqa: F401
+        import tensorflow
+
+        tensorflow.config.list_physical_devices()  # probes CUDA now: its errors muted too
     finally:
         os.dup2(saved, 2)
         os.close(saved)

@@ -17,7 +17,7 @@ from pathlib import Path, PurePosixPath
 
 import keras
 
-from data_prep.cache import sha256_of, work_dir
+from data_prep.cache import producing, remove, sha256_of, work_dir
 from data_prep.errors import UserError
 
 
@@ -84,23 +84,28 @@ def _from_local_path(source, path, root=None):
 
 
 def download(source, root=None):
-    """Downloads the official archive into the work folder and checks its SHA-256."""
-    folder = work_dir(root) / "downloads"
-    folder.mkdir(parents=True, exist_ok=True)
-    target = folder / source.archive_name
-    if not target.exists():
-        try:
-            fetched = keras.utils.get_file(
-                fname=source.archive_name, origin=source.url, cache_dir=str(folder),
-                cache_subdir=".",
-            )
-        except Exception as error:  # no network, HTTP error, interrupted transfer
-            raise DataSourceError(
-                f"Could not download {source.archive_name} from {source.url} "
-                f"({type(error).__name__}: {error}). If you are offline: "
-                f"{source.how_to_provide()}"
-            ) from error
-        target = Path(fetched)
+    """Downloads the official archive into the work folder and checks its SHA-256.
+
+    The transfer goes to a partial folder first, so an interrupted download never
+    leaves a truncated archive under the real name.
+    """
+    target = work_dir(root) / "downloads" / source.archive_name
+    with producing(target):
+        if not target.exists():
+            partial = Path(tempfile.mkdtemp(prefix=f"{target.name}.partial-",
+                                            dir=target.parent))
+            try:
+                fetched = keras.utils.get_file(fname=source.archive_name, origin=source.url,
+                                               cache_dir=str(partial), cache_subdir=".")
+                Path(fetched).rename(target)
+            except Exception as error:  # get_file raises bare Exception for HTTP errors
+                raise DataSourceError(
+                    f"Could not download {source.archive_name} from {source.url} "
+                    f"({type(error).__name__}: {error}). If you are offline: "
+                    f"{source.how_to_provide()}"
+                ) from error
+            finally:
+                shutil.rmtree(partial, ignore_errors=True)
     verify_checksum(target, source)
     return target
 
@@ -119,24 +124,29 @@ def verify_checksum(archive, source):
 
 
 def extract(archive, target, source):
-    """Extracts `archive` into `target` atomically; returns `target`."""
+    """Extracts `archive` into `target` atomically; returns `target`.
+
+    Under the entry's lock: a process that finds `target` complete (another one just
+    extracted it) reuses it instead of extracting again.
+    """
     archive, target = Path(archive), Path(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f"{target.name}.partial-", dir=target.parent))
-    print(f"Extracting {archive} -> {target}")
-    try:
-        _extract_into(archive, tmp)
-        if not (tmp / source.marker).exists():
-            raise DataSourceError(
-                f"{archive} does not look like {source.archive_name}: it has no "
-                f"{source.marker}."
-            )
-        if target.exists():
-            shutil.rmtree(target)  # an incomplete earlier copy (no marker)
-        tmp.rename(target)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    with producing(target):
+        if (target / source.marker).exists():
+            return target
+        tmp = Path(tempfile.mkdtemp(prefix=f"{target.name}.partial-", dir=target.parent))
+        print(f"Extracting {archive} -> {target}")
+        try:
+            _extract_into(archive, tmp)
+            if not (tmp / source.marker).exists():
+                raise DataSourceError(
+                    f"{archive} does not look like {source.archive_name}: it has no "
+                    f"{source.marker}."
+                )
+            remove(target)  # an incomplete earlier copy (no marker); nobody reads it
+            tmp.rename(target)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
     return target
 
 

@@ -63,10 +63,18 @@ def parse_pairs(text):
     """Parses `English<TAB>Spanish[<TAB>attribution]` lines -> (pairs, malformed).
 
     Surrounding whitespace is stripped and inner runs of spaces collapsed. Lines with
-    no tab or an empty side are reported (1-based line numbers), not fatal.
+    no tab, an empty side, or (when `text` is bytes) bytes that are not UTF-8 are
+    reported (1-based line numbers), not fatal.
     """
     pairs, malformed = [], []
     for number, line in enumerate(text.splitlines(), start=1):
+        if isinstance(line, bytes):
+            try:
+                line = line.decode("utf-8-sig" if number == 1 else "utf-8")
+            except UnicodeDecodeError as error:
+                malformed.append(Malformed(number, line.decode("utf-8", "replace"),
+                                           f"not valid UTF-8 (byte {error.start + 1})"))
+                continue
         if not line.strip():
             continue
         fields = line.split("\t")
@@ -199,7 +207,7 @@ def prepare(path=None, settings=SpaEngSettings(), root=None, verbose=True):
 
 def _write_prepared(spa_txt, settings, tmp, verbose):
     started = time.perf_counter()
-    pairs, malformed = parse_pairs(spa_txt.read_text(encoding="utf-8"))
+    pairs, malformed = parse_pairs(spa_txt.read_bytes())
     for bad in malformed[:10]:
         print(f"{spa_txt}:{bad.line_number}: skipped ({bad.reason}): {bad.line[:80]!r}")
     splits = split_by_source_sentence(pairs, settings.fractions, settings.seed)

@@ -17,6 +17,7 @@ from gensim.models import FastText, KeyedVectors, Word2Vec
 from gensim.models.callbacks import CallbackAny2Vec
 
 from data_prep import imdb
+from data_prep.cache import partial_path, producing
 from data_prep.progress import Progress
 from data_prep.runtime import run_main
 from data_prep.text import clean_html
@@ -78,17 +79,18 @@ def default_vectors_path(prepared_imdb, algorithm="word2vec", vector_size=100):
 def load_or_train(prepared_imdb, path=None, algorithm="word2vec", vector_size=100, epochs=5):
     """The vectors saved at `path`, or trained on the unlabelled + train reviews and saved."""
     path = Path(path or default_vectors_path(prepared_imdb, algorithm, vector_size))
-    if path.exists():
-        print(f"Reusing {path}")
-        return KeyedVectors.load(str(path))
-    texts = prepared_imdb.unlabelled_texts() + prepared_imdb.texts("train")
-    print(f"Training {algorithm} on {len(texts)} reviews (once; saved to {path})", flush=True)
-    started = time.perf_counter()
-    vectors = train_word2vec(texts, vector_size, epochs=epochs, algorithm=algorithm)
-    print(f"Trained {algorithm} in {time.perf_counter() - started:.1f} s")
-    tmp = path.with_name(f".partial-{path.name}")
-    vectors.save(str(tmp), separately=[])  # one file, so the rename is atomic
-    tmp.rename(path)
+    with producing(path):  # a second process waits, then reuses the vectors
+        if path.exists():
+            print(f"Reusing {path}")
+            return KeyedVectors.load(str(path))
+        texts = prepared_imdb.unlabelled_texts() + prepared_imdb.texts("train")
+        print(f"Training {algorithm} on {len(texts)} reviews (once; saved to {path})", flush=True)
+        started = time.perf_counter()
+        vectors = train_word2vec(texts, vector_size, epochs=epochs, algorithm=algorithm)
+        print(f"Trained {algorithm} in {time.perf_counter() - started:.1f} s")
+        tmp = partial_path(path)
+        vectors.save(str(tmp), separately=[])  # one file, so the rename is atomic
+        tmp.rename(path)
     return vectors
 
 

@@ -18,6 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import filelock
 import keras
 import mlflow
 import numpy as np
@@ -26,7 +27,12 @@ from data_prep import cache
 from data_prep.progress import Progress
 from workflows import figures, tracking
 from workflows.config import Catalog, ConfigError, apply_overrides, describe
-from workflows.training import TrainingFolder, fit_resumably, starting_state
+from workflows.training import (
+    TrainingFolder,
+    fit_resumably,
+    remove_partial_files,
+    starting_state,
+)
 
 
 @dataclass(frozen=True)
@@ -86,9 +92,27 @@ def run_folder(lesson, config, fingerprint, work_dir=None):
 def train(lesson, config, data_path=None, work_dir=None, retrain=False, parent_run_id=None):
     """Trains `config` (or resumes it, or reuses a finished run); returns the MLflow run id."""
     data = lesson.load_data(config, data_path, work_dir)
-    name = lesson.run_name(config)
     folder = run_folder(lesson, config, data.fingerprint, work_dir)
+    with training_lock(folder):
+        return _train_in(lesson, config, data, folder, retrain, parent_run_id)
+
+
+def training_lock(folder):
+    """Only one process trains a run folder at a time; a second is told so at once."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    lock = filelock.FileLock(folder.parent / f".{folder.name}.lock", blocking=False)
+    try:
+        return lock.acquire()
+    except filelock.Timeout:
+        raise ConfigError(f"Another process is training this exact config right now "
+                          f"({folder}); wait for it to finish, then rerun to reuse its "
+                          "run.") from None
+
+
+def _train_in(lesson, config, data, folder, retrain, parent_run_id):
+    name = lesson.run_name(config)
     state = starting_state(folder, retrain)
+    remove_partial_files(folder)
     if state.finished:
         print(f"{name} with this config is already trained: run {state.run_id} ({folder}). "
               "Pass --retrain to train it again.")
@@ -102,6 +126,7 @@ def train(lesson, config, data_path=None, work_dir=None, retrain=False, parent_r
                           tags=child_tags(parent_run_id)) as run:
         if state.run_id:
             print(f"Resuming run {state.run_id} from {folder}")
+            log_missing_epochs(state.run_id, state.history)
         else:
             log_run_setup(config, plan, data.fingerprint, folder)
             state.run_id = run.info.run_id
@@ -109,7 +134,8 @@ def train(lesson, config, data_path=None, work_dir=None, retrain=False, parent_r
         state = fit_resumably(
             plan.model, plan.train_batches, plan.validation_batches, folder, config.epochs,
             config.patience, config.checkpoint_every_steps, train_examples=plan.train_examples,
-            on_epoch_end=lambda epoch, metrics: log_epoch(plan, epoch, metrics),
+            epoch_metrics=lambda epoch, metrics: add_epoch_metrics(plan, epoch, metrics),
+            on_epoch_end=lambda epoch, metrics: mlflow.log_metrics(metrics, step=epoch + 1),
             verbose=progress_verbosity(), time_budget_seconds=plan.time_budget_seconds)
         log_training_summary(plan, state)
         export_and_log_model(plan.export, folder)
@@ -140,12 +166,20 @@ def log_run_setup(config, plan, fingerprint, folder):
         mlflow.log_metrics(plan.metrics)
 
 
-def log_epoch(plan, epoch, metrics):
-    """The lesson's epoch metrics, the learning rate, then all of them to MLflow."""
+def add_epoch_metrics(plan, epoch, metrics):
+    """The lesson's own epoch metrics and the learning rate, before the checkpoint."""
     if plan.epoch_end:
         plan.epoch_end(epoch, metrics)
     metrics["learning_rate"] = float(keras.ops.convert_to_numpy(plan.model.optimizer.learning_rate))
-    mlflow.log_metrics(metrics, step=epoch + 1)
+
+
+def log_missing_epochs(run_id, history):
+    """Logs the epochs the run folder has but the run lacks (a crash or an unreachable
+    server between a checkpoint and its logging); each epoch is logged once."""
+    logged = {m.step for m in mlflow.MlflowClient().get_metric_history(run_id, "loss")}
+    for epoch, metrics in enumerate(history, start=1):
+        if epoch not in logged:
+            mlflow.log_metrics(metrics, step=epoch)
 
 
 def log_training_summary(plan, state):

@@ -6,6 +6,7 @@ folder); `MLFLOW_TRACKING_URI` points anywhere else, e.g. a team server. Artifac
 of a SQLite store live next to the database, in `artifacts/`.
 """
 
+import contextlib
 import csv
 import dataclasses
 import io
@@ -17,6 +18,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+import filelock
 import keras
 import mlflow
 
@@ -36,16 +38,35 @@ def tracking_uri():
 
 
 def use_experiment(name):
-    """Points MLflow at the tracking store and the experiment `name` (created if needed)."""
+    """Points MLflow at the tracking store and the experiment `name` (created if needed).
+
+    Creating or upgrading a SQLite store, and creating the experiment, happen under an
+    inter-process lock beside the database: MLflow's schema migration is not safe when
+    two processes run it at once, and two creators of one experiment would collide.
+    """
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     for noisy in ("alembic", "mlflow.store.db.utils"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     uri = tracking_uri()
     mlflow.set_tracking_uri(uri)
-    if mlflow.get_experiment_by_name(name) is None:
-        root = artifact_root(uri)
-        mlflow.create_experiment(name, artifact_location=root and f"{root}/{name}")
+    with store_lock(uri):
+        if mlflow.get_experiment_by_name(name) is None:  # the first call migrates the store
+            root = artifact_root(uri)
+            try:
+                mlflow.create_experiment(name, artifact_location=root and f"{root}/{name}")
+            except mlflow.exceptions.MlflowException as error:  # another client of a server
+                if error.error_code != "RESOURCE_ALREADY_EXISTS":
+                    raise
     return mlflow.set_experiment(name)
+
+
+def store_lock(uri):
+    """An inter-process lock for a SQLite store (servers serialize their own clients)."""
+    if not uri.startswith("sqlite:///"):
+        return contextlib.nullcontext()
+    database = Path(uri[len("sqlite:///"):])
+    database.parent.mkdir(parents=True, exist_ok=True)
+    return filelock.FileLock(database.with_name(f".{database.name}.lock"), timeout=600)
 
 
 def artifact_root(uri):

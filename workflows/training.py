@@ -12,6 +12,7 @@ import math
 import os
 import shutil
 import time
+import uuid
 import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -95,9 +96,24 @@ def starting_state(folder, retrain=False):
 
 
 def _replace_atomically(path, write):
-    tmp = path.with_name(f".partial-{path.name}")
-    write(tmp)
-    os.replace(tmp, path)
+    """`write(tmp)` to a fresh temporary sibling, then rename it over `path`.
+
+    Each write has its own temporary name: a save interrupted by Ctrl-C may still hold
+    its file open while the interrupt handler writes the checkpoint again.
+    """
+    tmp = path.with_name(f".partial-{uuid.uuid4().hex[:8]}-{path.name}")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def remove_partial_files(folder):
+    """Temporary files left by a killed trainer (call while no other process trains here)."""
+    for partial in Path(folder).glob(".partial-*"):
+        partial.unlink(missing_ok=True)
 
 
 class _BatchCheckpoint(keras.callbacks.Callback):
@@ -116,15 +132,17 @@ class _BatchCheckpoint(keras.callbacks.Callback):
 
 def fit_resumably(model, epoch_dataset, validation_data, folder, epochs, patience=2,
                   checkpoint_every_steps=200, train_examples=None, on_epoch_end=None,
-                  callbacks=(), verbose="auto", time_budget_seconds=None):
+                  callbacks=(), verbose="auto", time_budget_seconds=None, epoch_metrics=None):
     """Trains `model` for up to `epochs`, resuming from `folder` if it holds a checkpoint.
 
     `epoch_dataset(epoch)` returns that epoch's batches, the same ones on every call
     (seed the shuffle with the epoch) so a resumed epoch skips exactly what was done.
     Stops after `patience` epochs without a lower validation loss and leaves the
-    model with its best weights. `on_epoch_end(epoch, metrics)` sees each epoch's
-    metrics (plus `epoch_seconds` and `examples_per_second` for uninterrupted
-    epochs); `callbacks` are passed to every `fit`. With `time_budget_seconds`, no
+    model with its best weights. `epoch_metrics(epoch, metrics)` may add to an epoch's
+    metrics (plus `epoch_seconds` and `examples_per_second` for uninterrupted epochs)
+    before they are checkpointed with the state; `on_epoch_end(epoch, metrics)` sees
+    them after the checkpoint (a crash in between leaves them in `state.history`, to be
+    replayed). `callbacks` are passed to every `fit`. With `time_budget_seconds`, no
     epoch starts that would end past the budget (judged by the slowest epoch so far;
     training time is summed over resumptions). Ctrl-C saves a checkpoint before
     re-raising. Returns the final state, not yet marked finished: the caller does that
@@ -160,6 +178,8 @@ def fit_resumably(model, epoch_dataset, validation_data, folder, epochs, patienc
             metrics["epoch_seconds"] = time.perf_counter() - started
             if train_examples:
                 metrics["examples_per_second"] = train_examples / metrics["epoch_seconds"]
+        if epoch_metrics:
+            epoch_metrics(state.epoch, metrics)
         _update_early_stopping(model, folder, state, metrics)
         state.history.append(metrics)
         state.epoch, state.step = state.epoch + 1, 0

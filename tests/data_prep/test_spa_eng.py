@@ -67,3 +67,21 @@ def test_wordpiece_vocabularies_are_learned_saved_and_reversible(tmp_path, monke
     ids = target([spanish])
     assert "[UNK]" not in target.detokenize(ids)[0]
     assert target.detokenize(ids)[0].replace(" ", "") == spanish.replace(" ", "")
+
+
+def test_lines_that_are_not_utf8_are_skipped_and_reported_by_number(tmp_path, monkeypatch,
+                                                                     capsys):
+    import zipfile
+
+    monkeypatch.setenv(cache.WORK_DIR_ENV, str(tmp_path / "work"))
+    text = ("\n".join(SPA_LINES[:3]) + "\n").encode() + b"Bad.\tMal\xff\xfe.\n" + \
+        ("\n".join(SPA_LINES[3:]) + "\n").encode()
+    archive = tmp_path / "spa-eng.zip"
+    with zipfile.ZipFile(archive, "w") as zipped:
+        zipped.writestr("spa-eng/spa.txt", text)
+    prepared = spa_eng.prepare(archive, spa_eng.SpaEngSettings(max_tokens=100), verbose=False)
+    assert prepared.summary["pairs"] == len(SPA_LINES)
+    assert prepared.summary["malformed_lines"] == 1
+    assert "spa.txt:4: skipped (not valid UTF-8 (byte 9))" in capsys.readouterr().out
+    pairs, malformed = spa_eng.parse_pairs(b"\xef\xbb\xbfGo.\tVe.\n")  # a BOM is not a fault
+    assert pairs == [("Go.", "Ve.")] and malformed == []

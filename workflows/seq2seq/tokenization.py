@@ -130,23 +130,26 @@ def token_arrays(prepared, tokenizer, work_dir=None):
     key = cache.settings_key({"prepared": prepared.directory.name, "kind": tokenizer.kind,
                               "length": tokenizer.sequence_length})
     path = cache.work_dir(work_dir) / "tokens" / f"spa-eng-{tokenizer.kind}-{key}.npz"
-    if not path.exists():
-        arrays = {}
-        with Progress(f"Tokenizing pairs ({tokenizer.kind})", 2 * len(SPLITS)) as progress:
-            for split in SPLITS:
-                pairs = prepared.pairs(split)
-                for side, ids in (("source", tokenizer.source_ids([e for e, _ in pairs])),
-                                  ("target", tokenizer.target_ids([s for _, s in pairs]))):
-                    arrays[f"{split}_{side}_flat"] = np.concatenate(ids).astype("int32")
-                    arrays[f"{split}_{side}_lengths"] = np.asarray([len(r) for r in ids],
-                                                                   "int32")
-                    progress.advance()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(f".partial-{os.getpid()}-{path.name}")
-        with open(partial, "wb") as file:
-            np.savez(file, **arrays)
-        os.replace(partial, path)
+    with cache.producing(path):  # concurrent runs tokenize once
+        if not path.exists():
+            partial = cache.partial_path(path)
+            with open(partial, "wb") as file:
+                np.savez(file, **_tokenize_splits(prepared, tokenizer))
+            os.replace(partial, path)
     return _unflatten(np.load(path))
+
+
+def _tokenize_splits(prepared, tokenizer):
+    arrays = {}
+    with Progress(f"Tokenizing pairs ({tokenizer.kind})", 2 * len(SPLITS)) as progress:
+        for split in SPLITS:
+            pairs = prepared.pairs(split)
+            for side, ids in (("source", tokenizer.source_ids([e for e, _ in pairs])),
+                              ("target", tokenizer.target_ids([s for _, s in pairs]))):
+                arrays[f"{split}_{side}_flat"] = np.concatenate(ids).astype("int32")
+                arrays[f"{split}_{side}_lengths"] = np.asarray([len(r) for r in ids], "int32")
+                progress.advance()
+    return arrays
 
 
 def _unflatten(stored):

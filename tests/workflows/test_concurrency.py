@@ -1,0 +1,116 @@
+"""Several real processes at once: a new tracking store, one experiment, one cache entry.
+
+Each test starts its processes together (they wait for a shared start time, so they
+reach the contended step at the same moment), bounded in number and time, then checks
+that every process succeeded and that what they share still works.
+"""
+
+import subprocess
+import sys
+import textwrap
+import time
+
+import mlflow
+import pytest
+
+from tests.data_prep.fixtures import write_imdb_folder, write_tar_gz
+
+PROCESSES = 4
+
+
+def start_together(script, env, count=PROCESSES, delay=8.0):
+    """Starts `count` Python processes running `script` at one shared instant."""
+    start_at = time.time() + delay
+    prologue = f"import time\ntime.sleep(max(0.0, {start_at} - time.time()))\n"
+    return [subprocess.Popen([sys.executable, "-c", prologue + textwrap.dedent(script)],
+                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for _ in range(count)]
+
+
+def finish(processes, timeout=240):
+    results = []
+    for process in processes:
+        out, err = process.communicate(timeout=timeout)
+        results.append((process.returncode, out, err))
+    failures = [err[-2000:] for code, _, err in results if code != 0]
+    assert not failures, failures
+    return results
+
+
+@pytest.fixture
+def env(tmp_path, monkeypatch):
+    import os
+
+    environment = {**os.environ, "NLPKIT_WORK_DIR": str(tmp_path / "work"),
+                   "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}",
+                   "TF_CPP_MIN_LOG_LEVEL": "3"}
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", environment["MLFLOW_TRACKING_URI"])
+    return environment
+
+
+LOG_ONE_RUN = """
+    import mlflow
+    from workflows import tracking
+    tracking.use_experiment("race")
+    with mlflow.start_run():
+        mlflow.log_metric("value", 1.0)
+"""
+
+
+def assert_runs_recorded(count):
+    experiment = mlflow.get_experiment_by_name("race")
+    runs = mlflow.search_runs([experiment.experiment_id], output_format="list")
+    assert len(runs) == count and all(r.info.status == "FINISHED" for r in runs)
+    assert all(r.data.metrics["value"] == 1.0 for r in runs)
+
+
+def test_first_use_of_a_new_store_by_several_processes(env, restore_tracking_uri):
+    finish(start_together(LOG_ONE_RUN, env))
+    mlflow.set_tracking_uri(env["MLFLOW_TRACKING_URI"])
+    assert_runs_recorded(PROCESSES)
+    with mlflow.start_run(experiment_id=mlflow.get_experiment_by_name("race").experiment_id):
+        mlflow.log_metric("value", 1.0)  # the store still takes writes
+    assert_runs_recorded(PROCESSES + 1)
+
+
+def test_several_processes_create_the_same_experiment(env, restore_tracking_uri):
+    from workflows import tracking
+
+    tracking.use_experiment("another")  # the store exists; the experiment does not
+    finish(start_together(LOG_ONE_RUN, env))
+    assert_runs_recorded(PROCESSES)
+
+
+def test_several_processes_prepare_the_same_data(env, tmp_path):
+    archive = write_tar_gz(write_imdb_folder(tmp_path / "data", reviews_per_class=12),
+                           tmp_path / "aclImdb_v1.tar.gz")
+    from data_prep import cache, imdb
+
+    stale = tmp_path / "work" / "extracted"
+    stale.mkdir(parents=True)
+    entry = f"{imdb.ACL_IMDB.name}-{cache.sha256_of(archive)[:16]}"
+    (stale / f"{entry}.partial-killed").mkdir()  # left by a killed extraction
+    script = f"""
+        import sys
+        from data_prep import imdb
+        prepared = imdb.prepare({str(archive)!r}, imdb.ImdbSettings(max_tokens=50), verbose=False)
+        assert len(prepared.texts("train")) + len(prepared.texts("val")) == 24
+        print(prepared.directory)
+    """
+    results = finish(start_together(script, env, count=3))
+    assert len({out.split()[-1] for _, out, _ in results}) == 1  # one entry, shared
+    assert [p.name for p in stale.iterdir() if not p.name.startswith(".")] == [entry]
+
+
+def test_a_stale_partial_entry_is_removed_by_the_next_producer(tmp_path):
+    from data_prep import cache
+
+    target = tmp_path / "entry"
+    (tmp_path / "entry.partial-99999").mkdir()
+    (tmp_path / "entry.partial-88888").write_text("half")
+    cache.write_atomically(target, {"x": 1}, lambda tmp: (tmp / "data.txt").write_text("ok"))
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == ["entry"]
+    assert cache.is_complete(target)
+    # A complete entry is reused, never rewritten or deleted.
+    cache.write_atomically(target, {"x": 1}, lambda tmp: pytest.fail("rewrote a complete entry"))
+    assert (target / "data.txt").read_text() == "ok"

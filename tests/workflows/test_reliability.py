@@ -1,0 +1,72 @@
+"""Crashes at the worst moments never lose an epoch's metrics, a checkpoint or a run."""
+
+import h5py
+import keras
+import mlflow
+import pytest
+
+from tests.workflows.conftest import BOW, COMMON
+from tests.workflows.test_training import epoch_dataset, small_model
+from workflows import imdb_sentiment as workflow
+from workflows.training import TrainingFolder, fit_resumably
+
+
+def metric_steps(run_id, name):
+    return [m.step for m in mlflow.MlflowClient().get_metric_history(run_id, name)]
+
+
+def test_metrics_of_an_epoch_checkpointed_before_a_crash_are_logged_on_resume(
+        store, tmp_path, monkeypatch, restore_tracking_uri):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'crash.db'}")
+    log_metrics = mlflow.log_metrics
+
+    def unreachable_at_epoch_two(metrics, step=None, **kwargs):
+        if step == 2:
+            monkeypatch.setattr(mlflow, "log_metrics", log_metrics)
+            raise ConnectionError("tracking server unreachable")
+        return log_metrics(metrics, step=step, **kwargs)
+
+    monkeypatch.setattr(mlflow, "log_metrics", unreachable_at_epoch_two)
+    argv = ["train", "--model", "bow", *COMMON, *BOW, "--epochs", "3", "--set", "hidden_units=6"]
+    with pytest.raises(ConnectionError):
+        workflow.main(argv)
+    assert workflow.main(argv) == 0
+    experiment = mlflow.get_experiment_by_name(workflow.EXPERIMENT)
+    (run,) = mlflow.search_runs([experiment.experiment_id], output_format="list")
+    for name in ("loss", "val_loss", "val_accuracy", "learning_rate"):
+        assert metric_steps(run.info.run_id, name) == [1, 2, 3], name  # complete, no repeats
+
+
+def test_ctrl_c_during_a_checkpoint_save_still_saves_a_checkpoint(tmp_path, monkeypatch):
+    model = small_model()
+    save_weights, held = keras.Model.save_weights, []
+
+    def interrupted_save(self, path, *args, **kwargs):
+        if not held:  # the first save is cut short with its file still open
+            held.append(h5py.File(path, "w"))
+            raise KeyboardInterrupt
+        return save_weights(self, path, *args, **kwargs)
+
+    monkeypatch.setattr(keras.Model, "save_weights", interrupted_save)
+    with pytest.raises(KeyboardInterrupt):
+        fit_resumably(model, epoch_dataset, epoch_dataset(99), tmp_path, epochs=2, patience=9,
+                      checkpoint_every_steps=3, verbose=0)
+    state = TrainingFolder(tmp_path).load_state()
+    assert (state.epoch, state.step) == (0, 3) and (tmp_path / state.checkpoint).exists()
+    held[0].close()
+    monkeypatch.setattr(keras.Model, "save_weights", save_weights)
+    resumed = fit_resumably(small_model(), epoch_dataset, epoch_dataset(99), tmp_path, epochs=2,
+                            patience=9, verbose=0)
+    assert len(resumed.history) == 2
+
+
+def test_two_trainings_of_one_config_at_once_are_refused_clearly(store, capsys):
+    from workflows import lifecycle
+
+    argv = ["train", "--model", "bow", *COMMON, *BOW]
+    (config,) = workflow.CLI.configs(workflow.CLI.parser.parse_args(argv))
+    folder = lifecycle.run_folder(workflow.LESSON, config, workflow.load_data(config).fingerprint)
+    with lifecycle.training_lock(folder):  # as if another process were training it
+        assert workflow.main(["train", "--model", "bow", *COMMON, *BOW]) == 2
+    assert "Another process is training this exact config" in capsys.readouterr().err
+    assert workflow.main(["train", "--model", "bow", *COMMON, *BOW]) == 0
