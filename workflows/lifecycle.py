@@ -59,6 +59,7 @@ class ModelExport:
     python_model: Path  # the models-from-code pyfunc file
     input_example: list
     packages: tuple = ()  # subpackages of workflows/ the pyfunc imports
+    params: dict | None = None  # the params schema (name -> default) callers may tune
 
 
 @dataclass
@@ -217,7 +218,7 @@ def export_and_log_model(export, folder):
         export.python_model, {export.artifact.split(".")[0]: target}, export.input_example,
         tracking.pinned_requirements("keras", "keras-hub", "tensorflow", "tensorflow-text",
                                      "mlflow"),
-        packages=export.packages)
+        packages=export.packages, params=export.params)
     mlflow.set_tag("model_logged", "true")
 
 

@@ -122,13 +122,15 @@ def pinned_requirements(*names):
 
 
 def log_pyfunc_model(python_model_file, artifacts, input_example, pip_requirements,
-                     packages=()):
+                     packages=(), params=None):
     """Logs a models-from-code pyfunc named `model` with just the code it needs.
 
     `layers/` and `data_prep/` always travel with the model, and `packages` names the
     subpackages of `workflows/` it needs too (e.g. `seq2seq`), shipped alone as
     `workflows/<package>`: a translator does not carry the IMDB lesson. It loads in a
-    fresh process that does not have this repository.
+    fresh process that does not have this repository. `params` (name -> default) are
+    declared in the signature (inferred with the input example), so callers and the
+    model server may pass them.
     """
     with tempfile.TemporaryDirectory() as staging:
         code_paths = [str(PROJECT_ROOT / "layers"), str(PROJECT_ROOT / "data_prep")]
@@ -143,7 +145,7 @@ def log_pyfunc_model(python_model_file, artifacts, input_example, pip_requiremen
             python_model=str(python_model_file),
             artifacts={key: str(path) for key, path in artifacts.items()},
             code_paths=code_paths,
-            input_example=input_example,
+            input_example=(input_example, params) if params else input_example,
             pip_requirements=pip_requirements,
         )
 

@@ -36,12 +36,12 @@ from data_prep.runtime import run_main
 from layers import MaskedCrossentropy, NoamSchedule
 from workflows import figures, lifecycle
 from workflows.cli import LessonCLI, read_texts
-from workflows.config import Catalog, option
+from workflows.config import Catalog, ConfigError, option
 from workflows.seq2seq.batching import PairBatches, for_backend, truncate
 from workflows.seq2seq.metrics import bleu_scores
 from workflows.seq2seq.models import build_translator
 from workflows.seq2seq.tokenization import Tokenizer, load_tokenizer, references, token_arrays
-from workflows.seq2seq.translator import Translator
+from workflows.seq2seq.translator import MAX_BEAM_WIDTH, PYFUNC_PARAMS, Translator
 
 EXPERIMENT = "translation"
 PYFUNC_FILE = Path(__file__).parent / "seq2seq" / "pyfunc.py"
@@ -96,7 +96,7 @@ class TranslationConfig:
     max_train_minutes: float | None = option(None, above=0)
     dtype_policy: str = option("float32", choices=("float32", "mixed_bfloat16",
                                                    "mixed_float16"))
-    beam_width: int = option(4, at_least=1, at_most=64)
+    beam_width: int = option(4, at_least=1, at_most=MAX_BEAM_WIDTH)
     validation_pairs: int = option(3000, at_least=1)  # fixed val subset for the val loss
     bleu_sentences: int = option(300, at_least=1)  # val sentences decoded each epoch
     seed: int = 1337
@@ -231,7 +231,8 @@ def plan_training(config, data):
         for_backend(data.batches(config, "val", limit=config.validation_pairs)),
         len(data.arrays["train"][0]),
         export=lifecycle.ModelExport("translator", translator.save, PYFUNC_FILE,
-                                     ["How are you?"], packages=("seq2seq",)),
+                                     ["How are you?"], packages=("seq2seq",),
+                                     params=PYFUNC_PARAMS),
         tags={"model_family": config.model, "preset": config.preset},
         params={"parameters": model.count_params()},
         artifacts={"vocabulary/source.txt": "\n".join(tokenizer.source_vocabulary),
@@ -245,6 +246,7 @@ def plan_training(config, data):
 
 def load_run_translator(run_id=None, model_uri=None, beam_width=None):
     """(run, Translator) for a registered `model_uri`, a `run_id`, or the latest run."""
+    check_beam_width(beam_width)
     run, uri = lifecycle.resolve_model(LESSON, run_id, model_uri)
     with tempfile.TemporaryDirectory() as download:
         local = mlflow.artifacts.download_artifacts(f"{uri}/artifacts/translator",
@@ -252,9 +254,18 @@ def load_run_translator(run_id=None, model_uri=None, beam_width=None):
         return run, Translator.load(local, beam_width)
 
 
+def check_beam_width(beam_width):
+    if beam_width is not None and not 1 <= beam_width <= MAX_BEAM_WIDTH:
+        raise ConfigError(f"--beam-width must be from 1 (greedy) to {MAX_BEAM_WIDTH}, "
+                          f"got {beam_width}.")
+
+
 def evaluate(run_id=None, spa_eng_path=None, work_dir=None, model_uri=None, limit=None,
              beam_width=None):
     """Test BLEU/chrF (greedy and beam), masked token accuracy, samples; logged to the run."""
+    check_beam_width(beam_width)
+    if limit is not None and limit < 1:
+        raise ConfigError(f"--limit must be at least 1, got {limit}.")
     run, translator = load_run_translator(run_id, model_uri)
     config = lifecycle.config_of(LESSON, run)
     beam_width = beam_width or config.beam_width

@@ -265,3 +265,55 @@ def test_logged_translator_ships_only_the_code_it_needs(translation_store, tmp_p
                                                     dst_path=str(tmp_path)))
     assert sorted(p.name for p in code.iterdir()) == ["data_prep", "layers", "workflows"]
     assert [p.name for p in (code / "workflows").iterdir()] == ["seq2seq"]
+
+
+def test_beam_width_param_is_declared_validated_and_reaches_the_decoder(translation_store):
+    import mlflow
+    from mlflow.exceptions import MlflowException
+
+    run_id = runs()["transformer"].info.run_id
+    model = mlflow.pyfunc.load_model(f"runs:/{run_id}/model")
+    assert [p.name for p in model.metadata.signature.params] == ["beam_width"]
+    translator = model.unwrap_python_model().translator
+    widths, translate = [], translator.translate
+    translator.translate = lambda texts, beam_width=None: (widths.append(beam_width),
+                                                           translate(texts, beam_width))[1]
+    model.predict(["How are you?"], params={"beam_width": 3})
+    model.predict(["How are you?"], params={"beam_width": 1})
+    model.predict(["How are you?"])
+    assert widths == [3, 1, None]  # None: the translator's own width
+    for bad in (-3, 100000):
+        with pytest.raises(MlflowException, match="beam_width must be a whole number"):
+            model.predict(["How are you?"], params={"beam_width": bad})
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["translate", "--beam-width", "-3", "Hi."], "--beam-width must be from 1 (greedy) to 64"),
+    (["translate", "--beam-width", "100000", "Hi."], "--beam-width must be from 1"),
+    (["evaluate", "--limit", "0"], "--limit must be at least 1"),
+    (["translate", "--run-id", "", "Hi."], "--run-id is empty"),
+    (["train", "--set", "latent_dim=8"], "latent_dim does not apply to transformer"),
+    (["train", "--preset", "cpu", "--set", "epochs=0"], "epochs must be at least 1"),
+    (["train", "--set", "label_smoothing=1.5"], "label_smoothing must be less than 1"),
+    (["train", "--set", "optimizer=adamm"], "optimizer must be one of rmsprop, adam"),
+])
+def test_more_bad_input_is_one_line_and_exit_status_2(translation_store, capsys, argv, message):
+    assert workflow.main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_bad_files_are_one_line_errors(translation_store, tmp_path, capsys):
+    (tmp_path / "bad.yaml").write_text("epochs: [1, 2\n")
+    (tmp_path / "tag.yaml").write_text("epochs: !!python/object/apply:os.system ['true']\n")
+    (tmp_path / "latin1.txt").write_bytes("¿Qué?\n".encode("latin-1"))
+    for argv, message in (
+            (["translate", "--file", str(tmp_path)], "is a folder"),
+            (["translate", "--file", str(tmp_path / "none.txt")], "does not exist"),
+            (["translate", "--file", str(tmp_path / "latin1.txt")], "is not UTF-8 text"),
+            (["train", "--config", str(tmp_path / "bad.yaml")], "is not valid YAML"),
+            (["train", "--config", str(tmp_path / "tag.yaml")], "is not valid YAML"),
+            (["train", "--config", str(tmp_path)], "Cannot read --config")):
+        assert workflow.main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1, (argv, err)

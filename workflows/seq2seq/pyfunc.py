@@ -6,7 +6,8 @@ Logged as a models-from-code pyfunc by `workflows.translation` (with `layers/`,
 
     mlflow.pyfunc.load_model(uri).predict(["How are you?"])  # -> ["¿Cómo estás?"]
 
-`params={"beam_width": 1}` switches to greedy decoding.
+Params (declared in the model's signature, so a served model takes them too):
+`beam_width` (1 is greedy; default: the translator's own, 1 to `MAX_BEAM_WIDTH`).
 """
 
 import mlflow
@@ -14,7 +15,7 @@ from mlflow.exceptions import MlflowException
 from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE
 from mlflow.pyfunc import PythonModel
 
-from workflows.seq2seq.translator import Translator
+from workflows.seq2seq.translator import MAX_BEAM_WIDTH, Translator
 
 
 class EnglishToSpanish(PythonModel):
@@ -24,14 +25,19 @@ class EnglishToSpanish(PythonModel):
     def predict(self, context, model_input: list[str], params: dict | None = None) -> list[str]:
         """The Spanish translation of each sentence (empty sentences give empty strings).
 
-        Raises `MlflowException` (HTTP 400 when served) for an empty list.
+        Raises `MlflowException` (HTTP 400 when served) for an empty list or a beam
+        width out of range.
         """
         texts = list(model_input)
         if not texts:
             raise MlflowException('Send at least one sentence, e.g. {"inputs": ["How are you?"]}.',
                                   error_code=INVALID_PARAMETER_VALUE)
-        beam_width = int((params or {}).get("beam_width") or 0) or None
-        return self.translator.translate(texts, beam_width=beam_width)
+        beam_width = (params or {}).get("beam_width") or 0
+        if not isinstance(beam_width, int) or not 0 <= beam_width <= MAX_BEAM_WIDTH:
+            raise MlflowException(f"beam_width must be a whole number from 1 to {MAX_BEAM_WIDTH}"
+                                  f" (1 is greedy), got {beam_width!r}.",
+                                  error_code=INVALID_PARAMETER_VALUE)
+        return self.translator.translate(texts, beam_width=beam_width or None)
 
 
 mlflow.models.set_model(EnglishToSpanish())

@@ -21,6 +21,8 @@ from workflows.seq2seq.models import GRUTranslator, TransformerTranslator
 from workflows.seq2seq.tokenization import Tokenizer
 
 SETTINGS_FILE = "translator.json"
+MAX_BEAM_WIDTH = 64  # wider beams cost time for no gain on sentences this short
+PYFUNC_PARAMS = {"beam_width": 0}  # the logged model's params; 0: the translator's own width
 log = logging.getLogger(__name__)
 
 
