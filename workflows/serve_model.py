@@ -4,7 +4,8 @@
     python -m workflows.serve_model runs:/<run id>/model --port 5002
 
 Resolves the URI in the project's tracking store (`$MLFLOW_TRACKING_URI` when set, else
-`mlflow/mlflow.db`) and serves it with the current Python environment. POST raw strings to
+`mlflow/mlflow.db`), checks the model's files against the digest recorded when it was
+logged, and serves that copy with the current Python environment. POST raw strings to
 `/invocations` as `{"inputs": [...]}`; the answer is `{"predictions": [...]}`. Ctrl-C
 stops the server and its workers.
 """
@@ -16,6 +17,7 @@ import data_prep.quiet_start  # noqa: F401  first: hides TensorFlow's start-up n
 import argparse
 import os
 import sys
+import tempfile
 
 import mlflow
 
@@ -38,15 +40,18 @@ def server_environment():
 
 
 def serve(model_uri, host="127.0.0.1", port=5001, workers=1):
-    """Checks that `model_uri` exists, then serves it until Ctrl-C."""
+    """Checks that `model_uri` exists and that its files are the ones logged, then serves
+    that verified copy until Ctrl-C."""
     mlflow.set_tracking_uri(tracking.tracking_uri())
-    run_id = tracking.source_run_id(model_uri)
+    run = mlflow.get_run(tracking.source_run_id(model_uri))
     url = f"http://{host}:{port}"
-    banner = (f"Serving {model_uri} (run {run_id}) at {url}; Ctrl-C to stop. Try:\n"
+    banner = (f"Serving {model_uri} (run {run.info.run_id}) at {url}; Ctrl-C to stop. Try:\n"
               f"  curl -s {url}/invocations -H 'Content-Type: application/json' "
               "-d '{\"inputs\": [\"Your text here.\"]}'")
-    return run_until_stopped(model_server_command(model_uri, host, port, workers),
-                             "Model server", banner, env=server_environment())
+    with tempfile.TemporaryDirectory() as copy:
+        local = tracking.download_verified_model(run, model_uri, copy)
+        return run_until_stopped(model_server_command(str(local), host, port, workers),
+                                 "Model server", banner, env=server_environment())
 
 
 def main(argv=None):

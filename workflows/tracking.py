@@ -9,6 +9,7 @@ of a SQLite store live next to the database, in `artifacts/`.
 import contextlib
 import csv
 import dataclasses
+import hashlib
 import io
 import logging
 import os
@@ -22,6 +23,7 @@ import filelock
 import keras
 import mlflow
 
+from data_prep.cache import sha256_of
 from data_prep.errors import UserError
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -30,6 +32,13 @@ DEFAULT_STORE_DIR = PROJECT_ROOT / "mlflow"
 
 class RunNotFoundError(UserError):
     """No MLflow run matches what the user asked for."""
+
+
+class ModelChangedError(UserError):
+    """A logged model's files differ from what was logged: they are not loaded."""
+
+
+DIGEST_TAG = "model_sha256"  # digest of every file of the run's logged model
 
 
 def tracking_uri():
@@ -130,7 +139,8 @@ def log_pyfunc_model(python_model_file, artifacts, input_example, pip_requiremen
     `workflows/<package>`: a translator does not carry the IMDB lesson. It loads in a
     fresh process that does not have this repository. `params` (name -> default) are
     declared in the signature (inferred with the input example), so callers and the
-    model server may pass them.
+    model server may pass them. A digest of every file of the logged model is recorded
+    in the run's tags (`download_verified_model` checks it).
     """
     with tempfile.TemporaryDirectory() as staging:
         code_paths = [str(PROJECT_ROOT / "layers"), str(PROJECT_ROOT / "data_prep")]
@@ -140,7 +150,7 @@ def log_pyfunc_model(python_model_file, artifacts, input_example, pip_requiremen
                 shutil.copytree(PROJECT_ROOT / "workflows" / package, shipped / package,
                                 ignore=shutil.ignore_patterns("__pycache__"))
             code_paths.append(str(shipped))
-        return mlflow.pyfunc.log_model(
+        info = mlflow.pyfunc.log_model(
             name="model",
             python_model=str(python_model_file),
             artifacts={key: str(path) for key, path in artifacts.items()},
@@ -148,6 +158,41 @@ def log_pyfunc_model(python_model_file, artifacts, input_example, pip_requiremen
             input_example=(input_example, params) if params else input_example,
             pip_requirements=pip_requirements,
         )
+    with tempfile.TemporaryDirectory() as copy:
+        local = mlflow.artifacts.download_artifacts(artifact_uri=info.model_uri, dst_path=copy)
+        mlflow.set_tag(DIGEST_TAG, folder_digest(local))
+    return info
+
+
+def folder_digest(folder):
+    """SHA-256 over every file of `folder`: relative paths and contents, in order."""
+    folder = Path(folder)
+    digest = hashlib.sha256()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        digest.update(path.relative_to(folder).as_posix().encode() + b"\0")
+        digest.update(bytes.fromhex(sha256_of(path)))
+    return digest.hexdigest()
+
+
+def download_verified_model(run, model_uri, destination):
+    """Downloads the model at `model_uri` into `destination` and checks its files against
+    the digest recorded in `run` when it was logged; returns the local folder.
+
+    The tracking store is trusted, the artifact store is not: a model whose files changed
+    after logging (code included, which runs on load) is refused.
+    """
+    local = Path(mlflow.artifacts.download_artifacts(artifact_uri=model_uri,
+                                                     dst_path=str(destination)))
+    expected = run.data.tags.get(DIGEST_TAG)
+    if expected is None:
+        print(f"Note: run {run.info.run_id} recorded no digest of its model (logged by an "
+              "earlier version of the kit); loading it unverified.")
+    elif folder_digest(local) != expected:
+        raise ModelChangedError(
+            f"The files of {model_uri} (run {run.info.run_id}) differ from the ones logged "
+            "(SHA-256 mismatch): the artifact store was changed. Refusing to load them; "
+            "restore the artifacts or retrain.")
+    return local
 
 
 def model_uri(run_id):

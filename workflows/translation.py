@@ -27,14 +27,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import keras
-import mlflow
 import numpy as np
 
 from data_prep import cache, spa_eng
 from data_prep.progress import Progress
 from data_prep.runtime import run_main
 from layers import MaskedCrossentropy, NoamSchedule
-from workflows import figures, lifecycle
+from workflows import figures, lifecycle, tracking
 from workflows.cli import LessonCLI, read_texts
 from workflows.config import Catalog, ConfigError, option
 from workflows.seq2seq.batching import PairBatches, for_backend, truncate
@@ -249,9 +248,8 @@ def load_run_translator(run_id=None, model_uri=None, beam_width=None):
     check_beam_width(beam_width)
     run, uri = lifecycle.resolve_model(LESSON, run_id, model_uri)
     with tempfile.TemporaryDirectory() as download:
-        local = mlflow.artifacts.download_artifacts(f"{uri}/artifacts/translator",
-                                                    dst_path=download)
-        return run, Translator.load(local, beam_width)
+        local = tracking.download_verified_model(run, uri, download)
+        return run, Translator.load(local / "artifacts" / "translator", beam_width)
 
 
 def check_beam_width(beam_width):

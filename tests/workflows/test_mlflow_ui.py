@@ -26,7 +26,9 @@ def test_server_command_points_at_the_store_and_loopback(monkeypatch, tmp_path):
     assert artifacts == (tmp_path / "artifacts").as_uri()
 
 
-def test_ui_starts_on_loopback_and_ctrl_c_stops_every_worker(tmp_path):
+@pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGHUP, signal.SIGTERM],
+                         ids=["ctrl-c", "terminal-closed", "terminate"])
+def test_ui_starts_on_loopback_and_ctrl_c_stops_every_worker(tmp_path, stop_signal):
     port = free_port()
     env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path}/mlflow.db"}
     launcher = subprocess.Popen([sys.executable, "-m", "workflows.mlflow_ui", "--port", str(port)],
@@ -43,7 +45,7 @@ def test_ui_starts_on_loopback_and_ctrl_c_stops_every_worker(tmp_path):
                 assert launcher.poll() is None and time.monotonic() < deadline, "UI did not start"
                 time.sleep(1)
         group = server_group(launcher)
-        launcher.send_signal(signal.SIGINT)
+        launcher.send_signal(stop_signal)
         output, _ = launcher.communicate(timeout=60)
         assert f"http://127.0.0.1:{port}" in output and "MLflow UI stopped." in output
         assert group_members(group) == []  # workers included

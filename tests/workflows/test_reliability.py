@@ -70,3 +70,26 @@ def test_two_trainings_of_one_config_at_once_are_refused_clearly(store, capsys):
         assert workflow.main(["train", "--model", "bow", *COMMON, *BOW]) == 2
     assert "Another process is training this exact config" in capsys.readouterr().err
     assert workflow.main(["train", "--model", "bow", *COMMON, *BOW]) == 0
+
+
+def test_a_model_whose_stored_files_changed_is_refused_before_any_of_its_code_runs(
+        store, tmp_path, monkeypatch, capsys, restore_tracking_uri):
+    from workflows import serve_model
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'tamper.db'}")
+    assert workflow.main(["train", "--model", "bow", *COMMON, *BOW, "--epochs", "1",
+                          "--set", "hidden_units=7"]) == 0
+    assert workflow.main(["predict", "Fine."]) == 0  # verified and loaded
+    (stored,) = (tmp_path / "artifacts").rglob("imdb_pyfunc.py")  # the logged model code
+    marker = tmp_path / "code-ran"
+    with open(stored, "a") as file:
+        file.write(f"\nopen({str(marker)!r}, 'w').close()\n")
+    capsys.readouterr()
+    experiment = mlflow.get_experiment_by_name(workflow.EXPERIMENT)
+    (run,) = mlflow.search_runs([experiment.experiment_id], output_format="list")
+    for step in (lambda: workflow.main(["predict", "Fine."]),
+                 lambda: workflow.main(["evaluate"]),
+                 lambda: serve_model.main([f"runs:/{run.info.run_id}/model"])):
+        assert step() == 2
+        assert "differ from the ones logged" in capsys.readouterr().err
+    assert not marker.exists()
