@@ -69,14 +69,22 @@ def producing(path, timeout=3600):
     """Holds the inter-process lock of cache entry `path` (a file or folder).
 
     Removes the `<name>.partial-*` leftovers of producers that were killed: whoever
-    holds the lock is the only producer, so they belong to nobody.
+    holds the lock is the only producer, so they belong to nobody. Lock files live in
+    a per-user folder of the system's temporary directory, never among the entries.
     """
-    path = Path(path)
+    path = Path(path).resolve()
     path.parent.mkdir(parents=True, exist_ok=True)
-    with filelock.FileLock(path.parent / f".{path.name}.lock", timeout=timeout):
+    with filelock.FileLock(lock_path(path), timeout=timeout):
         for stale in path.parent.glob(f"{path.name}.partial-*"):
             remove(stale)
         yield
+
+
+def lock_path(path):
+    """Where the lock of `path` lives (the same file for every process of this user)."""
+    folder = Path(tempfile.gettempdir()) / f"nlpkit-locks-{os.getuid()}"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    return folder / f"{hashlib.sha256(str(path).encode()).hexdigest()[:24]}.lock"
 
 
 def partial_path(path):

@@ -334,12 +334,12 @@ def sweep(lesson, config, settings, train_one):
 # ## Use a logged model
 
 
-def load_pyfunc(run, model_uri):
-    """The pyfunc model at `model_uri`, its files checked against the digest `run`
-    recorded (downloaded to a temporary folder: it is in memory once loaded)."""
+def load_pyfunc(run):
+    """The pyfunc model `run` logged, its files checked against the digest it recorded
+    (downloaded to a temporary folder: it is in memory once loaded)."""
     with tempfile.TemporaryDirectory() as download:
         return mlflow.pyfunc.load_model(
-            str(tracking.download_verified_model(run, model_uri, download)))
+            str(tracking.download_verified_model(run, download)))
 
 
 def check_texts(texts, what):

@@ -49,7 +49,7 @@ def serve(model_uri, host="127.0.0.1", port=5001, workers=1):
               f"  curl -s {url}/invocations -H 'Content-Type: application/json' "
               "-d '{\"inputs\": [\"Your text here.\"]}'")
     with tempfile.TemporaryDirectory() as copy:
-        local = tracking.download_verified_model(run, model_uri, copy)
+        local = tracking.download_verified_model(run, copy)
         return run_until_stopped(model_server_command(str(local), host, port, workers),
                                  "Model server", banner, env=server_environment())
 

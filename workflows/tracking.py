@@ -160,7 +160,7 @@ def log_pyfunc_model(python_model_file, artifacts, input_example, pip_requiremen
         )
     with tempfile.TemporaryDirectory() as copy:
         local = mlflow.artifacts.download_artifacts(artifact_uri=info.model_uri, dst_path=copy)
-        mlflow.set_tag(DIGEST_TAG, folder_digest(local))
+        mlflow.set_tag(DIGEST_TAG, folder_digest(local))  # as `download_verified_model` sees it
     return info
 
 
@@ -174,22 +174,23 @@ def folder_digest(folder):
     return digest.hexdigest()
 
 
-def download_verified_model(run, model_uri, destination):
-    """Downloads the model at `model_uri` into `destination` and checks its files against
-    the digest recorded in `run` when it was logged; returns the local folder.
+def download_verified_model(run, destination):
+    """Downloads the model `run` logged into `destination` and checks its files against
+    the digest recorded when it was logged; returns the local folder.
 
     The tracking store is trusted, the artifact store is not: a model whose files changed
-    after logging (code included, which runs on load) is refused.
+    after logging (code included, which runs on load) is refused. A registered version
+    (`models:/NAME/...`) is the model of its source run, so that is what is checked.
     """
-    local = Path(mlflow.artifacts.download_artifacts(artifact_uri=model_uri,
-                                                     dst_path=str(destination)))
+    uri = model_uri(run.info.run_id)
+    local = Path(mlflow.artifacts.download_artifacts(artifact_uri=uri, dst_path=str(destination)))
     expected = run.data.tags.get(DIGEST_TAG)
     if expected is None:
         print(f"Note: run {run.info.run_id} recorded no digest of its model (logged by an "
               "earlier version of the kit); loading it unverified.")
     elif folder_digest(local) != expected:
         raise ModelChangedError(
-            f"The files of {model_uri} (run {run.info.run_id}) differ from the ones logged "
+            f"The files of {uri} (run {run.info.run_id}) differ from the ones logged "
             "(SHA-256 mismatch): the artifact store was changed. Refusing to load them; "
             "restore the artifacts or retrain.")
     return local

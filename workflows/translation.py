@@ -246,9 +246,9 @@ def plan_training(config, data):
 def load_run_translator(run_id=None, model_uri=None, beam_width=None):
     """(run, Translator) for a registered `model_uri`, a `run_id`, or the latest run."""
     check_beam_width(beam_width)
-    run, uri = lifecycle.resolve_model(LESSON, run_id, model_uri)
+    run, _ = lifecycle.resolve_model(LESSON, run_id, model_uri)
     with tempfile.TemporaryDirectory() as download:
-        local = tracking.download_verified_model(run, uri, download)
+        local = tracking.download_verified_model(run, download)
         return run, Translator.load(local / "artifacts" / "translator", beam_width)
 
 
