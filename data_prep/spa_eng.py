@@ -27,6 +27,7 @@ from data_prep import cache
 from data_prep.runtime import run_main
 from data_prep.sources import DatasetSource, add_location_arguments, resolve
 from data_prep.standardize import standardize_spanish
+from data_prep.subwords import SPECIAL_TOKENS, learn_wordpiece
 
 SPA_ENG = DatasetSource(
     name="spa-eng",
@@ -38,7 +39,7 @@ SPA_ENG = DatasetSource(
     flag="--spa-eng-path",
 )
 START, END = "[start]", "[end]"
-SUBWORD_SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[START]", "[END]")
+SUBWORD_SPECIAL_TOKENS = SPECIAL_TOKENS
 
 
 @dataclass(frozen=True)
@@ -147,32 +148,6 @@ def make_vectorizers(settings, source_vocabulary=None, target_vocabulary=None):
 
 def mark_target(spanish):
     return f"{START} {spanish} {END}"
-
-
-def learn_wordpiece(sentences, vocabulary_size):
-    """A keras-hub WordPiece vocabulary learned from `sentences` (case and accents kept).
-
-    Unlike the word-level vocabularies, punctuation and case survive, so a subword
-    model can write readable Spanish. Index 0 is `[PAD]`, then `[UNK]`, `[START]`, `[END]`.
-    """
-    import keras_hub  # with tensorflow-text, only to learn or apply WordPiece:
-    import tensorflow as tf  # prepared token arrays load where they are absent (JAX)
-
-    return keras_hub.tokenizers.compute_word_piece_vocabulary(
-        tf.data.Dataset.from_tensor_slices(list(sentences)).batch(1024),
-        vocabulary_size, lowercase=False, strip_accents=False,
-        reserved_tokens=list(SUBWORD_SPECIAL_TOKENS),
-    )
-
-
-def make_wordpiece_tokenizer(vocabulary, sequence_length=None):
-    """A keras-hub `WordPieceTokenizer` for a vocabulary from `learn_wordpiece`."""
-    import keras_hub  # likewise
-
-    return keras_hub.tokenizers.WordPieceTokenizer(
-        vocabulary=vocabulary, sequence_length=sequence_length, lowercase=False,
-        strip_accents=False, special_tokens=list(SUBWORD_SPECIAL_TOKENS),
-    )
 
 
 @dataclass

@@ -21,10 +21,10 @@ from data_prep.spa_eng import (
     SUBWORD_SPECIAL_TOKENS,
     SpaEngSettings,
     make_vectorizers,
-    make_wordpiece_tokenizer,
     mark_target,
     references_by_source,
 )
+from data_prep.subwords import make_wordpiece_tokenizer
 
 TOKENIZATIONS = ("word", "wordpiece")
 SPLITS = ("train", "val", "test")
