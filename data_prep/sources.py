@@ -123,21 +123,21 @@ def verify_checksum(archive, source):
         )
 
 
-def extract(archive, target, source):
+def extract(archive, target, source=None):
     """Extracts `archive` into `target` atomically; returns `target`.
 
-    Under the entry's lock: a process that finds `target` complete (another one just
-    extracted it) reuses it instead of extracting again.
+    With a `source`, the archive must hold its marker file. Under the entry's lock: a
+    process that finds `target` complete (another one just extracted it) reuses it.
     """
     archive, target = Path(archive), Path(target)
     with producing(target):
-        if (target / source.marker).exists():
+        if (target / (source.marker if source else ".")).exists():
             return target
         tmp = Path(tempfile.mkdtemp(prefix=f"{target.name}.partial-", dir=target.parent))
         print(f"Extracting {archive} -> {target}")
         try:
             _extract_into(archive, tmp)
-            if not (tmp / source.marker).exists():
+            if source and not (tmp / source.marker).exists():
                 raise DataSourceError(
                     f"{archive} does not look like {source.archive_name}: it has no "
                     f"{source.marker}."

@@ -1,0 +1,178 @@
+"""The exported language model: a folder that continues prompts with any keras-hub sampler.
+
+`Generator.save(folder)` writes the model (`model.keras`), its WordPiece vocabulary and
+`generator.json`; `Generator.load(folder)` gives back an object whose
+`generate(["The movie was"], sampler="top_p", top_p=0.9, temperature=0.8, seed=1)`
+returns the continuations. Every prompt starts after `[END]`, the token that ends each
+training document, so generating is starting a new document.
+"""
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import keras
+import keras_hub
+import numpy as np
+from keras import ops
+
+import layers  # noqa: F401  registers the layers a saved model uses
+from data_prep.subwords import SPECIAL_TOKENS, make_wordpiece_tokenizer
+from workflows.causal_lm.models import GPT
+
+SETTINGS_FILE = "generator.json"
+END_ID, PAD_ID = SPECIAL_TOKENS.index("[END]"), SPECIAL_TOKENS.index("[PAD]")
+NEVER_IDS = [SPECIAL_TOKENS.index(t) for t in ("[PAD]", "[UNK]", "[START]")]
+SAMPLERS = ("greedy", "beam", "random", "top_k", "top_p")
+PYFUNC_PARAMS = {"sampler": "greedy", "max_new_tokens": 40, "temperature": 1.0, "top_k": 10,
+                 "top_p": 0.9, "num_beams": 4, "seed": -1}  # the logged model's params schema
+NEG_INF = -1e9
+_SPACE_BEFORE = re.compile(r" ([.,!?;:%)\]'’]|n't|'s|'re|'ve|'ll|'d|'m)")
+_SPACE_AFTER = re.compile(r"([(\[]) ")
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """How to pick each next token (see keras-hub's samplers)."""
+
+    sampler: str = "greedy"  # greedy | beam | random | top_k | top_p
+    max_new_tokens: int = 40
+    temperature: float = 1.0
+    top_k: int = 10
+    top_p: float = 0.9
+    num_beams: int = 4
+    seed: int | None = None
+
+    def check(self):
+        """Raises `ValueError` naming the first setting out of range."""
+        rules = ((self.sampler in SAMPLERS, f"sampler must be one of {', '.join(SAMPLERS)}"),
+                 (1 <= self.max_new_tokens <= 1024, "max_new_tokens must be from 1 to 1024"),
+                 (0 < self.temperature <= 100, "temperature must be above 0 (and at most 100)"),
+                 (1 <= self.top_k <= 100000, "top_k must be at least 1"),
+                 (0 < self.top_p <= 1, "top_p must be above 0 and at most 1"),
+                 (1 <= self.num_beams <= 64, "num_beams must be from 1 to 64"))
+        for holds, message in rules:
+            if not holds:
+                raise ValueError(f"{message}; got {self}.")
+        return self
+
+    def make_sampler(self):
+        common = {"temperature": self.temperature}
+        if self.sampler == "greedy":
+            return keras_hub.samplers.GreedySampler(**common)
+        if self.sampler == "beam":
+            return keras_hub.samplers.BeamSampler(num_beams=self.num_beams, **common)
+        if self.sampler == "top_k":
+            return keras_hub.samplers.TopKSampler(k=self.top_k, seed=self.seed, **common)
+        if self.sampler == "top_p":
+            return keras_hub.samplers.TopPSampler(p=self.top_p, seed=self.seed, **common)
+        return keras_hub.samplers.RandomSampler(seed=self.seed, **common)
+
+
+class Generator:
+    def __init__(self, model, vocabulary):
+        self.model, self.vocabulary = model, list(vocabulary)
+        self.tokenizer = make_wordpiece_tokenizer(self.vocabulary)
+        self._step = compiled(self._cached_step)
+
+    def generate(self, prompts, sampling=Sampling()):
+        """The continuation of each prompt (text after the prompt, up to `[END]`)."""
+        sampling.check()
+        bad = [i for i, prompt in enumerate(prompts) if not isinstance(prompt, str)]
+        if bad:
+            raise TypeError(f"Prompts must be strings; items {bad[:10]} are not.")
+        tokens, lengths = self._prompt_ids(prompts, sampling.max_new_tokens)
+        total = tokens.shape[1]
+        mask = np.arange(total)[None, :] < lengths[:, None]
+        _, cache = self.model.call_with_cache(
+            ops.convert_to_tensor(tokens), self.model.initial_cache(len(prompts), total), 0)
+        output = sampling.make_sampler()(
+            self._next, ops.convert_to_tensor(tokens), cache=cache, index=int(lengths.min()),
+            mask=ops.convert_to_tensor(mask), stop_token_ids=[END_ID])
+        output = ops.convert_to_numpy(output)
+        new = sampling.max_new_tokens
+        return [self.detokenize(row[length:length + new])
+                for row, length in zip(output, lengths, strict=True)]
+
+    def generate_uncached(self, prompts, max_new_tokens):
+        """Greedy continuations that re-run the whole model for every new token (the
+        baseline that cached generation is measured and tested against)."""
+        tokens, lengths = self._prompt_ids(prompts, max_new_tokens)
+        if len(set(lengths)) != 1:
+            raise ValueError("The uncached baseline takes prompts of one length.")
+        length = int(lengths[0])
+        for index in range(length, tokens.shape[1]):
+            logits = ops.convert_to_numpy(self.model(tokens[:, :index], training=False))
+            tokens[:, index] = np.argmax(self._allowed(logits[:, -1, :]), axis=-1)
+        return [self.detokenize(row[length:]) for row in tokens]
+
+    def _prompt_ids(self, prompts, max_new_tokens):
+        """Prompt ids after `[END]` (the start of a document), left-aligned in an array
+        long enough for `max_new_tokens` more; overlong prompts keep their end."""
+        limit = self.model.max_length - 1
+        rows = [[END_ID, *np.asarray(ids).tolist()][-max(1, limit - max_new_tokens + 1):]
+                for ids in self.tokenizer(list(prompts))] if prompts else []
+        lengths = np.asarray([len(row) for row in rows])
+        total = min(int(lengths.max()) + max_new_tokens, self.model.max_length)
+        tokens = np.zeros((len(rows), total), "int32")
+        for i, row in enumerate(rows):
+            tokens[i, :len(row)] = row
+        return tokens, lengths
+
+    def _next(self, prompt, cache, index):
+        """keras-hub sampler callback: logits for position `index` from token `index - 1`."""
+        token = ops.slice(prompt, [0, index - 1], [ops.shape(prompt)[0], 1])
+        return (*self._step(token, cache, index - 1),)
+
+    def _cached_step(self, token, cache, index):
+        logits, cache = self.model.call_with_cache(token, cache, index)
+        return self._allowed(logits[:, 0, :]), None, cache
+
+    @staticmethod
+    def _allowed(logits):
+        """Never padding, `[UNK]` or `[START]` (which no training document holds)."""
+        vocabulary = np.arange(logits.shape[-1])
+        never = np.isin(vocabulary, NEVER_IDS)
+        return ops.where(never[None, :], NEG_INF, logits)
+
+    def detokenize(self, ids):
+        """Text of `ids` up to the first `[END]`, WordPiece pieces joined, spaces tidied."""
+        ids = [int(i) for i in ids]
+        ids = ids[:ids.index(END_ID)] if END_ID in ids else ids
+        words = [self.vocabulary[i] for i in ids if i != PAD_ID]
+        text = " ".join(words).replace(" ##", "").removeprefix("##")
+        return _SPACE_AFTER.sub(r"\1", _SPACE_BEFORE.sub(r"\1", text)).strip()
+
+    def save(self, folder):
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        self.model.save(folder / "model.keras")
+        (folder / "vocabulary.txt").write_text("\n".join(self.vocabulary), "utf-8")
+        (folder / SETTINGS_FILE).write_text(json.dumps({"max_length": self.model.max_length}))
+        return folder
+
+    @classmethod
+    def load(cls, folder):
+        folder = Path(folder)
+        if not (folder / SETTINGS_FILE).exists():
+            raise FileNotFoundError(f"{folder} is not a saved generator (no {SETTINGS_FILE}).")
+        model = keras.saving.load_model(folder / "model.keras", compile=False)
+        if not isinstance(model, GPT):
+            raise TypeError(f"{folder}/model.keras holds a {type(model).__name__}, not a GPT.")
+        return cls(model, (folder / "vocabulary.txt").read_text("utf-8").split("\n"))
+
+
+def compiled(step):
+    """The one-token step as a graph for the current backend (eager on torch); the
+    sampler's loop stays eager, so a seeded sampler repeats its choices on every call."""
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf  # only on its backend: the JAX path runs where TF is absent
+
+        return tf.function(step, reduce_retracing=True)
+    if backend == "jax":
+        import jax  # likewise: only on the JAX backend
+
+        return jax.jit(step)
+    return step
