@@ -62,7 +62,8 @@ class LessonCLI:
         step = self.step("compare", "table of this lesson's runs, best first", self.compare)
         step.add_argument("--sort-by", default=self.lesson.sort_by,
                           help=f"an MLflow column (default: {self.lesson.sort_by})")
-        step.add_argument("--ascending", action="store_true")
+        step.add_argument("--ascending", action="store_true", default=None,
+                          help="lowest first (default: best first)")
         step.add_argument("--model", help="only runs of this model")
         step.add_argument("--since", help="only runs started on or after this date")
         step.add_argument("--format", choices=("text", "csv", "markdown"), default="text")
@@ -125,8 +126,9 @@ class LessonCLI:
                 overrides[name] = value
         catalog, preset = self.lesson.catalog, getattr(args, "preset", None)
         models = models or [args.model]
+        complete = self.lesson.complete_config or (lambda config: config)
         if len(models) == 1:
-            return [catalog.make(models[0], preset, overrides)]
+            return [complete(catalog.make(models[0], preset, overrides))]
         applicable = {model: catalog.applicable_overrides(model, preset, overrides)
                       for model in models}
         unused = [key for key in overrides if not any(key in a for a in applicable.values())]
@@ -135,7 +137,7 @@ class LessonCLI:
                              for name in applicable_fields(catalog.base(model, preset))})
             raise ConfigError(f"Unknown config field(s) {', '.join(unused)} for "
                               f"{', '.join(models)}; valid fields: {', '.join(fields)}.")
-        return [catalog.make(model, preset, applicable[model]) for model in models]
+        return [complete(catalog.make(model, preset, applicable[model])) for model in models]
 
     def _add_train_arguments(self, parser, many):
         catalog = self.lesson.catalog

@@ -45,6 +45,8 @@ class Lesson:
     plan_training: Callable  # (config, data) -> TrainingPlan
     compare_columns: tuple  # MLflow columns of the `compare` table
     sort_by: str  # default `compare` order, best first
+    ascending: bool = False  # True when lower is better (perplexity)
+    complete_config: Callable | None = None  # config -> config, once the CLI has read it
 
     def run_name(self, config):
         return f"{config.model}-{config.preset}" if self.catalog.has_presets else config.model
@@ -276,8 +278,9 @@ def register(lesson, run_id, name, alias=None):
 # ## Compare and sweep
 
 
-def compare(lesson, sort_by=None, model=None, since=None, style="text", ascending=False):
+def compare(lesson, sort_by=None, model=None, since=None, style="text", ascending=None):
     """Prints the lesson's runs as a table (filtered, best first); returns the rows."""
+    ascending = lesson.ascending if ascending is None else ascending
     filters = [f"params.model = '{model}'"] if model else []
     if since:
         filters.append(f"attributes.start_time >= {timestamp_ms(since)}")

@@ -76,9 +76,9 @@ class Generator:
         self.tokenizer = make_wordpiece_tokenizer(self.vocabulary)
         self._step = compiled(self._cached_step)
 
-    def generate(self, prompts, sampling=Sampling()):
+    def generate(self, prompts, sampling=None):
         """The continuation of each prompt (text after the prompt, up to `[END]`)."""
-        sampling.check()
+        sampling = (sampling or Sampling()).check()
         bad = [i for i, prompt in enumerate(prompts) if not isinstance(prompt, str)]
         if bad:
             raise TypeError(f"Prompts must be strings; items {bad[:10]} are not.")

@@ -1,0 +1,328 @@
+"""Language modelling: a GPT trained from the kit's layers, then fine-tuned on your corpus.
+
+    python -m workflows.language_model prepare                      # IMDB reviews (not test)
+    python -m workflows.language_model train --preset cpu           # about an hour on a CPU
+    python -m workflows.language_model evaluate                     # test perplexity
+    python -m workflows.language_model generate "The movie was" --sampler top_p --top-p 0.9
+    python -m workflows.language_model train --init-from <run id> --corpus my_texts/
+
+The model is a decoder-only Transformer (`workflows/causal_lm/`): token and position
+embeddings, pre-LN `TransformerDecoder` blocks without cross-attention, a final norm
+and logits tied to the token embedding. It is measured in perplexity per token and per
+word (so models with different tokenizers compare), and generates with the layers'
+cache and keras-hub's samplers. Fine-tuning (`--init-from`) keeps the source model's
+tokenizer and reports perplexity on the new corpus before and after.
+"""
+
+import data_prep.quiet_start  # noqa: F401  first: hides TensorFlow's start-up noise
+
+# isort: split
+
+import dataclasses
+import json
+import math
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import keras
+import mlflow
+import numpy as np
+
+from data_prep import corpus, imdb
+from data_prep.runtime import run_main
+from layers import MaskedCrossentropy, WarmupLinearDecay
+from workflows import lifecycle, tracking
+from workflows.causal_lm.batching import WindowBatches, for_backend
+from workflows.causal_lm.generator import PYFUNC_PARAMS, SAMPLERS, Generator, Sampling
+from workflows.causal_lm.models import GPT
+from workflows.cli import LessonCLI, read_texts
+from workflows.config import Catalog, ConfigError, option
+
+EXPERIMENT = "language_model"
+PYFUNC_FILE = Path(__file__).parent / "causal_lm" / "pyfunc.py"
+PROMPTS = ["The movie was", "I have never seen", "This film is a", "My favourite actor"]
+DEFAULT_SAMPLING = Sampling()
+ARCHITECTURE = ("vocabulary_size", "sequence_length", "embed_dim", "dense_dim", "num_heads",
+                "num_layers")
+
+
+# ## Configuration
+
+
+@dataclass(frozen=True)
+class LMConfig:
+    model: str = option("gpt", choices=("gpt",))
+    preset: str = "cpu"
+    corpus: str | None = None  # a text file, folder or archive; None: the IMDB reviews
+    init_from: str | None = None  # a run id (or prefix) or model URI to fine-tune
+    vocabulary_size: int = option(5000, at_least=16)  # WordPiece entries learned on train
+    sequence_length: int = option(128, at_least=4, at_most=4096)
+    embed_dim: int = option(256, at_least=8)
+    dense_dim: int = option(1024, at_least=8)
+    num_heads: int = option(4, at_least=1)
+    num_layers: int = option(4, at_least=1)
+    dropout: float = option(0.1, at_least=0, below=1)
+    learning_rate: float = option(1e-3, above=0)  # peak of warmup, then linear decay
+    warmup_steps: int = option(500, at_least=0)
+    batch_size: int = option(32, at_least=1)
+    steps_per_epoch: int = option(500, at_least=1)  # an epoch is this many batches
+    epochs: int = option(20, at_least=1)
+    patience: int = option(2, at_least=1)
+    max_train_minutes: float | None = option(60.0, above=0)
+    validation_windows: int = option(512, at_least=1)  # fixed val windows, each epoch
+    sample_tokens: int = option(30, at_least=1)  # generated from each prompt, each epoch
+    dtype_policy: str = option("mixed_bfloat16", choices=("float32", "mixed_bfloat16",
+                                                          "mixed_float16"))
+    seed: int = 1337
+    checkpoint_every_steps: int = option(200, at_least=0)
+
+
+CATALOG = Catalog({"gpt": {
+    "cpu": LMConfig(),
+    "gpu": LMConfig(preset="gpu", sequence_length=256, embed_dim=512, dense_dim=2048,
+                    num_heads=8, num_layers=8, batch_size=64, steps_per_epoch=1000,
+                    learning_rate=6e-4, warmup_steps=2000, max_train_minutes=None),
+}}, default_preset="cpu")
+
+
+def complete_config(config):
+    """With `init_from`, the architecture is the source model's (and its run is named)."""
+    if not config.init_from:
+        return config
+    run = source_run(config.init_from)
+    source = lifecycle.config_of(LESSON, run)
+    print(f"Fine-tuning run {run.info.run_id}: its architecture and vocabulary are kept")
+    return dataclasses.replace(config, init_from=run.info.run_id,
+                               **{name: getattr(source, name) for name in ARCHITECTURE})
+
+
+def source_run(init_from):
+    if ":/" in init_from:
+        init_from = tracking.source_run_id(init_from)
+    return tracking.find_run(EXPERIMENT, init_from)
+
+
+# ## Prepare the data
+# Documents split into train/validation/test, a WordPiece vocabulary, token streams.
+
+
+@dataclass
+class CorpusData:
+    prepared: corpus.PreparedCorpus
+    source: Generator | None  # the model to fine-tune, if any
+
+    @property
+    def fingerprint(self):
+        return self.prepared.directory.name
+
+    def tokens_per_word(self, split):
+        """Tokens per word (each document's `[END]` counts as a word), to convert
+        perplexity per token into perplexity per word."""
+        summary = self.prepared.summary
+        return summary["tokens"][split] / (summary["words"][split]
+                                           + summary["documents"][split])
+
+    def batches(self, config, split, epoch=None, windows=None):
+        """An epoch of training batches (`epoch`), a fixed sample of `windows` windows,
+        or (neither) every window of the split once."""
+        stream = self.prepared.token_ids(split)
+        if epoch is not None:
+            return WindowBatches(stream, config.sequence_length, config.batch_size,
+                                 config.seed + epoch, config.steps_per_epoch)
+        every = WindowBatches(stream, config.sequence_length, config.batch_size)
+        if windows is None or windows >= len(every.starts):
+            return every
+        return WindowBatches(stream, config.sequence_length, config.batch_size, config.seed,
+                             starts=np.random.default_rng(config.seed).permutation(
+                                 every.starts)[:windows])
+
+
+def prepare(config=None, imdb_path=None, work_dir=None, verbose=True, source=None):
+    """The corpus of `config`, prepared (or reused), with the vocabulary of the model it
+    fine-tunes (`source`, loaded from `init_from` if not given); returns `CorpusData`."""
+    config = config or CATALOG.base("gpt")
+    if source is None and config.init_from:
+        source = load_generator(source_run(config.init_from))
+    settings = corpus.CorpusSettings(vocabulary_size=config.vocabulary_size,
+                                     seed=config.seed)
+    prepared = corpus.prepare(config.corpus, imdb_path, settings, work_dir,
+                              vocabulary=source and source.vocabulary, verbose=verbose)
+    return CorpusData(prepared, source)
+
+
+def load_data(config, imdb_path=None, work_dir=None):
+    return prepare(config, imdb_path, work_dir, verbose=False)
+
+
+# ## Build the model and plan the training
+
+
+def build_model(config, vocabulary_size, source=None):
+    """A new GPT, or the model to fine-tune; compiled with AdamW and warmup + decay."""
+    keras.config.set_dtype_policy(config.dtype_policy)
+    model = source.model if source else GPT(
+        vocabulary_size, config.sequence_length, config.embed_dim, config.dense_dim,
+        config.num_heads, config.num_layers, config.dropout)
+    total = max(config.epochs * config.steps_per_epoch, config.warmup_steps + 1)
+    schedule = WarmupLinearDecay(config.learning_rate, config.warmup_steps, total,
+                                 end_learning_rate=config.learning_rate / 10)
+    model.compile(optimizer=keras.optimizers.AdamW(schedule, weight_decay=0.01),
+                  loss=MaskedCrossentropy(), metrics=["accuracy"])
+    return model
+
+
+def perplexities(data, split, loss):
+    return {"perplexity": math.exp(loss),
+            "word_perplexity": math.exp(loss * data.tokens_per_word(split))}
+
+
+def plan_training(config, data):
+    vocabulary = data.source.vocabulary if data.source else data.prepared.vocabulary()
+    model = build_model(config, len(vocabulary), data.source)
+    generator = Generator(model, vocabulary)
+    validation = for_backend(data.batches(config, "val", windows=config.validation_windows))
+    before = {}
+    if data.source:  # what fine-tuning starts from, on the new corpus
+        loss = model.evaluate(validation, verbose=0)[0]
+        before = {f"before_val_{k}": v for k, v in perplexities(data, "val", loss).items()}
+        print(f"Before fine-tuning: validation perplexity {before['before_val_perplexity']:.1f}"
+              f" per token, {before['before_val_word_perplexity']:.1f} per word")
+
+    def epoch_end(epoch, metrics):
+        metrics.update({f"val_{k}": v for k, v in perplexities(
+            data, "val", metrics["val_loss"]).items()})
+        if "epoch_seconds" in metrics:
+            metrics["tokens_per_second"] = (config.steps_per_epoch * config.batch_size
+                                            * config.sequence_length / metrics["epoch_seconds"])
+        samples = sample_table(generator, config.sample_tokens)
+        mlflow.log_table(samples, f"samples/epoch_{epoch + 1:03d}.json")
+        print(f"  val perplexity {metrics['val_perplexity']:.1f} per token, "
+              f"{metrics['val_word_perplexity']:.1f} per word; {PROMPTS[0]!r} -> "
+              f"{samples['greedy'][0]!r}", flush=True)
+
+    return lifecycle.TrainingPlan(
+        model, lambda epoch: for_backend(data.batches(config, "train", epoch)), validation,
+        config.steps_per_epoch * config.batch_size,
+        export=lifecycle.ModelExport("generator", generator.save, PYFUNC_FILE, PROMPTS[:1],
+                                     packages=("causal_lm",), params=PYFUNC_PARAMS),
+        tags={"model_family": "gpt", "preset": config.preset,
+              "corpus": data.prepared.summary["source"]},
+        params={"parameters": model.count_params()},
+        artifacts={"vocabulary.txt": "\n".join(vocabulary),
+                   "corpus_summary.json": data.prepared.summary},
+        metrics=before, epoch_end=epoch_end, curves=("loss", "perplexity"),
+        time_budget_seconds=config.max_train_minutes and config.max_train_minutes * 60)
+
+
+def sample_table(generator, tokens, prompts=PROMPTS):
+    """Continuations of fixed prompts: greedy, and top-p sampling with a fixed seed."""
+    return {"prompt": list(prompts),
+            "greedy": generator.generate(prompts, Sampling(max_new_tokens=tokens)),
+            "top_p_0.9": generator.generate(prompts, Sampling(
+                "top_p", tokens, temperature=0.8, top_p=0.9, seed=1))}
+
+
+# ## Evaluate and generate
+
+
+def load_generator(run):
+    with tempfile.TemporaryDirectory() as download:
+        local = tracking.download_verified_model(run, download)
+        return Generator.load(local / "artifacts" / "generator")
+
+
+def evaluate(run_id=None, imdb_path=None, work_dir=None, model_uri=None):
+    """Test and validation perplexity (per token and per word), sample generations."""
+    run, _ = lifecycle.resolve_model(LESSON, run_id, model_uri)
+    generator, config = load_generator(run), lifecycle.config_of(LESSON, run)
+    data = prepare(config, imdb_path, work_dir, verbose=False,
+                   source=generator if config.init_from else None)
+    generator.model.compile(loss=MaskedCrossentropy())
+    results = {}
+    for split in ("val", "test"):
+        loss = generator.model.evaluate(for_backend(data.batches(config, split)), verbose=0)
+        loss = loss[0] if isinstance(loss, list) else loss
+        results.update({f"{split}_{k}": v for k, v in perplexities(data, split, loss).items()})
+    lifecycle.log_evaluation(run.info.run_id, {f"final_{k}" if k.startswith("val") else k: v
+                                               for k, v in results.items()},
+                             dicts={"test_metrics.json": results},
+                             tables={"samples/test.json": sample_table(generator, 40)})
+    print(json.dumps({"run_id": run.info.run_id, **results}, indent=2))
+    return results
+
+
+def generate(prompts, run_id=None, model_uri=None, sampling=DEFAULT_SAMPLING):
+    """Prints and returns the continuation of each prompt."""
+    lifecycle.check_texts(prompts, "prompt")
+    try:
+        sampling.check()
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+    run, _ = lifecycle.resolve_model(LESSON, run_id, model_uri)
+    outputs = load_generator(run).generate(list(prompts), sampling)
+    for prompt, output in zip(prompts, outputs, strict=True):
+        print(f"{prompt} ... {output}")
+    return outputs
+
+
+COMPARE_COLUMNS = ("run_id", "params.preset", "params.init_from", "tags.corpus",
+                   "params.parameters", "metrics.train_minutes", "metrics.best_val_perplexity",
+                   "metrics.test_perplexity", "metrics.test_word_perplexity",
+                   "metrics.mean_tokens_per_second", "start_time")
+LESSON = lifecycle.Lesson(EXPERIMENT, CATALOG, load_data, plan_training, COMPARE_COLUMNS,
+                          sort_by="metrics.test_perplexity", ascending=True,
+                          complete_config=complete_config)
+
+
+def compare(sort_by=None, model=None, since=None, style="text"):
+    """Prints this lesson's runs as a table, lowest test perplexity first."""
+    return lifecycle.compare(LESSON, sort_by, model, since, style)
+
+
+# ## Command line
+
+
+def run_lesson(args):
+    """`run`: prepare, train, evaluate, generate from the example prompts, compare."""
+    (config,) = CLI.configs(args)
+    prepare(config, args.imdb_path, args.work_dir)
+    run_id = CLI.train_config(args, config)
+    evaluate(run_id, args.imdb_path, args.work_dir)
+    generate(PROMPTS, run_id, sampling=Sampling("top_p", 40, temperature=0.8, seed=1))
+    compare()
+    lifecycle.print_where_results_are(LESSON, args.work_dir)
+
+
+def sampling_from_args(args):
+    return Sampling(args.sampler, args.max_new_tokens, args.temperature, args.top_k,
+                    args.top_p, args.num_beams, args.seed)
+
+
+CLI = LessonCLI(LESSON, "workflows.language_model", __doc__.split("\n")[0], imdb.ACL_IMDB,
+                shortcuts={"corpus": "a UTF-8 .txt file, a folder of them, or a .zip/.tar.gz "
+                                     "(default: the IMDB reviews)",
+                           "init_from": "fine-tune this run (id or prefix) or model URI",
+                           "epochs": None, "max_train_minutes": "stop before an epoch that "
+                                                                "would end past this budget"})
+_prepare = CLI.step("prepare", "split the corpus, learn its vocabulary, tokenize it",
+                    lambda a: prepare(CLI.configs(a)[0], a.imdb_path, a.work_dir), data=True,
+                    train="one")
+CLI.step("train", "train a model, or fine-tune one (--init-from)", CLI.train, data=True,
+         train="one")
+CLI.step("run", "prepare, train, evaluate and generate", run_lesson, data=True, train="one")
+CLI.step("evaluate", "test perplexity of a run, logged to it", lambda a: evaluate(
+    a.run_id, a.imdb_path, a.work_dir, a.model_uri), data=True, model=True)
+_generate = CLI.step("generate", "continue prompts with a run's model", lambda a: generate(
+    read_texts(a.texts, a.file, "prompts"), a.run_id, a.model_uri, sampling_from_args(a)),
+    model=True, texts="prompts")
+_generate.add_argument("--sampler", default="greedy", help=f"one of {', '.join(SAMPLERS)}")
+for _flag, _type, _default in (("--max-new-tokens", int, 40), ("--temperature", float, 1.0),
+                               ("--top-k", int, 10), ("--top-p", float, 0.9),
+                               ("--num-beams", int, 4), ("--seed", int, None)):
+    _generate.add_argument(_flag, type=_type, default=_default)
+CLI.shared_steps()
+main = CLI.main
+
+if __name__ == "__main__":
+    run_main(main)
