@@ -1,0 +1,161 @@
+"""The language-model lesson end to end on tiny generated corpora, and its generation."""
+
+import json
+import subprocess
+import sys
+
+import mlflow
+import pytest
+
+from workflows import language_model as workflow
+from workflows.causal_lm.generator import Generator, Sampling
+
+TINY = ["--epochs", "2", "--set", "vocabulary_size=120", "--set", "sequence_length=16",
+        "--set", "embed_dim=16", "--set", "dense_dim=32", "--set", "num_heads=2",
+        "--set", "num_layers=2", "--set", "steps_per_epoch=4", "--set", "batch_size=4",
+        "--set", "validation_windows=8", "--set", "sample_tokens=4", "--set", "warmup_steps=2",
+        "--set", "dtype_policy=float32"]
+FINE_TUNE = ["--epochs", "1", "--set", "steps_per_epoch=3", "--set", "batch_size=4",
+             "--set", "validation_windows=8", "--set", "sample_tokens=4",
+             "--set", "warmup_steps=1", "--set", "dtype_policy=float32"]
+NOUNS = ["film", "movie", "story", "actor", "plot", "scene"]
+ADJECTIVES = ["good", "bad", "long", "funny", "slow", "great"]
+
+
+def write_corpus(folder, sentiment="", documents=30):
+    folder.mkdir(parents=True)
+    for i in range(documents):
+        noun, adjective = NOUNS[i % 6], ADJECTIVES[(i // 6) % 6]
+        (folder / f"doc{i:02d}.txt").write_text(
+            f"The {noun} was {sentiment}{adjective}. I think the {noun} is {adjective}, and "
+            f"the {NOUNS[(i + 1) % 6]} was {ADJECTIVES[i % 6]} too.\n", encoding="utf-8")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def lm_store(tmp_path_factory):
+    root = tmp_path_factory.mktemp("language_model")
+    texts = write_corpus(root / "texts")
+    (texts / "image.png").write_bytes(b"\x89PNG\r\n\x1a\n\0\0binary")
+    (texts / "latin1.txt").write_bytes("caf\xe9".encode("latin-1"))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("NLPKIT_WORK_DIR", str(root / "work"))
+        patch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{root / 'mlflow' / 'mlflow.db'}")
+        assert workflow.main(["run", "--corpus", str(texts), *TINY]) == 0
+        yield root
+
+
+def lm_runs():
+    experiment = mlflow.get_experiment_by_name(workflow.EXPERIMENT)
+    return mlflow.search_runs([experiment.experiment_id], output_format="list",
+                              order_by=["attributes.start_time ASC"])
+
+
+def generator_of(run):
+    return workflow.load_generator(run)
+
+
+def test_run_logs_perplexities_samples_and_a_model(lm_store):
+    (run,) = lm_runs()
+    client = mlflow.MlflowClient()
+    assert [m.step for m in client.get_metric_history(run.info.run_id, "val_perplexity")] \
+        == [1, 2]
+    metrics = run.data.metrics
+    for name in ("test_perplexity", "test_word_perplexity", "best_val_perplexity",
+                 "mean_tokens_per_second"):
+        assert metrics[name] > 0, name
+    assert metrics["test_word_perplexity"] > metrics["test_perplexity"]  # words > pieces
+    artifacts = {a.path for a in client.list_artifacts(run.info.run_id, "samples")}
+    assert {"samples/epoch_001.json", "samples/epoch_002.json", "samples/test.json"} \
+        <= artifacts
+    summary = json.loads(mlflow.artifacts.load_text(
+        f"runs:/{run.info.run_id}/corpus_summary.json"))
+    assert summary["skipped_files"] == 2 and sum(summary["documents"].values()) == 30
+
+
+def test_cached_generation_equals_uncached_generation(lm_store):
+    generator = generator_of(lm_runs()[0])
+    prompts = ["The film was", "I think the"]
+    ids = [len(row) for row in generator.tokenizer(prompts)]
+    assert ids[0] == ids[1]  # the uncached baseline takes prompts of one length
+    cached = generator.generate(prompts, Sampling(max_new_tokens=12))
+    assert cached == generator.generate_uncached(prompts, 12)
+
+
+def test_a_fixed_seed_gives_the_same_sample(lm_store):
+    generator = generator_of(lm_runs()[0])
+    for sampler in ("top_k", "top_p", "random"):
+        sampling = Sampling(sampler, 10, temperature=1.5, seed=7)
+        first = generator.generate(["The movie", "The plot was"], sampling)
+        assert generator.generate(["The movie", "The plot was"], sampling) == first
+    beam = generator.generate(["The story"], Sampling("beam", 6, num_beams=3))
+    assert len(beam) == 1 and isinstance(beam[0], str)
+
+
+def test_fine_tuning_keeps_the_tokenizer_and_reports_perplexity_before(lm_store):
+    source = lm_runs()[0]
+    other = write_corpus(lm_store / "bad_reviews", sentiment="very ", documents=12)
+    assert workflow.main(["train", "--init-from", source.info.run_id[:10], "--corpus",
+                          str(other), *FINE_TUNE]) == 0
+    tuned = lm_runs()[-1]
+    assert tuned.data.params["init_from"] == source.info.run_id
+    assert tuned.data.params["embed_dim"] == "16" and tuned.data.params["num_layers"] == "2"
+    assert "before_val_perplexity" in tuned.data.metrics
+    vocabulary = [mlflow.artifacts.load_text(f"runs:/{run.info.run_id}/vocabulary.txt")
+                  for run in (source, tuned)]
+    assert vocabulary[0] == vocabulary[1]
+    assert generator_of(tuned).vocabulary == generator_of(source).vocabulary
+
+
+def test_logged_model_generates_in_a_fresh_process_with_sampler_params(lm_store, tmp_path):
+    run_id = lm_runs()[0].info.run_id
+    script = f"""
+import mlflow
+model = mlflow.pyfunc.load_model("runs:/{run_id}/model")
+params = {{"sampler": "top_k", "top_k": 5, "seed": 3, "max_new_tokens": 6}}
+first = model.predict(["The film", "The actor was"], params=params)
+assert first == model.predict(["The film", "The actor was"], params=params), first
+assert all(isinstance(text, str) for text in first) and len(first) == 2
+greedy = model.predict(["The film"], params={{"max_new_tokens": 3}})
+try:
+    model.predict(["The film"], params={{"sampler": "bogus"}})
+    raise SystemExit("a bad sampler was accepted")
+except Exception as error:
+    assert "sampler must be one of" in str(error), error
+print("ok")
+"""
+    result = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip().endswith("ok")
+
+
+def test_generate_and_compare_from_the_command_line(lm_store, capsys):
+    assert workflow.main(["generate", "The film", "--sampler", "top_p", "--seed", "1",
+                          "--max-new-tokens", "5"]) == 0
+    assert capsys.readouterr().out.count(" ... ") == 1
+    assert workflow.main(["compare", "--format", "csv"]) == 0
+    assert capsys.readouterr().out.startswith("run_id,preset,init_from")
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda root: root / "missing", "does not exist"),
+    (lambda root: root.mkdir() or root, "has no readable UTF-8 text"),
+    (lambda root: (root.mkdir(), (root / "a.bin").write_bytes(b"\0\1\2"), root)[-1],
+     "has no readable UTF-8 text"),
+    (lambda root: write_corpus(root, documents=2), "at least 3 are needed"),
+    (lambda root: (root.write_bytes(b"\xff\xfe bad"), root)[-1], "not UTF-8"),
+])
+def test_bad_corpora_get_one_line_errors(lm_store, tmp_path, capsys, make, message):
+    corpus = make(tmp_path / "corpus")
+    assert workflow.main(["prepare", "--corpus", str(corpus)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
+def test_bad_sampler_settings_are_refused(lm_store, capsys):
+    for argv, message in ((["--sampler", "nope"], "sampler must be one of"),
+                          (["--temperature", "0"], "temperature must be above 0"),
+                          (["--top-p", "1.5"], "top_p must be above 0 and at most 1")):
+        assert workflow.main(["generate", "The film", *argv]) == 2
+        assert message in capsys.readouterr().err
