@@ -2,7 +2,6 @@
 
 import json
 import os
-import platform
 from pathlib import Path
 
 
@@ -10,7 +9,9 @@ def machine(**extra):
     """CPU, core count and Keras backend of this run (plus `extra` fields)."""
     import keras
 
-    return {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
+    from workflows.tracking import cpu_model
+
+    return {"cpu": cpu_model(), "cores": os.cpu_count(),
             "backend": keras.backend.backend(), **extra}
 
 

@@ -103,7 +103,19 @@ def device_description():
     devices = [d for d in keras.distribution.list_devices() if not d.lower().startswith("cpu")]
     if devices:
         return ", ".join(devices)
-    return f"cpu ({platform.processor() or platform.machine()}, {os.cpu_count()} cores)"
+    return f"cpu ({cpu_model()}, {os.cpu_count()} cores)"
+
+
+def cpu_model():
+    """The CPU's model name (Linux: from /proc/cpuinfo), else what `platform` knows."""
+    try:
+        with open("/proc/cpuinfo") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def run_tags(dataset_fingerprint, **extra):

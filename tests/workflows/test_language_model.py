@@ -8,7 +8,7 @@ import mlflow
 import pytest
 
 from workflows import language_model as workflow
-from workflows.causal_lm.generator import Generator, Sampling
+from workflows.causal_lm.generator import Sampling
 
 TINY = ["--epochs", "2", "--set", "vocabulary_size=120", "--set", "sequence_length=16",
         "--set", "embed_dim=16", "--set", "dense_dim=32", "--set", "num_heads=2",
@@ -159,3 +159,16 @@ def test_bad_sampler_settings_are_refused(lm_store, capsys):
                           (["--top-p", "1.5"], "top_p must be above 0 and at most 1")):
         assert workflow.main(["generate", "The film", *argv]) == 2
         assert message in capsys.readouterr().err
+
+
+def test_benchmark_compares_cached_and_uncached_generation(lm_store, tmp_path):
+    run_id = lm_runs()[0].info.run_id
+    output = tmp_path / "language_model.json"
+    result = subprocess.run([sys.executable, "benchmarks/language_model.py", "--run-id", run_id,
+                             "--tokens", "8", "--output", str(output)],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    figures = json.loads(output.read_text())
+    assert figures["run_id"] == run_id and figures["generation"]["same_tokens"] is True
+    assert figures["generation"]["ms_per_token_cached"] > 0
+    assert figures["training"]["test_perplexity"] > 0 and figures["machine"]["cpu"]
