@@ -38,11 +38,13 @@ def lm_store(tmp_path_factory):
     texts = write_corpus(root / "texts")
     (texts / "image.png").write_bytes(b"\x89PNG\r\n\x1a\n\0\0binary")
     (texts / "latin1.txt").write_bytes("caf\xe9".encode("latin-1"))
+    previous_uri = mlflow.get_tracking_uri()
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("NLPKIT_WORK_DIR", str(root / "work"))
         patch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{root / 'mlflow' / 'mlflow.db'}")
         assert workflow.main(["run", "--corpus", str(texts), *TINY]) == 0
         yield root
+    mlflow.set_tracking_uri(previous_uri)  # later modules find their own store again
 
 
 def lm_runs():
