@@ -15,7 +15,7 @@ def quiet_tensorflow():
     first device probe (where a machine without a GPU driver logs a cuInit error) only.
     Set `NLPKIT_VERBOSE=1` to see them.
     """
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # its runtime notices too (oneDNN)
     if (os.environ.get("NLPKIT_VERBOSE") or "tensorflow" in sys.modules
             or importlib.util.find_spec("tensorflow") is None):  # e.g. a JAX-only machine
         return
