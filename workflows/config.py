@@ -170,12 +170,15 @@ def _coerce(key, value, hint):
         if not isinstance(value, (str, int, float)):
             raise ValueError(f"not a {base.__name__}")
         return base(value)
-    except (ValueError, json.JSONDecodeError) as error:
+    except ValueError as error:
         raise ConfigError(f"{key} must be {base.__name__}, got {value!r} ({error}).") from None
 
 
 def _to_number(value, kind):
-    number = json.loads(value) if isinstance(value, str) else value
+    try:
+        number = json.loads(value) if isinstance(value, str) else value
+    except json.JSONDecodeError:
+        raise ValueError("not a number") from None
     if isinstance(number, bool) or not isinstance(number, (int, float)):
         raise ValueError("not a number")
     if kind is int and not float(number).is_integer():

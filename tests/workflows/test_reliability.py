@@ -93,3 +93,36 @@ def test_a_model_whose_stored_files_changed_is_refused_before_any_of_its_code_ru
         assert step() == 2
         assert "differ from the ones logged" in capsys.readouterr().err
     assert not marker.exists()
+
+
+@pytest.mark.parametrize("setting, message", [
+    ("epochs=-1", "epochs must be at least 1"), ("epochs=0", "epochs must be at least 1"),
+    ("patience=-1", "patience must be at least 1"),
+    ("batch_size=0", "batch_size must be at least 1"),
+    ("dropout=2", "dropout must be less than 1"),
+    ("optimizer=adamax9", "optimizer must be one of rmsprop, adam"),
+    ("learning_rate=-1", "learning_rate must be greater than 0"),
+    ("learning_rate=nan", "learning_rate must be float, got 'nan' (not a number)"),
+])
+def test_bad_values_are_refused_before_anything_runs(store, tmp_path, monkeypatch, capsys,
+                                                     setting, message, restore_tracking_uri):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'none.db'}")
+    assert workflow.main(["train", "--model", "bilstm", "--set", setting]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "none.db").exists()  # no store touched, no FAILED run left
+
+
+def test_data_prep_commands_report_a_bad_archive_in_one_line(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "aclImdb_v1.tar.gz").write_bytes(b"not an archive at all")
+    env = {**os.environ, "NLPKIT_WORK_DIR": str(tmp_path / "work")}
+    for module in ("data_prep.imdb", "data_prep.word2vec"):
+        result = subprocess.run([sys.executable, "-m", module, "--imdb-path",
+                                 str(tmp_path / "aclImdb_v1.tar.gz")], env=env,
+                                capture_output=True, text=True, timeout=300)
+        assert result.returncode == 2, result.stderr[-2000:]
+        assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1
+        assert "Traceback" not in result.stderr
