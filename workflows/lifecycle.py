@@ -8,6 +8,7 @@ curves, export and log the model, mark the run finished; find a run or a model b
 prefix or URI; register; compare; sweep.
 """
 
+import contextlib
 import dataclasses
 import shutil
 import sys
@@ -100,16 +101,22 @@ def train(lesson, config, data_path=None, work_dir=None, retrain=False, parent_r
         return _train_in(lesson, config, data, folder, retrain, parent_run_id)
 
 
+@contextlib.contextmanager
 def training_lock(folder):
-    """Only one process trains a run folder at a time; a second is told so at once."""
+    """Only one process trains a run folder at a time. A second one (the same `train`
+    started twice, two sweeps that share a setting) waits, then reuses the run."""
     folder.parent.mkdir(parents=True, exist_ok=True)
-    lock = filelock.FileLock(folder.parent / f".{folder.name}.lock", blocking=False)
+    lock = filelock.FileLock(folder.parent / f".{folder.name}.lock")
     try:
-        return lock.acquire()
+        lock.acquire(blocking=False)
     except filelock.Timeout:
-        raise ConfigError(f"Another process is training this exact config right now "
-                          f"({folder}); wait for it to finish, then rerun to reuse its "
-                          "run.") from None
+        print(f"Another process is training this exact config ({folder}); waiting for it "
+              "to finish (Ctrl-C to stop waiting)...", flush=True)
+        lock.acquire()
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def _train_in(lesson, config, data, folder, retrain, parent_run_id):

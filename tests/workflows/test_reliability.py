@@ -60,16 +60,33 @@ def test_ctrl_c_during_a_checkpoint_save_still_saves_a_checkpoint(tmp_path, monk
     assert len(resumed.history) == 2
 
 
-def test_two_trainings_of_one_config_at_once_are_refused_clearly(store, capsys):
+def test_a_second_training_of_one_config_waits_for_the_first_and_reuses_its_run(store,
+                                                                               capsys):
+    import threading
+    import time
+
     from workflows import lifecycle
 
     argv = ["train", "--model", "bow", *COMMON, *BOW]
     (config,) = workflow.CLI.configs(workflow.CLI.parser.parse_args(argv))
     folder = lifecycle.run_folder(workflow.LESSON, config, workflow.load_data(config).fingerprint)
-    with lifecycle.training_lock(folder):  # as if another process were training it
-        assert workflow.main(["train", "--model", "bow", *COMMON, *BOW]) == 2
-    assert "Another process is training this exact config" in capsys.readouterr().err
-    assert workflow.main(["train", "--model", "bow", *COMMON, *BOW]) == 0
+    held, release = threading.Event(), threading.Event()
+
+    def other_trainer():  # holds the run folder as another process would
+        with lifecycle.training_lock(folder):
+            held.set()
+            release.wait(timeout=60)
+
+    thread = threading.Thread(target=other_trainer)
+    thread.start()
+    held.wait(timeout=60)
+    threading.Timer(2.0, release.set).start()
+    started = time.monotonic()
+    assert workflow.main(argv) == 0
+    thread.join()
+    output = capsys.readouterr().out
+    assert "Another process is training this exact config" in output
+    assert "already trained" in output and time.monotonic() - started >= 2.0
 
 
 def test_a_model_whose_stored_files_changed_is_refused_before_any_of_its_code_runs(
