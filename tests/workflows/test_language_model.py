@@ -8,7 +8,7 @@ import mlflow
 import pytest
 
 from workflows import language_model as workflow
-from workflows.causal_lm.generator import Sampling
+from workflows.causal_lm.generator import Generator, Sampling
 
 TINY = ["--epochs", "2", "--set", "vocabulary_size=120", "--set", "sequence_length=16",
         "--set", "embed_dim=16", "--set", "dense_dim=32", "--set", "num_heads=2",
@@ -174,3 +174,15 @@ def test_benchmark_compares_cached_and_uncached_generation(lm_store, tmp_path):
     assert figures["run_id"] == run_id and figures["generation"]["same_tokens"] is True
     assert figures["generation"]["ms_per_token_cached"] > 0
     assert figures["training"]["test_perplexity"] > 0 and figures["machine"]["cpu"]
+
+
+def test_detokenized_text_reads_like_written_english():
+    from workflows.causal_lm.models import GPT
+
+    vocabulary = ["[PAD]", "[UNK]", "[START]", "[END]", "I", "'", "m", "not", "sure", ",",
+                  "well", "-", "made", "(", "really", ")", ".", "fil", "##m"]
+    generator = Generator(GPT(len(vocabulary), 8, 8, 8, 2, 1), vocabulary)
+    ids = [vocabulary.index(t) for t in
+           ["I", "'", "m", "not", "sure", ",", "well", "-", "made", "fil", "##m", "(", "really",
+            ")", ".", "[END]", "I"]]
+    assert generator.detokenize(ids) == "I'm not sure, well-made film (really)."

@@ -30,6 +30,7 @@ PYFUNC_PARAMS = {"sampler": "greedy", "max_new_tokens": 40, "temperature": 1.0, 
 NEG_INF = -1e9
 _SPACE_BEFORE = re.compile(r" ([.,!?;:%)\]'’]|n't|'s|'re|'ve|'ll|'d|'m)")
 _SPACE_AFTER = re.compile(r"([(\[]) ")
+_INSIDE_WORD = re.compile(r"(\w) ([-'’]) (\w)")  # don ' t -> don't, well - made -> well-made
 
 
 @dataclass(frozen=True)
@@ -142,6 +143,7 @@ class Generator:
         ids = ids[:ids.index(END_ID)] if END_ID in ids else ids
         words = [self.vocabulary[i] for i in ids if i != PAD_ID]
         text = " ".join(words).replace(" ##", "").removeprefix("##")
+        text = _INSIDE_WORD.sub(r"\1\2\3", text)
         return _SPACE_AFTER.sub(r"\1", _SPACE_BEFORE.sub(r"\1", text)).strip()
 
     def save(self, folder):
