@@ -54,7 +54,7 @@ def main(argv=None):
         by_length.setdefault(len(generator.tokenizer([prompt])[0]), []).append(prompt)
     prompts = max(by_length.values(), key=len)[:args.prompts]
     sampling = Sampling(max_new_tokens=args.tokens)
-    generator.generate(prompts, Sampling(max_new_tokens=4))  # trace the step once, untimed
+    generator.generate(prompts, sampling)  # trace the compiled loop once, untimed
     generator.generate_uncached(prompts[:1], 2)
     cached, cached_seconds = timed(lambda: generator.generate(prompts, sampling))
     uncached, uncached_seconds = timed(lambda: generator.generate_uncached(prompts, args.tokens))

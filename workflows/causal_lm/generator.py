@@ -10,6 +10,7 @@ training document, so generating is starting a new document.
 import json
 import re
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import keras
@@ -76,6 +77,7 @@ class Generator:
         self.model, self.vocabulary = model, list(vocabulary)
         self.tokenizer = make_wordpiece_tokenizer(self.vocabulary)
         self._step = compiled(self._cached_step)
+        self._loops = {}
 
     def generate(self, prompts, sampling=None):
         """The continuation of each prompt (text after the prompt, up to `[END]`)."""
@@ -84,17 +86,27 @@ class Generator:
         if bad:
             raise TypeError(f"Prompts must be strings; items {bad[:10]} are not.")
         tokens, lengths = self._prompt_ids(prompts, sampling.max_new_tokens)
-        total = tokens.shape[1]
-        mask = np.arange(total)[None, :] < lengths[:, None]
-        _, cache = self.model.call_with_cache(
-            ops.convert_to_tensor(tokens), self.model.initial_cache(len(prompts), total), 0)
-        output = sampling.make_sampler()(
-            self._next, ops.convert_to_tensor(tokens), cache=cache, index=int(lengths.min()),
-            mask=ops.convert_to_tensor(mask), stop_token_ids=[END_ID])
+        mask = np.arange(tokens.shape[1])[None, :] < lengths[:, None]
+        if sampling.seed is None:  # the whole loop compiled once per sampling setting
+            if sampling not in self._loops:
+                self._loops[sampling] = compiled(partial(self._sample, sampling.make_sampler()))
+            output = self._loops[sampling](tokens, mask)
+        else:  # a fresh seeded sampler per call, so a seed repeats its choices
+            output = self._sample(sampling.make_sampler(), tokens, mask)
         output = ops.convert_to_numpy(output)
         new = sampling.max_new_tokens
         return [self.detokenize(row[length:length + new])
                 for row, length in zip(output, lengths, strict=True)]
+
+    def _sample(self, sampler, tokens, mask):
+        """Fills the cache with the prompts, then samples up to the array's length."""
+        tokens = ops.convert_to_tensor(tokens, "int32")
+        mask = ops.convert_to_tensor(mask, "bool")
+        index = ops.min(ops.sum(ops.cast(mask, "int32"), axis=1))
+        cache = self.model.initial_cache(ops.shape(tokens)[0], ops.shape(tokens)[1])
+        _, cache = self.model.call_with_cache(tokens, cache, 0)
+        return sampler(self._next, tokens, cache=cache, index=index, mask=mask,
+                       stop_token_ids=[END_ID])
 
     def generate_uncached(self, prompts, max_new_tokens):
         """Greedy continuations that re-run the whole model for every new token (the
@@ -165,16 +177,15 @@ class Generator:
         return cls(model, (folder / "vocabulary.txt").read_text("utf-8").split("\n"))
 
 
-def compiled(step):
-    """The one-token step as a graph for the current backend (eager on torch); the
-    sampler's loop stays eager, so a seeded sampler repeats its choices on every call."""
+def compiled(function):
+    """`function` as a graph for the current backend (eager on torch)."""
     backend = keras.backend.backend()
     if backend == "tensorflow":
         import tensorflow as tf  # only on its backend: the JAX path runs where TF is absent
 
-        return tf.function(step, reduce_retracing=True)
+        return tf.function(function, reduce_retracing=True)
     if backend == "jax":
         import jax  # likewise: only on the JAX backend
 
-        return jax.jit(step)
-    return step
+        return jax.jit(function)
+    return function
