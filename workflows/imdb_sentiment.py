@@ -301,7 +301,7 @@ def plan_training(config, data):
 
 def evaluate(run_id=None, imdb_path=None, work_dir=None, model_uri=None, top_wrong=20):
     """Test metrics of a run's model, printed and logged back to that run."""
-    run, _ = lifecycle.resolve_model(LESSON, run_id, model_uri)
+    run = lifecycle.model_run(LESSON, run_id, model_uri)
     model = lifecycle.load_pyfunc(run)
     config = lifecycle.config_of(LESSON, run)
     prepared = imdb.prepare(imdb_path, data_settings(config), work_dir, verbose=False)
@@ -326,7 +326,7 @@ def evaluate(run_id=None, imdb_path=None, work_dir=None, model_uri=None, top_wro
 def predict(texts, run_id=None, model_uri=None):
     """Label and probability for each text, printed; returns the probabilities."""
     lifecycle.check_texts(texts, "review")
-    run, _ = lifecycle.resolve_model(LESSON, run_id, model_uri)
+    run = lifecycle.model_run(LESSON, run_id, model_uri)
     probabilities = lifecycle.load_pyfunc(run).predict(list(texts))
     for text, probability in zip(texts, probabilities, strict=True):
         label = "positive" if probability >= 0.5 else "negative"

@@ -21,7 +21,6 @@ import data_prep.quiet_start  # noqa: F401  first: hides TensorFlow's start-up n
 import dataclasses
 import json
 import math
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -227,14 +226,13 @@ def sample_table(generator, tokens, prompts=PROMPTS):
 
 
 def load_generator(run):
-    with tempfile.TemporaryDirectory() as download:
-        local = tracking.download_verified_model(run, download)
+    with tracking.verified_model(run) as local:
         return Generator.load(local / "artifacts" / "generator")
 
 
 def evaluate(run_id=None, imdb_path=None, work_dir=None, model_uri=None):
     """Test and validation perplexity (per token and per word), sample generations."""
-    run, _ = lifecycle.resolve_model(LESSON, run_id, model_uri)
+    run = lifecycle.model_run(LESSON, run_id, model_uri)
     generator, config = load_generator(run), lifecycle.config_of(LESSON, run)
     data = prepare(config, imdb_path, work_dir, verbose=False,
                    source=generator if config.init_from else None)
@@ -259,7 +257,7 @@ def generate(prompts, run_id=None, model_uri=None, sampling=DEFAULT_SAMPLING):
         sampling.check()
     except ValueError as error:
         raise ConfigError(str(error)) from None
-    run, _ = lifecycle.resolve_model(LESSON, run_id, model_uri)
+    run = lifecycle.model_run(LESSON, run_id, model_uri)
     outputs = load_generator(run).generate(list(prompts), sampling)
     for prompt, output in zip(prompts, outputs, strict=True):
         print(f"{prompt} ... {output}")

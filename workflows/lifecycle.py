@@ -12,7 +12,6 @@ import contextlib
 import dataclasses
 import shutil
 import sys
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -241,9 +240,9 @@ def _remove(path):
 # ## Find, evaluate and register
 
 
-def resolve_model(lesson, run_id=None, model_uri=None):
-    """(run, model URI) for `model_uri` (e.g. `models:/NAME@alias`), else for `run_id`
-    (an id or prefix), else for the latest run with a model."""
+def model_run(lesson, run_id=None, model_uri=None):
+    """The run whose model `model_uri` (e.g. `models:/NAME@alias`) is, else the run
+    `run_id` (an id or prefix), else the latest run with a model."""
     if model_uri:
         run = tracking.find_run(lesson.experiment, tracking.source_run_id(model_uri))
     else:
@@ -252,7 +251,7 @@ def resolve_model(lesson, run_id=None, model_uri=None):
     params = run.data.params
     print(f"Loading {model_uri} (run {run.info.run_id}, {params.get('model')}"
           + (f", preset {params['preset']})" if "preset" in params else ")"))
-    return run, model_uri
+    return run
 
 
 def config_of(lesson, run):
@@ -347,9 +346,8 @@ def sweep(lesson, config, settings, train_one):
 def load_pyfunc(run):
     """The pyfunc model `run` logged, its files checked against the digest it recorded
     (downloaded to a temporary folder: it is in memory once loaded)."""
-    with tempfile.TemporaryDirectory() as download:
-        return mlflow.pyfunc.load_model(
-            str(tracking.download_verified_model(run, download)))
+    with tracking.verified_model(run) as local:
+        return mlflow.pyfunc.load_model(str(local))
 
 
 def check_texts(texts, what):

@@ -17,7 +17,6 @@ import data_prep.quiet_start  # noqa: F401  first: hides TensorFlow's start-up n
 import argparse
 import os
 import sys
-import tempfile
 
 import mlflow
 
@@ -48,8 +47,7 @@ def serve(model_uri, host="127.0.0.1", port=5001, workers=1):
     banner = (f"Serving {model_uri} (run {run.info.run_id}) at {url}; Ctrl-C to stop. Try:\n"
               f"  curl -s {url}/invocations -H 'Content-Type: application/json' "
               "-d '{\"inputs\": [\"Your text here.\"]}'")
-    with tempfile.TemporaryDirectory() as copy:
-        local = tracking.download_verified_model(run, copy)
+    with tracking.verified_model(run) as local:
         return run_until_stopped(model_server_command(str(local), host, port, workers),
                                  "Model server", banner, env=server_environment())
 

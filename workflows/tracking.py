@@ -152,7 +152,7 @@ def log_pyfunc_model(python_model_file, artifacts, input_example, pip_requiremen
     fresh process that does not have this repository. `params` (name -> default) are
     declared in the signature (inferred with the input example), so callers and the
     model server may pass them. A digest of every file of the logged model is recorded
-    in the run's tags (`download_verified_model` checks it).
+    in the run's tags (`verified_model` checks it).
     """
     with tempfile.TemporaryDirectory() as staging:
         code_paths = [str(PROJECT_ROOT / "layers"), str(PROJECT_ROOT / "data_prep")]
@@ -172,7 +172,7 @@ def log_pyfunc_model(python_model_file, artifacts, input_example, pip_requiremen
         )
     with tempfile.TemporaryDirectory() as copy:
         local = mlflow.artifacts.download_artifacts(artifact_uri=info.model_uri, dst_path=copy)
-        mlflow.set_tag(DIGEST_TAG, folder_digest(local))  # as `download_verified_model` sees it
+        mlflow.set_tag(DIGEST_TAG, folder_digest(local))  # as `verified_model` sees it
     return info
 
 
@@ -186,16 +186,23 @@ def folder_digest(folder):
     return digest.hexdigest()
 
 
-def download_verified_model(run, destination):
-    """Downloads the model `run` logged into `destination` and checks its files against
-    the digest recorded when it was logged; returns the local folder.
+@contextlib.contextmanager
+def verified_model(run):
+    """Downloads the model `run` logged into a temporary folder, checks its files against
+    the digest recorded when it was logged, and yields that folder.
 
     The tracking store is trusted, the artifact store is not: a model whose files changed
     after logging (code included, which runs on load) is refused. A registered version
     (`models:/NAME/...`) is the model of its source run, so that is what is checked.
     """
     uri = model_uri(run.info.run_id)
-    local = Path(mlflow.artifacts.download_artifacts(artifact_uri=uri, dst_path=str(destination)))
+    with tempfile.TemporaryDirectory() as download:
+        local = Path(mlflow.artifacts.download_artifacts(artifact_uri=uri, dst_path=download))
+        _check_digest(run, uri, local)
+        yield local
+
+
+def _check_digest(run, uri, local):
     expected = run.data.tags.get(DIGEST_TAG)
     if expected is None:
         print(f"Note: run {run.info.run_id} recorded no digest of its model (logged by an "
@@ -205,7 +212,6 @@ def download_verified_model(run, destination):
             f"The files of {uri} (run {run.info.run_id}) differ from the ones logged "
             "(SHA-256 mismatch): the artifact store was changed. Refusing to load them; "
             "restore the artifacts or retrain.")
-    return local
 
 
 def model_uri(run_id):

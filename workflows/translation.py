@@ -21,7 +21,6 @@ import data_prep.quiet_start  # noqa: F401  first: hides TensorFlow's start-up n
 # isort: split
 
 import json
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -246,9 +245,8 @@ def plan_training(config, data):
 def load_run_translator(run_id=None, model_uri=None, beam_width=None):
     """(run, Translator) for a registered `model_uri`, a `run_id`, or the latest run."""
     check_beam_width(beam_width)
-    run, _ = lifecycle.resolve_model(LESSON, run_id, model_uri)
-    with tempfile.TemporaryDirectory() as download:
-        local = tracking.download_verified_model(run, download)
+    run = lifecycle.model_run(LESSON, run_id, model_uri)
+    with tracking.verified_model(run) as local:
         return run, Translator.load(local / "artifacts" / "translator", beam_width)
 
 
