@@ -55,9 +55,10 @@ def main(argv=None):
     prompts = max(by_length.values(), key=len)[:args.prompts]
     sampling = Sampling(max_new_tokens=args.tokens)
     generator.generate(prompts, sampling)  # trace the compiled loop once, untimed
-    generator.generate_uncached(prompts[:1], 2)
+    generator.generate_uncached(generator.tokenize(prompts[:1]), 2)
     cached, cached_seconds = timed(lambda: generator.generate(prompts, sampling))
-    uncached, uncached_seconds = timed(lambda: generator.generate_uncached(prompts, args.tokens))
+    uncached, uncached_seconds = timed(lambda: generator.generate_uncached(
+        generator.tokenize(prompts), args.tokens))
     metrics, params = run.data.metrics, run.data.params
     results = {
         "run_id": run.info.run_id, "preset": params.get("preset"),

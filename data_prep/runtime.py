@@ -2,6 +2,7 @@
 
 import importlib.util
 import os
+import platform
 import sys
 
 from data_prep.errors import run_command
@@ -45,3 +46,15 @@ def run_main(main):
         print("Interrupted.", file=sys.stderr)
         status = 130
     sys.exit(status)
+
+
+def cpu_model():
+    """The CPU's model name (Linux: from /proc/cpuinfo), else what `platform` knows."""
+    try:
+        with open("/proc/cpuinfo") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()

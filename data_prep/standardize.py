@@ -4,7 +4,6 @@ import re
 import string
 
 import keras
-import tensorflow as tf
 
 PUNCTUATION = re.escape(string.punctuation)
 
@@ -16,6 +15,8 @@ def standardize_review(texts):
     Used by the vectorizer inside exported models, so raw reviews (with `<br />`)
     are cleaned exactly as the training data was.
     """
+    import tensorflow as tf  # only inside TextVectorization: this module loads without TF
+
     texts = tf.strings.lower(texts)
     texts = tf.strings.regex_replace(texts, r"<[^>]+>|&[a-z]+;|&#[0-9]+;", " ")
     return tf.strings.regex_replace(texts, f"[{PUNCTUATION}]", "")
@@ -30,5 +31,7 @@ def standardize_spanish(texts):
 
     Square brackets are kept so the `[start]` and `[end]` markers survive.
     """
+    import tensorflow as tf  # likewise
+
     texts = tf.strings.lower(texts)
     return tf.strings.regex_replace(texts, f"[{SPANISH_PUNCTUATION}]", "")

@@ -24,19 +24,18 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-import keras
 import mlflow
 import numpy as np
 
 from data_prep import corpus, imdb
 from data_prep.runtime import run_main
-from layers import MaskedCrossentropy, WarmupLinearDecay
+from layers import MaskedCrossentropy
 from workflows import lifecycle, tracking
 from workflows.causal_lm.batching import WindowBatches, for_backend
 from workflows.causal_lm.generator import PYFUNC_PARAMS, SAMPLERS, Generator, Sampling
-from workflows.causal_lm.models import GPT
+from workflows.causal_lm.presets import CATALOG, LMConfig, build_model  # noqa: F401  (API)
 from workflows.cli import LessonCLI, read_texts
-from workflows.config import Catalog, ConfigError, option
+from workflows.config import ConfigError
 
 EXPERIMENT = "language_model"
 PYFUNC_FILE = Path(__file__).parent / "causal_lm" / "pyfunc.py"
@@ -47,42 +46,8 @@ ARCHITECTURE = ("vocabulary_size", "sequence_length", "embed_dim", "dense_dim", 
 
 
 # ## Configuration
-
-
-@dataclass(frozen=True)
-class LMConfig:
-    model: str = option("gpt", choices=("gpt",))
-    preset: str = "cpu"
-    corpus: str | None = None  # a text file, folder or archive; None: the IMDB reviews
-    init_from: str | None = None  # a run id (or prefix) or model URI to fine-tune
-    vocabulary_size: int = option(5000, at_least=16)  # WordPiece entries learned on train
-    sequence_length: int = option(128, at_least=4, at_most=4096)
-    embed_dim: int = option(256, at_least=8)
-    dense_dim: int = option(1024, at_least=8)
-    num_heads: int = option(4, at_least=1)
-    num_layers: int = option(4, at_least=1)
-    dropout: float = option(0.1, at_least=0, below=1)
-    learning_rate: float = option(1e-3, above=0)  # peak of warmup, then linear decay
-    warmup_steps: int = option(500, at_least=0)
-    batch_size: int = option(32, at_least=1)
-    steps_per_epoch: int = option(500, at_least=1)  # an epoch is this many batches
-    epochs: int = option(20, at_least=1)
-    patience: int = option(2, at_least=1)
-    max_train_minutes: float | None = option(60.0, above=0)
-    validation_windows: int = option(512, at_least=1)  # fixed val windows, each epoch
-    sample_tokens: int = option(30, at_least=1)  # generated from each prompt, each epoch
-    dtype_policy: str = option("mixed_bfloat16", choices=("float32", "mixed_bfloat16",
-                                                          "mixed_float16"))
-    seed: int = 1337
-    checkpoint_every_steps: int = option(200, at_least=0)
-
-
-CATALOG = Catalog({"gpt": {
-    "cpu": LMConfig(),
-    "gpu": LMConfig(preset="gpu", sequence_length=256, embed_dim=512, dense_dim=2048,
-                    num_heads=8, num_layers=8, batch_size=64, steps_per_epoch=1000,
-                    learning_rate=6e-4, warmup_steps=2000, max_train_minutes=None),
-}}, default_preset="cpu")
+# `LMConfig`, its presets and `build_model` are `causal_lm/presets.py` (no MLflow or
+# TensorFlow there: a GPU machine trains them from the prepared arrays on JAX).
 
 
 def complete_config(config):
@@ -155,20 +120,6 @@ def load_data(config, imdb_path=None, work_dir=None):
 
 
 # ## Build the model and plan the training
-
-
-def build_model(config, vocabulary_size, source=None):
-    """A new GPT, or the model to fine-tune; compiled with AdamW and warmup + decay."""
-    keras.config.set_dtype_policy(config.dtype_policy)
-    model = source.model if source else GPT(
-        vocabulary_size, config.sequence_length, config.embed_dim, config.dense_dim,
-        config.num_heads, config.num_layers, config.dropout)
-    total = max(config.epochs * config.steps_per_epoch, config.warmup_steps + 1)
-    schedule = WarmupLinearDecay(config.learning_rate, config.warmup_steps, total,
-                                 end_learning_rate=config.learning_rate / 10)
-    model.compile(optimizer=keras.optimizers.AdamW(schedule, weight_decay=0.01),
-                  loss=MaskedCrossentropy(), metrics=["accuracy"])
-    return model
 
 
 def perplexities(data, split, loss):

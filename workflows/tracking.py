@@ -13,7 +13,6 @@ import hashlib
 import io
 import logging
 import os
-import platform
 import shutil
 import subprocess
 import tempfile
@@ -25,6 +24,7 @@ import mlflow
 
 from data_prep.cache import sha256_of
 from data_prep.errors import UserError
+from data_prep.runtime import cpu_model
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_STORE_DIR = PROJECT_ROOT / "mlflow"
@@ -104,18 +104,6 @@ def device_description():
     if devices:
         return ", ".join(devices)
     return f"cpu ({cpu_model()}, {os.cpu_count()} cores)"
-
-
-def cpu_model():
-    """The CPU's model name (Linux: from /proc/cpuinfo), else what `platform` knows."""
-    try:
-        with open("/proc/cpuinfo") as info:
-            for line in info:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def run_tags(dataset_fingerprint, **extra):

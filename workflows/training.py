@@ -150,6 +150,7 @@ def fit_resumably(model, epoch_dataset, validation_data, folder, epochs, patienc
     finds no epoch left to train.
     """
     folder = TrainingFolder(folder)
+    folder.directory.mkdir(parents=True, exist_ok=True)
     state = folder.load_state()
     folder.restore(model, state)
     while (state.epoch < epochs and state.epochs_without_improvement < patience

@@ -78,10 +78,11 @@ def test_run_logs_perplexities_samples_and_a_model(lm_store):
 def test_cached_generation_equals_uncached_generation(lm_store):
     generator = generator_of(lm_runs()[0])
     prompts = ["The film was", "I think the"]
-    ids = [len(row) for row in generator.tokenizer(prompts)]
-    assert ids[0] == ids[1]  # the uncached baseline takes prompts of one length
+    rows = generator.tokenize(prompts)
+    assert len(rows[0]) == len(rows[1])  # the uncached baseline takes prompts of one length
     cached = generator.generate(prompts, Sampling(max_new_tokens=12))
-    assert cached == generator.generate_uncached(prompts, 12)
+    assert cached == generator.continue_ids(rows, Sampling(max_new_tokens=12))
+    assert cached == generator.generate_uncached(rows, 12)
 
 
 def test_a_fixed_seed_gives_the_same_sample(lm_store):

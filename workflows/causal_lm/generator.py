@@ -10,7 +10,7 @@ training document, so generating is starting a new document.
 import json
 import re
 from dataclasses import dataclass
-from functools import partial
+from functools import cached_property, partial
 from pathlib import Path
 
 import keras
@@ -75,9 +75,19 @@ class Sampling:
 class Generator:
     def __init__(self, model, vocabulary):
         self.model, self.vocabulary = model, list(vocabulary)
-        self.tokenizer = make_wordpiece_tokenizer(self.vocabulary)
         self._step = compiled(self._cached_step)
-        self._loops = {}
+        self._loops, self._forward = {}, None
+
+    @cached_property
+    def tokenizer(self):
+        """The WordPiece tokenizer (TensorFlow), made on first use: generating from token
+        ids (`continue_ids`) needs none."""
+        return make_wordpiece_tokenizer(self.vocabulary)
+
+    def tokenize(self, prompts):
+        """Token id lists of the prompt strings."""
+        return [np.asarray(ids).tolist() for ids in self.tokenizer(list(prompts))] \
+            if prompts else []
 
     def generate(self, prompts, sampling=None):
         """The continuation of each prompt (text after the prompt, up to `[END]`)."""
@@ -85,7 +95,12 @@ class Generator:
         bad = [i for i, prompt in enumerate(prompts) if not isinstance(prompt, str)]
         if bad:
             raise TypeError(f"Prompts must be strings; items {bad[:10]} are not.")
-        tokens, lengths = self._prompt_ids(prompts, sampling.max_new_tokens)
+        return self.continue_ids(self.tokenize(prompts), sampling)
+
+    def continue_ids(self, rows, sampling=None):
+        """The continuation (text) of each prompt given as a list of token ids."""
+        sampling = (sampling or Sampling()).check()
+        tokens, lengths = self._prompt_array(rows, sampling.max_new_tokens)
         mask = np.arange(tokens.shape[1])[None, :] < lengths[:, None]
         if sampling.seed is None:  # the whole loop compiled once per sampling setting
             if sampling not in self._loops:
@@ -108,24 +123,28 @@ class Generator:
         return sampler(self._next, tokens, cache=cache, index=index, mask=mask,
                        stop_token_ids=[END_ID])
 
-    def generate_uncached(self, prompts, max_new_tokens):
-        """Greedy continuations that re-run the whole model for every new token (the
-        baseline that cached generation is measured and tested against)."""
-        tokens, lengths = self._prompt_ids(prompts, max_new_tokens)
+    def generate_uncached(self, rows, max_new_tokens):
+        """Greedy continuations of prompt token ids (one length) that re-run the whole
+        model for every new token: the baseline cached generation is measured against."""
+        tokens, lengths = self._prompt_array(rows, max_new_tokens)
         if len(set(lengths)) != 1:
             raise ValueError("The uncached baseline takes prompts of one length.")
         length = int(lengths[0])
+        if self._forward is None:
+            self._forward = compiled(lambda ids: self.model(ids, training=False))
         for index in range(length, tokens.shape[1]):
-            logits = ops.convert_to_numpy(self.model(tokens[:, :index], training=False))
-            tokens[:, index] = np.argmax(self._allowed(logits[:, -1, :]), axis=-1)
+            # the prefix, padded to a multiple of 16 (few shapes to compile; causal, so
+            # padding after `index` changes nothing before it)
+            ids = tokens[:, :min(-(-index // 16) * 16, tokens.shape[1])]
+            logits = ops.convert_to_numpy(self._forward(ids))
+            tokens[:, index] = np.argmax(self._allowed(logits[:, index - 1, :]), axis=-1)
         return [self.detokenize(row[length:]) for row in tokens]
 
-    def _prompt_ids(self, prompts, max_new_tokens):
+    def _prompt_array(self, rows, max_new_tokens):
         """Prompt ids after `[END]` (the start of a document), left-aligned in an array
         long enough for `max_new_tokens` more; overlong prompts keep their end."""
         limit = self.model.max_length - 1
-        rows = [[END_ID, *np.asarray(ids).tolist()][-max(1, limit - max_new_tokens + 1):]
-                for ids in self.tokenizer(list(prompts))] if prompts else []
+        rows = [[END_ID, *ids][-max(1, limit - max_new_tokens + 1):] for ids in rows]
         lengths = np.asarray([len(row) for row in rows])
         total = min(int(lengths.max()) + max_new_tokens, self.model.max_length)
         tokens = np.zeros((len(rows), total), "int32")

@@ -22,6 +22,9 @@ from workflows.seq2seq.tokenization import Tokenizer
 
 SETTINGS_FILE = "translator.json"
 MAX_BEAM_WIDTH = 64  # wider beams cost time for no gain on sentences this short
+# Source batches are padded to a multiple of this: few shapes for a compiler (XLA) to
+# trace, and padding is masked, so translations are unchanged.
+LENGTH_MULTIPLE = 8
 PYFUNC_PARAMS = {"beam_width": 0}  # the logged model's params; 0: the translator's own width
 log = logging.getLogger(__name__)
 
@@ -55,15 +58,24 @@ class Translator:
         if too_long:
             log.warning("%d sentence(s) longer than %d tokens were truncated.", too_long,
                         self.max_source_length)
+        for i, text in zip(todo, self.translate_ids(source, beam_width), strict=True):
+            outputs[i] = text
+        return outputs
+
+    def translate_ids(self, source, beam_width=None):
+        """Spanish for each English sentence given as source token ids (truncated to the
+        model's source length), in batches of similar length."""
         source = truncate(source, self.max_source_length)
-        order = np.argsort([len(row) for row in source], kind="stable")  # similar lengths
+        outputs = [""] * len(source)
+        order = np.argsort([len(row) for row in source], kind="stable")
         for start in range(0, len(order), self.batch_size):
             rows = order[start:start + self.batch_size]
             batch = [source[i] if len(source[i]) else np.asarray([1], "int32") for i in rows]
-            length = max(map(len, batch))
+            length = min(-(-max(map(len, batch)) // LENGTH_MULTIPLE) * LENGTH_MULTIPLE,
+                         self.max_source_length)
             ids = self.generate(pad(batch, length), beam_width)
             for row, text in zip(rows, self.tokenizer.detokenize(ids), strict=True):
-                outputs[todo[row]] = text
+                outputs[row] = text
         return outputs
 
     def generate(self, source_ids, beam_width=None):

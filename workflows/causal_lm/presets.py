@@ -1,0 +1,63 @@
+"""Language-model configs, presets and the compiled GPT: everything that trains one.
+
+Free of MLflow and TensorFlow, so the same presets train from the prepared token
+streams on any backend (`benchmarks/gpu_training.py` runs them on a GPU with JAX).
+"""
+
+from dataclasses import dataclass
+
+import keras
+
+from layers import MaskedCrossentropy, WarmupLinearDecay
+from workflows.causal_lm.models import GPT
+from workflows.config import Catalog, option
+
+
+@dataclass(frozen=True)
+class LMConfig:
+    model: str = option("gpt", choices=("gpt",))
+    preset: str = "cpu"
+    corpus: str | None = None  # a text file, folder or archive; None: the IMDB reviews
+    init_from: str | None = None  # a run id (or prefix) or model URI to fine-tune
+    vocabulary_size: int = option(5000, at_least=16)  # WordPiece entries learned on train
+    sequence_length: int = option(128, at_least=4, at_most=4096)
+    embed_dim: int = option(256, at_least=8)
+    dense_dim: int = option(1024, at_least=8)
+    num_heads: int = option(4, at_least=1)
+    num_layers: int = option(4, at_least=1)
+    dropout: float = option(0.1, at_least=0, below=1)
+    learning_rate: float = option(1e-3, above=0)  # peak of warmup, then linear decay
+    warmup_steps: int = option(500, at_least=0)
+    batch_size: int = option(32, at_least=1)
+    steps_per_epoch: int = option(500, at_least=1)  # an epoch is this many batches
+    epochs: int = option(20, at_least=1)
+    patience: int = option(2, at_least=1)
+    max_train_minutes: float | None = option(60.0, above=0)
+    validation_windows: int = option(512, at_least=1)  # fixed val windows, each epoch
+    sample_tokens: int = option(30, at_least=1)  # generated from each prompt, each epoch
+    dtype_policy: str = option("mixed_bfloat16", choices=("float32", "mixed_bfloat16",
+                                                          "mixed_float16"))
+    seed: int = 1337
+    checkpoint_every_steps: int = option(200, at_least=0)
+
+
+CATALOG = Catalog({"gpt": {
+    "cpu": LMConfig(),
+    "gpu": LMConfig(preset="gpu", sequence_length=256, embed_dim=512, dense_dim=2048,
+                    num_heads=8, num_layers=8, batch_size=64, steps_per_epoch=1000,
+                    learning_rate=6e-4, warmup_steps=2000, max_train_minutes=None),
+}}, default_preset="cpu")
+
+
+def build_model(config, vocabulary_size, source=None):
+    """A new GPT, or the model to fine-tune; compiled with AdamW and warmup + decay."""
+    keras.config.set_dtype_policy(config.dtype_policy)
+    model = source.model if source else GPT(
+        vocabulary_size, config.sequence_length, config.embed_dim, config.dense_dim,
+        config.num_heads, config.num_layers, config.dropout)
+    total = max(config.epochs * config.steps_per_epoch, config.warmup_steps + 1)
+    schedule = WarmupLinearDecay(config.learning_rate, config.warmup_steps, total,
+                                 end_learning_rate=config.learning_rate / 10)
+    model.compile(optimizer=keras.optimizers.AdamW(schedule, weight_decay=0.01),
+                  loss=MaskedCrossentropy(), metrics=["accuracy"])
+    return model

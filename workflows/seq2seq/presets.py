@@ -1,0 +1,107 @@
+"""Translation configs, presets and the compiled model: everything that trains a translator.
+
+Free of MLflow and TensorFlow, so the same presets train from the prepared token
+arrays on any backend (`benchmarks/gpu_training.py` runs them on a GPU with JAX).
+"""
+
+from dataclasses import dataclass
+
+import keras
+
+from layers import MaskedCrossentropy, NoamSchedule
+from workflows.config import Catalog, option
+from workflows.seq2seq.models import build_translator
+from workflows.seq2seq.translator import MAX_BEAM_WIDTH
+
+# One dataclass for both translators; fields of one model only say so with `applies`.
+
+
+def _transformer(config):
+    return config.model == "transformer"
+
+
+def _gru(config):
+    return config.model == "gru_seq2seq"
+
+
+@dataclass(frozen=True)
+class TranslationConfig:
+    """One translator; the defaults are the tutorial's Transformer."""
+
+    model: str = option("transformer", choices=("transformer", "gru_seq2seq"))
+    preset: str = "tutorial"
+    tokenization: str = option("word", choices=("word", "wordpiece"))
+    sequence_length: int = option(20, at_least=2)  # longest source / target input, in tokens
+    embed_dim: int = option(256, at_least=1)
+    dense_dim: int = option(2048, at_least=1, applies=_transformer)
+    num_heads: int = option(8, at_least=1, applies=_transformer)
+    key_dim: int | None = option(256, at_least=1, applies=_transformer)  # None: embed/heads
+    encoder_layers: int = option(1, at_least=1, applies=_transformer)
+    decoder_layers: int = option(1, at_least=1, applies=_transformer)
+    # inside the Transformer blocks and after the embeddings
+    dropout: float = option(0.0, at_least=0, below=1, applies=_transformer)
+    output_dropout: float = option(0.5, at_least=0, below=1)  # before the output layer
+    norm_first: bool = option(False, applies=_transformer)
+    position: str = option("learned", choices=("learned", "sine"), applies=_transformer)
+    tie_embeddings: bool = option(False, applies=_transformer)
+    scale_embeddings: bool = option(False, applies=_transformer)
+    latent_dim: int = option(1024, at_least=1, applies=_gru)
+    attention: bool = option(False, applies=_gru)  # additive attention
+    optimizer: str = option("rmsprop", choices=("rmsprop", "adam"))
+    learning_rate: float = option(0.001, above=0)  # constant; noam: a scale of the curve
+    schedule: str = option("constant", choices=("constant", "noam"))
+    warmup_steps: int = option(4000, at_least=1, applies=lambda c: c.schedule == "noam")
+    label_smoothing: float = option(0.0, at_least=0, below=1)
+    batch_size: int = option(64, at_least=1)
+    bucketing: bool = False  # batch sentences of similar length, pad per batch
+    epochs: int = option(30, at_least=1)
+    patience: int = option(3, at_least=1)
+    max_train_minutes: float | None = option(None, above=0)
+    dtype_policy: str = option("float32", choices=("float32", "mixed_bfloat16",
+                                                   "mixed_float16"))
+    beam_width: int = option(4, at_least=1, at_most=MAX_BEAM_WIDTH)
+    validation_pairs: int = option(3000, at_least=1)  # fixed val subset for the val loss
+    bleu_sentences: int = option(300, at_least=1)  # val sentences decoded each epoch
+    seed: int = 1337
+    checkpoint_every_steps: int = option(200, at_least=0)
+
+
+CPU = {"preset": "cpu", "tokenization": "wordpiece", "sequence_length": 40, "embed_dim": 256,
+       "dense_dim": 1024, "num_heads": 4, "key_dim": None, "encoder_layers": 2,
+       "decoder_layers": 2, "dropout": 0.1, "output_dropout": 0.0, "norm_first": True,
+       "tie_embeddings": True, "scale_embeddings": True, "optimizer": "adam",
+       "learning_rate": 1.0, "schedule": "noam", "warmup_steps": 2000, "label_smoothing": 0.1,
+       "batch_size": 128, "bucketing": True, "epochs": 40, "patience": 3,
+       "max_train_minutes": 60.0, "dtype_policy": "mixed_bfloat16"}
+GPU = {**CPU, "preset": "gpu", "embed_dim": 512, "dense_dim": 2048, "num_heads": 8,
+       "encoder_layers": 6, "decoder_layers": 6, "batch_size": 256, "warmup_steps": 4000,
+       "max_train_minutes": None, "epochs": 60, "dtype_policy": "mixed_float16"}
+GRU = {"model": "gru_seq2seq", "tokenization": "wordpiece", "sequence_length": 40,
+       "attention": True, "optimizer": "adam", "output_dropout": 0.3, "bucketing": True,
+       "epochs": 40}
+CATALOG = Catalog({
+    "transformer": {"tutorial": TranslationConfig(), "cpu": TranslationConfig(**CPU),
+                    "gpu": TranslationConfig(**GPU)},
+    "gru_seq2seq": {
+        "tutorial": TranslationConfig(model="gru_seq2seq", epochs=15),
+        "cpu": TranslationConfig(**GRU, preset="cpu", latent_dim=512, batch_size=128,
+                                 max_train_minutes=60.0),
+        "gpu": TranslationConfig(**GRU, preset="gpu", latent_dim=1024, batch_size=256,
+                                 dtype_policy="mixed_float16"),
+    },
+}, default_preset="tutorial")
+make_config = CATALOG.make
+
+
+def build_model(config, source_vocab_size, target_vocab_size):
+    """The compiled translator: masked (label-smoothed) cross-entropy, Adam + Noam or
+    the tutorial's RMSprop."""
+    keras.config.set_dtype_policy(config.dtype_policy)
+    model = build_translator(config, source_vocab_size, target_vocab_size)
+    rate = NoamSchedule(config.embed_dim, config.warmup_steps, scale=config.learning_rate) \
+        if config.schedule == "noam" else config.learning_rate
+    optimizer = keras.optimizers.Adam(rate, beta_1=0.9, beta_2=0.98, epsilon=1e-9) \
+        if config.optimizer == "adam" else keras.optimizers.RMSprop(rate)
+    model.compile(optimizer=optimizer, loss=MaskedCrossentropy(config.label_smoothing),
+                  weighted_metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")])
+    return model
