@@ -58,3 +58,41 @@ def cpu_model():
     except OSError:
         pass
     return platform.processor() or platform.machine()
+
+
+def compiled(function, *holders):
+    """`function(*arrays)` compiled for the current Keras backend (eager on torch).
+
+    On JAX the variables of `holders` (models, keras-hub samplers) are passed in at
+    every call, so the compiled code always reads their current values, never those
+    at tracing time (weights trained or loaded since), and the values it changes (a
+    sampler's seed state) are written back.
+    """
+    import keras  # lazily: this module is imported before TensorFlow is configured
+
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf  # only on its backend
+
+        return tf.function(function, reduce_retracing=True)
+    if backend != "jax":
+        return function
+    import jax  # likewise
+
+    variables = list({id(v): v for h in holders for v in h.variables}.values())
+
+    def stateless(values, *args):
+        with keras.StatelessScope(state_mapping=list(zip(variables, values, strict=True))) as scope:
+            output = function(*args)
+        return output, [scope.get_current_value(v) for v in variables]
+
+    jitted = jax.jit(stateless)
+
+    def call(*args):
+        output, values = jitted([v.value for v in variables], *args)
+        for variable, value in zip(variables, values, strict=True):
+            if not variable.trainable and value is not None:
+                variable.assign(value)
+        return output
+
+    return call

@@ -124,6 +124,13 @@ class PositionalEmbedding(keras.layers.Layer):
             return tokens + self.position_embedding(positions)
         return tokens + self.position_embedding(tokens, start_index=start_index)
 
+    def compute_output_spec(self, inputs, start_index=0, reverse=False):
+        # Declared, not traced: backends that trace `call` with a stand-in length for
+        # unknown dimensions (PyTorch) would trip the learned-length check.
+        size = self.vocab_size if reverse else self.embed_dim
+        return keras.KerasTensor((*inputs.shape[:-1], size) if reverse
+                                 else (*inputs.shape, size), dtype=self.compute_dtype)
+
     def compute_mask(self, inputs, mask=None):
         if "float" in str(inputs.dtype):
             return mask  # reverse=True: logits keep the mask of the hidden states

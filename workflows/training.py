@@ -143,7 +143,8 @@ def fit_resumably(model, epoch_dataset, validation_data, folder, epochs, patienc
     before they are checkpointed with the state; `on_epoch_end(epoch, metrics)` sees
     them after the checkpoint (a crash in between leaves them in `state.history`, to be
     replayed). `callbacks` are passed to every `fit`. With `time_budget_seconds`, no
-    epoch starts that would end past the budget (judged by the slowest epoch so far;
+    epoch starts that would end past the budget (judged by the slowest epoch so far, the
+    first excepted once there are others: it includes compiling the steps;
     training time is summed over resumptions). Ctrl-C saves a checkpoint before
     re-raising. Returns the final state, not yet marked finished: the caller does that
     once its end-of-run work is done, so a crash there is redone by a rerun, which
@@ -195,7 +196,9 @@ def fit_resumably(model, epoch_dataset, validation_data, folder, epochs, patienc
 def _within_budget(state, budget):
     if budget is None:
         return True
-    slowest = max([epoch.get("epoch_seconds", 0.0) for epoch in state.history], default=0.0)
+    durations = [epoch.get("epoch_seconds", 0.0) for epoch in state.history]
+    # the first epoch includes compiling the steps (minutes for a large model on a GPU)
+    slowest = max(durations[1:] or durations, default=0.0)
     if state.train_seconds + slowest <= budget:
         return True
     print(f"Stopping: {state.train_seconds / 60:.1f} of {budget / 60:.1f} training minutes "

@@ -19,6 +19,7 @@ import numpy as np
 from keras import ops
 
 import layers  # noqa: F401  registers the layers a saved model uses
+from data_prep.runtime import compiled
 from data_prep.subwords import SPECIAL_TOKENS, make_wordpiece_tokenizer
 from workflows.causal_lm.models import GPT
 
@@ -75,7 +76,7 @@ class Sampling:
 class Generator:
     def __init__(self, model, vocabulary):
         self.model, self.vocabulary = model, list(vocabulary)
-        self._step = compiled(self._cached_step)
+        self._step = compiled(self._cached_step, model)
         self._loops, self._forward = {}, None
 
     @cached_property
@@ -104,7 +105,9 @@ class Generator:
         mask = np.arange(tokens.shape[1])[None, :] < lengths[:, None]
         if sampling.seed is None:  # the whole loop compiled once per sampling setting
             if sampling not in self._loops:
-                self._loops[sampling] = compiled(partial(self._sample, sampling.make_sampler()))
+                sampler = sampling.make_sampler()
+                self._loops[sampling] = compiled(partial(self._sample, sampler), self.model,
+                                                 sampler)
             output = self._loops[sampling](tokens, mask)
         else:  # a fresh seeded sampler per call, so a seed repeats its choices
             output = self._sample(sampling.make_sampler(), tokens, mask)
@@ -121,7 +124,7 @@ class Generator:
         cache = self.model.initial_cache(ops.shape(tokens)[0], ops.shape(tokens)[1])
         _, cache = self.model.call_with_cache(tokens, cache, 0)
         return sampler(self._next, tokens, cache=cache, index=index, mask=mask,
-                       stop_token_ids=[END_ID])
+                       stop_token_ids=[END_ID], model=self.model)  # JAX: current weights
 
     def generate_uncached(self, rows, max_new_tokens):
         """Greedy continuations of prompt token ids (one length) that re-run the whole
@@ -131,7 +134,7 @@ class Generator:
             raise ValueError("The uncached baseline takes prompts of one length.")
         length = int(lengths[0])
         if self._forward is None:
-            self._forward = compiled(lambda ids: self.model(ids, training=False))
+            self._forward = compiled(lambda ids: self.model(ids, training=False), self.model)
         for index in range(length, tokens.shape[1]):
             # the prefix, padded to a multiple of 16 (few shapes to compile; causal, so
             # padding after `index` changes nothing before it)
@@ -195,16 +198,3 @@ class Generator:
             raise TypeError(f"{folder}/model.keras holds a {type(model).__name__}, not a GPT.")
         return cls(model, (folder / "vocabulary.txt").read_text("utf-8").split("\n"))
 
-
-def compiled(function):
-    """`function` as a graph for the current backend (eager on torch)."""
-    backend = keras.backend.backend()
-    if backend == "tensorflow":
-        import tensorflow as tf  # only on its backend: the JAX path runs where TF is absent
-
-        return tf.function(function, reduce_retracing=True)
-    if backend == "jax":
-        import jax  # likewise: only on the JAX backend
-
-        return jax.jit(function)
-    return function

@@ -37,7 +37,8 @@ class Decoder:
         mask = ops.concatenate([ops.ones((batch, 1), "bool"),
                                 ops.zeros((batch, max_length - 1), "bool")], axis=1)
         tokens = sampler(self.next, prompt, cache=self.model.initial_cache(source, max_length),
-                         index=1, mask=mask, stop_token_ids=[self.end_id])
+                         index=1, mask=mask, stop_token_ids=[self.end_id],
+                         model=self.model)  # JAX: the loop reads the current weights
         return self.pad_after_end(tokens)
 
     def next(self, prompt, cache, index):

@@ -14,6 +14,7 @@ import keras
 import numpy as np
 
 import layers  # noqa: F401  registers the layers and the loss a saved model uses
+from data_prep.runtime import compiled
 from workflows.seq2seq import legacy
 from workflows.seq2seq.batching import pad, truncate
 from workflows.seq2seq.decoding import Decoder
@@ -83,7 +84,8 @@ class Translator:
         beam_width = beam_width or self.beam_width
         if beam_width not in self._generate:
             self._generate[beam_width] = compiled(
-                lambda source: self.decoder.generate(source, self.max_output_length, beam_width))
+                lambda source: self.decoder.generate(source, self.max_output_length, beam_width),
+                self.model)
         return keras.ops.convert_to_numpy(self._generate[beam_width](source_ids))
 
     def cross_attention(self, sentence):
@@ -133,16 +135,3 @@ class Translator:
         return cls(model, tokenizer, settings["max_source_length"],
                    settings["max_output_length"], beam_width or settings["beam_width"])
 
-
-def compiled(function):
-    """`function(int ids) -> ids` as a graph for the current backend (eager on torch)."""
-    backend = keras.backend.backend()
-    if backend == "tensorflow":
-        import tensorflow as tf  # only on its backend: the JAX path runs where TF is absent
-
-        return tf.function(function, input_signature=[tf.TensorSpec((None, None), tf.int32)])
-    if backend == "jax":
-        import jax  # likewise: only on the JAX backend
-
-        return jax.jit(function)
-    return function
