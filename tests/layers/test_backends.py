@@ -19,7 +19,8 @@ def test_layer_suite_on_backend(backend):
     if keras.backend.backend() != "tensorflow":
         pytest.skip("run from the TensorFlow suite only")
     if importlib.util.find_spec(OTHER_BACKENDS[backend]) is None:
-        pytest.skip(f"{backend} is not installed (pip install -r requirements-dev.txt)")
+        pytest.skip(f"{backend} is not installed (jax: pip install -r requirements-dev.txt; "
+                    "torch: see the README, On a GPU)")
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                "--doctest-modules", "layers", "tests/layers"]
     environment = {**os.environ, "KERAS_BACKEND": backend}
