@@ -37,20 +37,27 @@ class MaskedCrossentropy(keras.losses.Loss):
     def __init__(self, label_smoothing=0.0, name="masked_crossentropy", **kwargs):
         if not 0.0 <= label_smoothing < 1.0:
             raise ValueError(f"`label_smoothing` must be in [0, 1), got {label_smoothing}.")
+        kwargs.setdefault("reduction", "mean_with_sample_weight")
         super().__init__(name=name, **kwargs)
         self.label_smoothing = label_smoothing
 
     def __call__(self, y_true, y_pred, sample_weight=None):
+        # Padding labels weigh 0; Keras' reduction then divides by the real labels and,
+        # under a tf.distribute strategy, scales the loss per replica.
+        weight = ops.cast(ops.not_equal(ops.cast(y_true, "int32"), PAD_ID), "float32")
+        if sample_weight is not None:
+            sample_weight = ops.cast(sample_weight, "float32")
+            while len(sample_weight.shape) < len(weight.shape):  # one weight per sequence
+                sample_weight = ops.expand_dims(sample_weight, -1)
+            weight = weight * sample_weight
+        return super().__call__(y_true, y_pred, sample_weight=weight)
+
+    def call(self, y_true, y_pred):
         log_probs = ops.log_softmax(ops.cast(y_pred, "float32"), axis=-1)
         labels = ops.cast(y_true, "int32")
         nll = -ops.squeeze(ops.take_along_axis(log_probs, labels[..., None], axis=-1), -1)
-        per_token = (1.0 - self.label_smoothing) * nll \
+        return (1.0 - self.label_smoothing) * nll \
             - self.label_smoothing * ops.mean(log_probs, axis=-1)
-        mask = ops.cast(ops.not_equal(labels, PAD_ID), "float32")
-        return ops.sum(per_token * mask) / ops.maximum(ops.sum(mask), 1.0)
-
-    def call(self, y_true, y_pred):  # pragma: no cover - __call__ does the work
-        return self(y_true, y_pred)
 
     def get_config(self):
         return {"name": self.name, "label_smoothing": self.label_smoothing}

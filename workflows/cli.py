@@ -13,7 +13,7 @@ from pathlib import Path
 
 from data_prep.errors import run_command
 from data_prep.sources import add_location_arguments
-from workflows import lifecycle, tracking
+from workflows import distribution, lifecycle, tracking
 from workflows.config import (
     ConfigError,
     add_config_arguments,
@@ -31,7 +31,8 @@ class LessonCLI:
     """
 
     def __init__(self, lesson, module, description, source, shortcuts=None):
-        self.lesson, self.source, self.shortcuts = lesson, source, shortcuts or {}
+        self.lesson, self.source = lesson, source
+        self.shortcuts = {**(shortcuts or {}), "distribution": distribution.HELP}
         self.parser = argparse.ArgumentParser(prog=f"python -m {module}",
                                               description=description)
         self.steps = self.parser.add_subparsers(dest="step", required=True)

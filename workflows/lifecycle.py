@@ -25,7 +25,7 @@ import numpy as np
 
 from data_prep import cache
 from data_prep.progress import Progress
-from workflows import figures, tracking
+from workflows import distribution, figures, tracking
 from workflows.config import Catalog, ConfigError, apply_overrides, describe
 from workflows.training import (
     TrainingFolder,
@@ -86,8 +86,10 @@ class TrainingPlan:
 
 
 def run_folder(lesson, config, fingerprint, work_dir=None):
-    """`work/runs/<experiment>/<run name>-<hash of config and data>`."""
-    key = cache.settings_key({"config": dataclasses.asdict(config), "data": fingerprint})
+    """`work/runs/<experiment>/<run name>-<hash of config and data>`; where it trains
+    (`distribution`) is not part of it, so a run resumes on other devices."""
+    fields = {k: v for k, v in dataclasses.asdict(config).items() if k != "distribution"}
+    key = cache.settings_key({"config": fields, "data": fingerprint})
     return (cache.work_dir(work_dir) / "runs" / lesson.experiment
             / f"{lesson.run_name(config)}-{key}")
 
@@ -96,8 +98,10 @@ def train(lesson, config, data_path=None, work_dir=None, retrain=False, parent_r
     """Trains `config` (or resumes it, or reuses a finished run); returns the MLflow run id."""
     data = lesson.load_data(config, data_path, work_dir)
     folder = run_folder(lesson, config, data.fingerprint, work_dir)
-    with training_lock(folder):
-        return _train_in(lesson, config, data, folder, retrain, parent_run_id)
+    with distribution.placed(config.distribution) as placement:
+        # every process of a multi-process run trains; the first one holds the lock
+        with training_lock(folder) if placement.is_chief else contextlib.nullcontext():
+            return _train_in(lesson, config, data, folder, retrain, parent_run_id, placement)
 
 
 @contextlib.contextmanager
@@ -118,34 +122,42 @@ def training_lock(folder):
         lock.release()
 
 
-def _train_in(lesson, config, data, folder, retrain, parent_run_id):
-    name = lesson.run_name(config)
-    state = starting_state(folder, retrain)
-    remove_partial_files(folder)
+def _train_in(lesson, config, data, folder, retrain, parent_run_id, placement):
+    name, chief = lesson.run_name(config), placement.is_chief
+    if chief:
+        state = starting_state(folder, retrain)
+        remove_partial_files(folder)
+    placement.barrier("run folder ready")
+    if not chief:
+        state = TrainingFolder(folder).load_state()
     if state.finished:
         print(f"{name} with this config is already trained: run {state.run_id} ({folder}). "
               "Pass --retrain to train it again.")
         return state.run_id
-    print(f"Training {name}:\n{describe(config)}")
+    if chief:
+        print(f"Training {name} on {len(placement.devices)} device(s) of "
+              f"{placement.processes} process(es):\n{describe(config)}")
+        tracking.use_experiment(lesson.experiment)
     keras.utils.set_random_seed(config.seed)
-    tracking.use_experiment(lesson.experiment)
     plan = lesson.plan_training(config, data)
-    print(f"{plan.model.count_params():,} parameters")
-    with mlflow.start_run(run_id=state.run_id or None, run_name=None if state.run_id else name,
-                          tags=child_tags(parent_run_id)) as run:
-        if state.run_id:
-            print(f"Resuming run {state.run_id} from {folder}")
-            log_missing_epochs(state.run_id, state.history)
-        else:
-            log_run_setup(config, plan, data.fingerprint, folder)
-            state.run_id = run.info.run_id
-            TrainingFolder(folder).save_state(state)
+    if chief:
+        print(f"{plan.model.count_params():,} parameters")
+    run = mlflow.start_run(run_id=state.run_id or None, run_name=None if state.run_id else name,
+                           tags=child_tags(parent_run_id)) if chief else contextlib.nullcontext()
+    with run:
+        if chief:
+            start_logging(config, plan, data.fingerprint, folder, state, placement)
         state = fit_resumably(
-            plan.model, plan.train_batches, plan.validation_batches, folder, config.epochs,
+            plan.model, lambda epoch: placement.batches(plan.train_batches(epoch)),
+            placement.batches(plan.validation_batches), folder, config.epochs,
             config.patience, config.checkpoint_every_steps, train_examples=plan.train_examples,
             epoch_metrics=lambda epoch, metrics: add_epoch_metrics(plan, epoch, metrics),
-            on_epoch_end=lambda epoch, metrics: mlflow.log_metrics(metrics, step=epoch + 1),
-            verbose=progress_verbosity(), time_budget_seconds=plan.time_budget_seconds)
+            on_epoch_end=(lambda epoch, metrics: mlflow.log_metrics(metrics, step=epoch + 1))
+            if chief else None, verbose=progress_verbosity() if chief else 0,
+            time_budget_seconds=plan.time_budget_seconds, writer=chief,
+            barrier=placement.barrier)
+        if not chief:
+            return state.run_id
         log_training_summary(plan, state)
         export_and_log_model(plan.export, folder)
         TrainingFolder(folder).mark_finished(state)
@@ -153,6 +165,19 @@ def _train_in(lesson, config, data, folder, retrain, parent_run_id):
           f"{state.best_epoch}, {state.train_seconds / 60:.1f} training minutes; model in "
           f"{folder / plan.export.artifact}")
     return state.run_id
+
+
+def start_logging(config, plan, fingerprint, folder, state, placement):
+    """A new run logs its setup; a resumed one, the epochs it missed."""
+    if state.run_id:
+        print(f"Resuming run {state.run_id} from {folder}")
+        log_missing_epochs(state.run_id, state.history)
+        return
+    log_run_setup(config, plan, fingerprint, folder)
+    mlflow.set_tags({"devices": ", ".join(map(str, placement.devices)),
+                     "processes": placement.processes})
+    state.run_id = mlflow.active_run().info.run_id
+    TrainingFolder(folder).save_state(state)
 
 
 def progress_verbosity():

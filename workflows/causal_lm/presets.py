@@ -11,6 +11,7 @@ import keras
 from layers import MaskedCrossentropy, WarmupLinearDecay
 from workflows.causal_lm.models import GPT
 from workflows.config import Catalog, option
+from workflows.distribution import CHOICES
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,7 @@ class LMConfig:
                                                           "mixed_float16"))
     seed: int = 1337
     checkpoint_every_steps: int = option(200, at_least=0)
+    distribution: str = option("none", choices=CHOICES)  # see workflows/distribution.py
 
 
 CATALOG = Catalog({"gpt": {

@@ -10,6 +10,7 @@ import keras
 
 from layers import PositionalEmbedding, RNNClassifier, TransformerEncoder
 from workflows.config import Catalog, option
+from workflows.distribution import CHOICES
 
 # One dataclass per model family; the defaults are the tutorial's settings.
 
@@ -26,6 +27,7 @@ class TrainConfig:
     patience: int = option(2, at_least=1)  # epochs without a lower val loss before stopping
     seed: int = 1337
     checkpoint_every_steps: int = option(200, at_least=0)  # 0: only at the end of epochs
+    distribution: str = option("none", choices=CHOICES)  # see workflows/distribution.py
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ import keras
 
 from layers import MaskedCrossentropy, NoamSchedule
 from workflows.config import Catalog, option
+from workflows.distribution import CHOICES
 from workflows.seq2seq.models import build_translator
 from workflows.seq2seq.translator import MAX_BEAM_WIDTH
 
@@ -64,6 +65,7 @@ class TranslationConfig:
     bleu_sentences: int = option(300, at_least=1)  # val sentences decoded each epoch
     seed: int = 1337
     checkpoint_every_steps: int = option(200, at_least=0)
+    distribution: str = option("none", choices=CHOICES)  # see workflows/distribution.py
 
 
 CPU = {"preset": "cpu", "tokenization": "wordpiece", "sequence_length": 40, "embed_dim": 256,
