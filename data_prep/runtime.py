@@ -60,8 +60,12 @@ def cpu_model():
     return platform.processor() or platform.machine()
 
 
-def compiled(function, *holders):
+def compiled(function, *holders, tf_signature=None):
     """`function(*arrays)` compiled for the current Keras backend (eager on torch).
+
+    `tf_signature` (`[(shape, dtype), ...]`, `None` for unknown sizes) fixes the
+    TensorFlow graph's input shapes, for loops whose shapes must stay unknown; without
+    it TensorFlow retraces per shape, generalizing as it goes.
 
     On JAX the variables of `holders` (models, keras-hub samplers) are passed in at
     every call, so the compiled code always reads their current values, never those
@@ -74,6 +78,9 @@ def compiled(function, *holders):
     if backend == "tensorflow":
         import tensorflow as tf  # only on its backend
 
+        if tf_signature:
+            return tf.function(function, input_signature=[
+                tf.TensorSpec(shape, dtype) for shape, dtype in tf_signature])
         return tf.function(function, reduce_retracing=True)
     if backend != "jax":
         return function

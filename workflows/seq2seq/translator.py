@@ -85,7 +85,7 @@ class Translator:
         if beam_width not in self._generate:
             self._generate[beam_width] = compiled(
                 lambda source: self.decoder.generate(source, self.max_output_length, beam_width),
-                self.model)
+                self.model, tf_signature=[((None, None), "int32")])  # one graph, any shape
         return keras.ops.convert_to_numpy(self._generate[beam_width](source_ids))
 
     def cross_attention(self, sentence):
