@@ -146,8 +146,7 @@ def plan_training(config, data):
             metrics["tokens_per_second"] = (config.steps_per_epoch * config.batch_size
                                             * config.sequence_length / metrics["epoch_seconds"])
         samples = sample_table(generator, config.sample_tokens)
-        if mlflow.active_run():  # the first process of a multi-process run logs
-            mlflow.log_table(samples, f"samples/epoch_{epoch + 1:03d}.json")
+        mlflow.log_table(samples, f"samples/epoch_{epoch + 1:03d}.json")
         print(f"  val perplexity {metrics['val_perplexity']:.1f} per token, "
               f"{metrics['val_word_perplexity']:.1f} per word; {PROMPTS[0]!r} -> "
               f"{samples['greedy'][0]!r}", flush=True)

@@ -98,10 +98,8 @@ def train(lesson, config, data_path=None, work_dir=None, retrain=False, parent_r
     """Trains `config` (or resumes it, or reuses a finished run); returns the MLflow run id."""
     data = lesson.load_data(config, data_path, work_dir)
     folder = run_folder(lesson, config, data.fingerprint, work_dir)
-    with distribution.placed(config.distribution) as placement:
-        # every process of a multi-process run trains; the first one holds the lock
-        with training_lock(folder) if placement.is_chief else contextlib.nullcontext():
-            return _train_in(lesson, config, data, folder, retrain, parent_run_id, placement)
+    with distribution.placed(config.distribution) as placement, training_lock(folder):
+        return _train_in(lesson, config, data, folder, retrain, parent_run_id, placement)
 
 
 @contextlib.contextmanager
@@ -123,41 +121,28 @@ def training_lock(folder):
 
 
 def _train_in(lesson, config, data, folder, retrain, parent_run_id, placement):
-    name, chief = lesson.run_name(config), placement.is_chief
-    if chief:
-        state = starting_state(folder, retrain)
-        remove_partial_files(folder)
-    placement.barrier("run folder ready")
-    if not chief:
-        state = TrainingFolder(folder).load_state()
+    name = lesson.run_name(config)
+    state = starting_state(folder, retrain)
+    remove_partial_files(folder)
     if state.finished:
         print(f"{name} with this config is already trained: run {state.run_id} ({folder}). "
               "Pass --retrain to train it again.")
         return state.run_id
-    if chief:
-        print(f"Training {name} on {len(placement.devices)} device(s) of "
-              f"{placement.processes} process(es):\n{describe(config)}")
-        tracking.use_experiment(lesson.experiment)
+    print(f"Training {name} on {len(placement.devices)} device(s):\n{describe(config)}")
     keras.utils.set_random_seed(config.seed)
+    tracking.use_experiment(lesson.experiment)
     plan = lesson.plan_training(config, data)
-    if chief:
-        print(f"{plan.model.count_params():,} parameters")
-    run = mlflow.start_run(run_id=state.run_id or None, run_name=None if state.run_id else name,
-                           tags=child_tags(parent_run_id)) if chief else contextlib.nullcontext()
-    with run:
-        if chief:
-            start_logging(config, plan, data.fingerprint, folder, state, placement)
+    print(f"{plan.model.count_params():,} parameters")
+    with mlflow.start_run(run_id=state.run_id or None, run_name=None if state.run_id else name,
+                          tags=child_tags(parent_run_id)):
+        start_logging(config, plan, data.fingerprint, folder, state, placement)
         state = fit_resumably(
             plan.model, lambda epoch: placement.batches(plan.train_batches(epoch)),
             placement.batches(plan.validation_batches), folder, config.epochs,
             config.patience, config.checkpoint_every_steps, train_examples=plan.train_examples,
             epoch_metrics=lambda epoch, metrics: add_epoch_metrics(plan, epoch, metrics),
-            on_epoch_end=(lambda epoch, metrics: mlflow.log_metrics(metrics, step=epoch + 1))
-            if chief else None, verbose=progress_verbosity() if chief else 0,
-            time_budget_seconds=plan.time_budget_seconds, writer=chief,
-            barrier=placement.barrier)
-        if not chief:
-            return state.run_id
+            on_epoch_end=lambda epoch, metrics: mlflow.log_metrics(metrics, step=epoch + 1),
+            verbose=progress_verbosity(), time_budget_seconds=plan.time_budget_seconds)
         log_training_summary(plan, state)
         export_and_log_model(plan.export, folder)
         TrainingFolder(folder).mark_finished(state)
@@ -174,8 +159,7 @@ def start_logging(config, plan, fingerprint, folder, state, placement):
         log_missing_epochs(state.run_id, state.history)
         return
     log_run_setup(config, plan, fingerprint, folder)
-    mlflow.set_tags({"devices": ", ".join(map(str, placement.devices)),
-                     "processes": placement.processes})
+    mlflow.set_tag("devices", ", ".join(map(str, placement.devices)))
     state.run_id = mlflow.active_run().info.run_id
     TrainingFolder(folder).save_state(state)
 

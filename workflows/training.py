@@ -42,14 +42,10 @@ class TrainingState:
 
 
 class TrainingFolder:
-    """A run's folder: `state.json`, the latest checkpoint and the best weights.
+    """A run's folder: `state.json`, the latest checkpoint and the best weights."""
 
-    `read_only` (every process but the first of a multi-process run) reads the folder
-    and writes nothing to it.
-    """
-
-    def __init__(self, directory, read_only=False):
-        self.directory, self.read_only = Path(directory), read_only
+    def __init__(self, directory):
+        self.directory = Path(directory)
 
     def load_state(self):
         path = self.directory / STATE_FILE
@@ -58,8 +54,6 @@ class TrainingFolder:
         return TrainingState(**json.loads(path.read_text()))
 
     def save_state(self, state):
-        if self.read_only:
-            return
         self.directory.mkdir(parents=True, exist_ok=True)
         _replace_atomically(self.directory / STATE_FILE,
                             lambda tmp: tmp.write_text(json.dumps(asdict(state), indent=2)))
@@ -69,8 +63,6 @@ class TrainingFolder:
 
         A crash at any point leaves a state whose checkpoint file is complete.
         """
-        if self.read_only:
-            return
         self.directory.mkdir(parents=True, exist_ok=True)
         previous = state.checkpoint
         state.checkpoint = f"checkpoint-e{state.epoch}-s{state.step}.weights.h5"
@@ -140,8 +132,7 @@ class _BatchCheckpoint(keras.callbacks.Callback):
 
 def fit_resumably(model, epoch_dataset, validation_data, folder, epochs, patience=2,
                   checkpoint_every_steps=200, train_examples=None, on_epoch_end=None,
-                  callbacks=(), verbose="auto", time_budget_seconds=None, epoch_metrics=None,
-                  writer=True, barrier=None):
+                  callbacks=(), verbose="auto", time_budget_seconds=None, epoch_metrics=None):
     """Trains `model` for up to `epochs`, resuming from `folder` if it holds a checkpoint.
 
     `epoch_dataset(epoch)` returns that epoch's batches, the same ones on every call
@@ -157,12 +148,10 @@ def fit_resumably(model, epoch_dataset, validation_data, folder, epochs, patienc
     training time is summed over resumptions). Ctrl-C saves a checkpoint before
     re-raising. Returns the final state, not yet marked finished: the caller does that
     once its end-of-run work is done, so a crash there is redone by a rerun, which
-    finds no epoch left to train. In a multi-process run only the `writer` writes the
-    folder; `barrier(name)` then makes the others wait for its best weights.
+    finds no epoch left to train.
     """
-    folder = TrainingFolder(folder, read_only=not writer)
-    if writer:
-        folder.directory.mkdir(parents=True, exist_ok=True)
+    folder = TrainingFolder(folder)
+    folder.directory.mkdir(parents=True, exist_ok=True)
     state = folder.load_state()
     folder.restore(model, state)
     while (state.epoch < epochs and state.epochs_without_improvement < patience
@@ -199,8 +188,6 @@ def fit_resumably(model, epoch_dataset, validation_data, folder, epochs, patienc
         folder.checkpoint(model, state)
         if on_epoch_end:
             on_epoch_end(state.epoch - 1, metrics)
-    if barrier:
-        barrier("best weights written")
     if folder.best_weights.exists():
         model.load_weights(folder.best_weights)
     return state
@@ -224,7 +211,6 @@ def _update_early_stopping(model, folder, state, metrics):
     if val_loss < state.best_val_loss:
         state.best_val_loss, state.best_epoch = val_loss, state.epoch + 1
         state.epochs_without_improvement = 0
-        if not folder.read_only:
-            _replace_atomically(folder.best_weights, lambda tmp: model.save_weights(tmp))
+        _replace_atomically(folder.best_weights, lambda tmp: model.save_weights(tmp))
     else:
         state.epochs_without_improvement += 1

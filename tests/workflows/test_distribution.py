@@ -74,3 +74,33 @@ def test_two_devices_train_like_one(tmp_path, backend, distribution, devices):
     assert parallel["distribution"] == distribution
     assert len(parallel["devices"].split(", ")) == devices
     assert parallel["history"] == pytest.approx(single["history"], rel=RELATIVE_TOLERANCE)
+
+
+def test_unsupported_placements_are_refused_with_the_way_out(monkeypatch):
+    from workflows.distribution import DistributionError, placed
+
+    with pytest.raises(DistributionError, match="KERAS_BACKEND=jax"), placed("data_parallel"):
+        pass
+    monkeypatch.setenv("KERAS_DISTRIBUTION_NUM_PROCESSES", "2")
+    with pytest.raises(DistributionError, match="keras-team/keras#20585"), placed("mirrored"):
+        pass
+    with placed("none") as placement:
+        assert len(placement.devices) == 1
+        batches = [1, 2]
+        assert placement.batches(batches) is batches
+
+
+def test_batches_are_padded_to_the_device_count_with_zero_weight_rows():
+    import numpy as np
+
+    from workflows.distribution import EvenBatches
+    from workflows.seq2seq.batching import PairBatches
+
+    rows = [np.arange(1, n + 2, dtype="int32") for n in range(5)]
+    inner = PairBatches(rows, rows, batch_size=3)
+    even = EvenBatches(inner, devices=2)
+    assert len(even[1][1]) == len(inner[1][1]) == 2  # 5 rows: batches of 3 and 2
+    inputs, labels, weights = even[0]
+    assert labels.shape[0] == 4 and not weights[3].any() and not labels[3].any()
+    assert (weights[:3] == inner[0][2]).all()
+    assert (inputs["source"][:3] == inner[0][0]["source"]).all()
