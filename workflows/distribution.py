@@ -37,10 +37,16 @@ class DistributionError(UserError):
 
 @dataclass(frozen=True)
 class Placement:
-    """Where a run trains: the choice and its devices."""
+    """Where a run trains: the choice, its devices and the engine (a `tf.distribute`
+    strategy or a `keras.distribution.Distribution`; None for one device)."""
 
     choice: str
     devices: tuple
+    engine: object = None
+
+    def scope(self):
+        """Re-enters the engine: what runs inside builds or trains on these devices."""
+        return self.engine.scope() if self.engine else contextlib.nullcontext()
 
     def batches(self, batches):
         """`batches` as this placement needs them: on JAX data parallelism, each batch
@@ -87,7 +93,7 @@ def _mirrored(backend, several_machines):
     devices = tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("CPU")
     strategy = tf.distribute.MirroredStrategy([device.name for device in devices])
     with strategy.scope():
-        yield Placement("mirrored", tuple(strategy.extended.worker_devices))
+        yield Placement("mirrored", tuple(strategy.extended.worker_devices), strategy)
 
 
 @contextlib.contextmanager
@@ -102,9 +108,10 @@ def _data_parallel(backend, several_machines):
             "machine (--distribution data_parallel, one process) (README: Scale out).")
     devices = keras.distribution.list_devices()
     previous = keras.distribution.distribution()
-    keras.distribution.set_distribution(keras.distribution.DataParallel(devices=devices))
+    engine = keras.distribution.DataParallel(devices=devices)
+    keras.distribution.set_distribution(engine)
     try:
-        yield Placement("data_parallel", tuple(devices))
+        yield Placement("data_parallel", tuple(devices), engine)
     finally:
         keras.distribution.set_distribution(previous)
 
