@@ -58,36 +58,50 @@ class Placement:
         return _even_dataset(batches, len(self.devices))
 
 
-@contextlib.contextmanager
-def placed(choice):
-    """Builds, compiles and trains what runs inside on the chosen devices; yields the
-    `Placement`."""
+def check(choice):
+    """Raises `DistributionError` (one line: what to do instead) if `choice` cannot run
+    here."""
     backend = keras.backend.backend()
     several_machines = int(os.environ.get("KERAS_DISTRIBUTION_NUM_PROCESSES", "1") or 1) > 1 \
         or "TF_CONFIG" in os.environ
-    if choice == "none":
-        yield Placement("none", (_default_device(backend),))
-    elif choice == "mirrored":
-        with _mirrored(backend, several_machines) as placement:
-            yield placement
-    elif choice == "data_parallel":
-        with _data_parallel(backend, several_machines) as placement:
-            yield placement
-    else:
+    if choice not in CHOICES:
         raise DistributionError(f"distribution must be one of {', '.join(CHOICES)}, "
                                 f"got {choice!r}.")
-
-
-@contextlib.contextmanager
-def _mirrored(backend, several_machines):
-    if backend != "tensorflow":
+    if choice == "mirrored" and backend != "tensorflow":
         raise DistributionError(f"--distribution mirrored is TensorFlow's MirroredStrategy; "
                                 f"on the {backend} backend use --distribution data_parallel.")
-    if several_machines:
+    if choice == "mirrored" and several_machines:
         raise DistributionError(
             "Several machines on the TensorFlow backend are not supported: Keras 3 `fit` does "
             "not work with MultiWorkerMirroredStrategy (keras-team/keras#20585). Train with "
             "several GPUs of one machine with --distribution mirrored (README: Scale out).")
+    if choice == "data_parallel" and backend != "jax":
+        raise DistributionError(f"--distribution data_parallel is keras.distribution on JAX; "
+                                f"set KERAS_BACKEND=jax (on {backend}, use "
+                                "--distribution mirrored for several GPUs).")
+    if choice == "data_parallel" and several_machines:
+        raise DistributionError(
+            "Several JAX processes are not supported yet: train on the devices of one "
+            "machine (--distribution data_parallel, one process) (README: Scale out).")
+
+
+@contextlib.contextmanager
+def placed(choice):
+    """Builds, compiles and trains what runs inside on the chosen devices; yields the
+    `Placement`."""
+    check(choice)
+    if choice == "mirrored":
+        with _mirrored() as placement:
+            yield placement
+    elif choice == "data_parallel":
+        with _data_parallel() as placement:
+            yield placement
+    else:
+        yield Placement("none", (_default_device(keras.backend.backend()),))
+
+
+@contextlib.contextmanager
+def _mirrored():
     import tensorflow as tf  # only on its backend
 
     devices = tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("CPU")
@@ -97,15 +111,7 @@ def _mirrored(backend, several_machines):
 
 
 @contextlib.contextmanager
-def _data_parallel(backend, several_machines):
-    if backend != "jax":
-        raise DistributionError(f"--distribution data_parallel is keras.distribution on JAX; "
-                                f"set KERAS_BACKEND=jax (on {backend}, use "
-                                "--distribution mirrored for several GPUs).")
-    if several_machines:
-        raise DistributionError(
-            "Several JAX processes are not supported yet: train on the devices of one "
-            "machine (--distribution data_parallel, one process) (README: Scale out).")
+def _data_parallel():
     devices = keras.distribution.list_devices()
     previous = keras.distribution.distribution()
     engine = keras.distribution.DataParallel(devices=devices)

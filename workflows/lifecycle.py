@@ -96,6 +96,7 @@ def run_folder(lesson, config, fingerprint, work_dir=None):
 
 def train(lesson, config, data_path=None, work_dir=None, retrain=False, parent_run_id=None):
     """Trains `config` (or resumes it, or reuses a finished run); returns the MLflow run id."""
+    distribution.check(config.distribution)  # before any data is read
     data = lesson.load_data(config, data_path, work_dir)
     folder = run_folder(lesson, config, data.fingerprint, work_dir)
     with distribution.placed(config.distribution) as placement, training_lock(folder):

@@ -84,6 +84,10 @@ def test_unsupported_placements_are_refused_with_the_way_out(monkeypatch):
     monkeypatch.setenv("KERAS_DISTRIBUTION_NUM_PROCESSES", "2")
     with pytest.raises(DistributionError, match="keras-team/keras#20585"), placed("mirrored"):
         pass
+    monkeypatch.delenv("KERAS_DISTRIBUTION_NUM_PROCESSES")
+    from workflows import translation  # refused before any data is looked for
+
+    assert translation.main(["train", "--distribution", "data_parallel"]) == 2
     with placed("none") as placement:
         assert len(placement.devices) == 1
         batches = [1, 2]
