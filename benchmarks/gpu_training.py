@@ -34,7 +34,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the project, from anywhere
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from reporting import machine  # noqa: E402  (benchmarks/, beside this file)
+from language_model import generation_speed  # noqa: E402  (benchmarks/, beside this file)
+from reporting import machine  # noqa: E402
+
+from workflows.seq2seq.batching import batches_of  # noqa: E402
 
 PROMPTS = ["The movie was", "I have never seen", "This film is a", "My favourite actor"]
 
@@ -222,29 +225,11 @@ def run_language_model(args):
         "greedy": generator.continue_ids(prompts, Sampling(max_new_tokens=40)),
         "top_p_0.9": generator.continue_ids(prompts, Sampling("top_p", 40, temperature=0.8,
                                                               top_p=0.9, seed=1))}
-    results.update(generation_speed(generator, prompts, Sampling, args.tokens))
+    same_length = [row for row in prompts if len(row) == len(prompts[0])]
+    results["generation"], _ = generation_speed(generator, same_length, args.tokens)
     print(json.dumps({k: v for k, v in results.items() if k != "history"}, indent=2))
     return {"config": config.__dict__, "parameters": model.count_params(),
             "train_tokens": len(stream["train"]), **results}
-
-
-def generation_speed(generator, prompts, sampling_class, tokens):
-    """ms per generated token, greedy, cached (compiled loop) vs uncached, one prompt length."""
-    same = [p for p in prompts if len(p) == len(prompts[0])]
-    sampling = sampling_class(max_new_tokens=tokens)
-    generator.continue_ids(same, sampling)  # compile both, untimed
-    generator.generate_uncached(same, tokens)
-    started = time.perf_counter()
-    cached = generator.continue_ids(same, sampling)
-    cached_seconds = time.perf_counter() - started
-    started = time.perf_counter()
-    uncached = generator.generate_uncached(same, tokens)
-    uncached_seconds = time.perf_counter() - started
-    return {"generation_prompts": len(same), "generation_new_tokens": tokens,
-            "cached_ms_per_token": 1000 * cached_seconds / tokens,
-            "uncached_ms_per_token": 1000 * uncached_seconds / tokens,
-            "cached_speedup": uncached_seconds / cached_seconds,
-            "cached_equals_uncached": cached == uncached}
 
 
 class ReviewBatches(keras.utils.PyDataset):
@@ -254,15 +239,7 @@ class ReviewBatches(keras.utils.PyDataset):
     def __init__(self, rows, labels, batch_size, seed=None, multiple=50):
         super().__init__()
         self.rows, self.labels, self.multiple = rows, labels, multiple
-        order = np.arange(len(rows)) if seed is None \
-            else np.random.default_rng(seed).permutation(len(rows))
-        lengths = np.asarray([len(r) for r in rows])
-        window = batch_size * 50
-        order = np.concatenate([chunk[np.argsort(lengths[chunk], kind="stable")]
-                                for chunk in np.split(order, range(window, len(rows), window))])
-        self.batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
-        if seed is not None:
-            np.random.default_rng(seed + 1).shuffle(self.batches)
+        self.batches = batches_of(len(rows), batch_size, seed, [len(r) for r in rows])
 
     def __len__(self):
         return len(self.batches)

@@ -64,9 +64,6 @@ def check(choice):
     backend = keras.backend.backend()
     several_machines = int(os.environ.get("KERAS_DISTRIBUTION_NUM_PROCESSES", "1") or 1) > 1 \
         or "TF_CONFIG" in os.environ
-    if choice not in CHOICES:
-        raise DistributionError(f"distribution must be one of {', '.join(CHOICES)}, "
-                                f"got {choice!r}.")
     if choice == "mirrored" and backend != "tensorflow":
         raise DistributionError(f"--distribution mirrored is TensorFlow's MirroredStrategy; "
                                 f"on the {backend} backend use --distribution data_parallel.")
@@ -97,7 +94,7 @@ def placed(choice):
         with _data_parallel() as placement:
             yield placement
     else:
-        yield Placement("none", (_default_device(keras.backend.backend()),))
+        yield Placement("none", (keras.distribution.list_devices()[0],))
 
 
 @contextlib.contextmanager
@@ -120,19 +117,6 @@ def _data_parallel():
         yield Placement("data_parallel", tuple(devices), engine)
     finally:
         keras.distribution.set_distribution(previous)
-
-
-def _default_device(backend):
-    if backend == "jax":
-        import jax  # only on its backend
-
-        return str(jax.devices()[0])
-    if backend == "tensorflow":
-        import tensorflow as tf  # only on its backend
-
-        gpus = tf.config.list_logical_devices("GPU")
-        return gpus[0].name if gpus else tf.config.list_logical_devices("CPU")[0].name
-    return "cpu"
 
 
 class EvenBatches(keras.utils.PyDataset):

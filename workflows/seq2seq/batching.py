@@ -22,6 +22,22 @@ def pad(rows, length):
     return batch
 
 
+def batches_of(count, batch_size, seed=None, lengths=None, window=50):
+    """Row indices of each batch: in order, or shuffled with `seed`; with `lengths`,
+    rows of similar length together (sorted within windows of `window` batches), the
+    batches themselves then shuffled too."""
+    indices = np.arange(count) if seed is None else np.random.default_rng(seed).permutation(
+        count)
+    if lengths is not None:
+        lengths, size = np.asarray(lengths), batch_size * window
+        indices = np.concatenate([chunk[np.argsort(lengths[chunk], kind="stable")]
+                                  for chunk in np.split(indices, range(size, count, size))])
+    batches = [indices[i:i + batch_size] for i in range(0, count, batch_size)]
+    if seed is not None:
+        np.random.default_rng(seed + 1).shuffle(batches)
+    return batches
+
+
 class PairBatches(keras.utils.PyDataset):
     """Teacher-forcing batches: `({"source", "target": ids[:-1]}, ids[1:], label mask)`.
 
@@ -39,19 +55,8 @@ class PairBatches(keras.utils.PyDataset):
         self.order = order if order is not None else self._batch_order(batch_size, seed)
 
     def _batch_order(self, batch_size, seed):
-        count = len(self.source)
-        indices = np.arange(count) if seed is None else np.random.default_rng(seed).permutation(
-            count)
-        if self.fixed_length is None:
-            window = batch_size * 50
-            lengths = np.asarray([len(t) for t in self.target])
-            indices = np.concatenate([
-                chunk[np.argsort(lengths[chunk], kind="stable")]
-                for chunk in np.split(indices, range(window, count, window))])
-        batches = [indices[i:i + batch_size] for i in range(0, count, batch_size)]
-        if seed is not None:
-            np.random.default_rng(seed + 1).shuffle(batches)
-        return batches
+        lengths = None if self.fixed_length else [len(t) for t in self.target]
+        return batches_of(len(self.source), batch_size, seed, lengths)
 
     def __len__(self):
         return len(self.order)
