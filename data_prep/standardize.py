@@ -22,6 +22,17 @@ def standardize_review(texts):
     return tf.strings.regex_replace(texts, f"[{PUNCTUATION}]", "")
 
 
+@keras.saving.register_keras_serializable(package="nlpkit")
+def separate_review_punctuation(texts):
+    """Like `standardize_review`, but each punctuation mark becomes a token of its own
+    ("great!" -> "great !"): n-gram models use "!" and "?" as evidence."""
+    import tensorflow as tf  # likewise
+
+    texts = tf.strings.lower(texts)
+    texts = tf.strings.regex_replace(texts, r"<[^>]+>|&[a-z]+;|&#[0-9]+;", " ")
+    return tf.strings.regex_replace(texts, f"([{PUNCTUATION}])", r" \1 ")
+
+
 SPANISH_PUNCTUATION = re.escape(string.punctuation.replace("[", "").replace("]", "") + "¿¡")
 
 

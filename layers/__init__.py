@@ -7,7 +7,9 @@ that use them load with `keras.saving.load_model` without `custom_objects`.
 from layers.bahdanau_attention import BahdanauAttention
 from layers.gru_seq2seq_decoder import GRUSeq2SeqDecoder
 from layers.gru_seq2seq_encoder import GRUSeq2SeqEncoder
+from layers.layerwise_adam import LayerwiseAdam
 from layers.masked_crossentropy import MaskedCrossentropy
+from layers.naive_bayes_linear import NaiveBayesLinear
 from layers.positional_embedding import PositionalEmbedding
 from layers.rnn_classifier import RNNClassifier
 from layers.schedules import NoamSchedule, WarmupLinearDecay
@@ -19,7 +21,9 @@ __all__ = [
     "BahdanauAttention",
     "GRUSeq2SeqDecoder",
     "GRUSeq2SeqEncoder",
+    "LayerwiseAdam",
     "MaskedCrossentropy",
+    "NaiveBayesLinear",
     "NoamSchedule",
     "PositionalEmbedding",
     "RNNClassifier",

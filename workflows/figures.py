@@ -47,6 +47,20 @@ def confusion_matrix(matrix, labels=("negative", "positive")):
     return figure
 
 
+def reliability_diagram(curve, title):
+    """Observed fraction of positives against the mean predicted probability, per bin
+    (`classification.calibration`); the diagonal is perfect calibration."""
+    figure, axis = plt.subplots(figsize=(4, 4))
+    axis.plot([0, 1], [0, 1], linestyle="--", color="gray", label="perfectly calibrated")
+    axis.plot(curve["mean_predicted"], curve["fraction_positive"], marker="o", label="model")
+    axis.set(title=f"{title}\nECE {curve['expected_calibration_error']:.3f}",
+             xlabel="mean predicted P(positive)", ylabel="fraction positive", xlim=(0, 1),
+             ylim=(0, 1))
+    axis.legend(loc="upper left")
+    figure.tight_layout()
+    return figure
+
+
 def heatmaps(panels):
     """One heatmap per `(title, x labels, y labels, weights)` panel, side by side."""
     figure, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4.5), squeeze=False)

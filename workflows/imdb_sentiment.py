@@ -17,7 +17,9 @@ import data_prep.quiet_start  # noqa: F401  first: hides TensorFlow's start-up n
 
 # isort: split
 
+import dataclasses
 import json
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,14 +28,26 @@ import keras
 import tensorflow as tf
 
 from data_prep import cache, glove, imdb, word2vec
+from data_prep.labelled_texts import read_labelled_texts
 from data_prep.runtime import run_main
-from data_prep.standardize import standardize_review
+from data_prep.standardize import separate_review_punctuation, standardize_review
+from layers.naive_bayes_linear import log_count_ratios
 from workflows import figures, lifecycle
-from workflows.classification import binary_metrics, confidently_wrong
+from workflows.classification import (
+    binary_metrics,
+    calibration,
+    class_f1_scores,
+    confidently_wrong,
+)
 from workflows.cli import LessonCLI, read_texts
+from workflows.config import ConfigError
+from workflows.sentiment import subword_classifier
 from workflows.sentiment.presets import (  # noqa: F401  the lesson's API
     CATALOG,
+    LM_ARCHITECTURE,
     BowConfig,
+    LMClassifierConfig,
+    NBSVMConfig,
     RNNConfig,
     TransformerConfig,
     build_model,
@@ -41,6 +55,8 @@ from workflows.sentiment.presets import (  # noqa: F401  the lesson's API
 
 EXPERIMENT = "imdb_sentiment"
 PYFUNC_FILE = Path(__file__).with_name("imdb_pyfunc.py")
+SUBWORD_PYFUNC_FILE = Path(__file__).parent / "sentiment" / "pyfunc.py"
+SUBWORD_BUCKETS = tuple(range(64, 1024, 64))  # review lengths in subword tokens
 BUCKET_BOUNDARIES = tuple(range(50, 600, 50))  # review lengths (tokens) batched together
 EXAMPLES = ["A gripping, beautifully shot film.", "Dull, predictable and far too long."]
 
@@ -50,10 +66,26 @@ EXAMPLES = ["A gripping, beautifully shot film.", "Dull, predictable and far too
 # or TensorFlow there: a GPU machine trains them from the prepared arrays on JAX).
 
 
+def complete_config(config):
+    """`lm_classifier`: the language-model run it starts from, and that run's
+    architecture, vocabulary size and dtype policy."""
+    if not isinstance(config, LMClassifierConfig):
+        return config
+    if not config.init_from:
+        raise ConfigError("lm_classifier fine-tunes a language model: give --init-from with "
+                          "a run id or model URI from `python -m workflows.language_model`.")
+    from workflows import language_model
+
+    run = language_model.source_run(config.init_from)
+    source = lifecycle.config_of(language_model.LESSON, run)
+    return dataclasses.replace(config, init_from=run.info.run_id,
+                               **{name: getattr(source, name) for name in LM_ARCHITECTURE})
+
+
 def data_settings(config=None):
     """The prepared-data settings a config needs (the unlabelled reviews feed Word2Vec)."""
     fields = {"max_tokens": config.max_tokens, "sequence_length": config.sequence_length} \
-        if hasattr(config, "sequence_length") else {}
+        if isinstance(config, (RNNConfig, TransformerConfig)) else {}
     return imdb.ImdbSettings(include_unlabelled=True, **fields)
 
 
@@ -116,26 +148,46 @@ def embedding_matrix_for(config, prepared):
 # ## Batches
 # Sequence models read the cached token ids; RNNs batch reviews of similar length
 # together (bucketing), which skips most padding and leaves per-review outputs unchanged.
-# The bag-of-n-grams model vectorizes text on the fly with its own adapted vectorizer.
+# The n-gram models (`bow`, `nbsvm`) vectorize text on the fly with their own adapted
+# vectorizer; NBSVM's is binary and sparse (400k uni/bi/trigrams by default).
+
+NGRAM_CONFIGS = (BowConfig, NBSVMConfig)
 
 
-def bow_vectorizer(config, prepared):
-    """The n-gram `TextVectorization` of `bow`, adapted on the train split (deterministic,
-    so a resumed run gets the same vectorizer back)."""
-    print(f"Adapting the {config.ngrams}-gram vocabulary ({config.max_tokens} entries) on train")
+def ngram_vectorizer(config, prepared):
+    """The n-gram `TextVectorization` of `bow` or `nbsvm`, adapted on the train split
+    (deterministic, so a resumed run gets the same vectorizer back)."""
+    print(f"Adapting the 1- to {config.ngrams}-gram vocabulary ({config.max_tokens} entries) "
+          "on train")
+    nbsvm = isinstance(config, NBSVMConfig)
+    separate = nbsvm and config.punctuation == "separate"
     vectorizer = keras.layers.TextVectorization(
-        max_tokens=config.max_tokens, ngrams=config.ngrams, output_mode=config.output_mode,
-        standardize=standardize_review)
-    texts = imdb.text_dataset(prepared.texts("train"), prepared.labels("train"), batch_size=512)
-    vectorizer.adapt(texts.map(lambda text, label: text))
+        max_tokens=config.max_tokens, ngrams=config.ngrams,
+        standardize=separate_review_punctuation if separate else standardize_review,
+        output_mode="multi_hot" if nbsvm else config.output_mode, sparse=nbsvm)
+    vectorizer.adapt(train_texts(prepared).map(lambda text, label: text))
     return vectorizer
+
+
+def train_texts(prepared):
+    return imdb.text_dataset(prepared.texts("train"), prepared.labels("train"), batch_size=512)
+
+
+def class_feature_counts(vectorizer, prepared):
+    """(negative, positive) counts of each n-gram's presence over the train reviews."""
+    counts = 0
+    for texts, labels in train_texts(prepared):
+        one_hot = tf.one_hot(labels, 2, dtype=tf.float32)
+        present = tf.cast(vectorizer(texts), tf.float32)
+        counts += tf.sparse.sparse_dense_matmul(present, one_hot, adjoint_a=True)
+    return counts[:, 0], counts[:, 1]
 
 
 def batches(config, prepared, split, vectorizer=None, epoch=None):
     """The (inputs, label) batches of `split`; shuffled with a per-epoch seed if `epoch`."""
     shuffle, seed = epoch is not None, config.seed + (epoch or 0)
     labels = prepared.labels(split)
-    if isinstance(config, BowConfig):
+    if isinstance(config, NGRAM_CONFIGS):
         dataset = imdb.text_dataset(prepared.texts(split), labels, config.batch_size, shuffle,
                                     seed)
         return dataset.map(lambda text, label: (vectorizer(text), label),
@@ -157,11 +209,16 @@ def end_to_end_model(model, vectorizer):
 
 
 def plan_training(config, data):
+    if isinstance(config, LMClassifierConfig):
+        return plan_lm_classifier(config, data.prepared)
     prepared = data.prepared
-    matrix, coverage = embedding_matrix_for(config, prepared)
-    vectorizer = (bow_vectorizer(config, prepared) if isinstance(config, BowConfig)
+    prior, coverage = embedding_matrix_for(config, prepared)
+    vectorizer = (ngram_vectorizer(config, prepared) if isinstance(config, NGRAM_CONFIGS)
                   else prepared.vectorizer())
-    model = build_model(config, vectorizer.vocabulary_size(), matrix)
+    if isinstance(config, NBSVMConfig):
+        negative, positive = class_feature_counts(vectorizer, prepared)
+        prior = log_count_ratios(positive, negative, config.alpha)
+    model = build_model(config, vectorizer.vocabulary_size(), prior)
     artifacts = {"vocabulary.txt": (prepared.directory / "vocabulary.txt").read_text("utf-8")}
     if coverage:
         artifacts["embedding_coverage.json"] = coverage
@@ -176,31 +233,74 @@ def plan_training(config, data):
         else {})
 
 
+def plan_lm_classifier(config, prepared):
+    """The language model's GPT and WordPiece vocabulary under a classifier head;
+    reviews read as subword tokens, batched by length."""
+    from workflows import language_model
+
+    generator = language_model.load_generator(language_model.source_run(config.init_from))
+    print(f"Tokenizing the reviews with the vocabulary of run {config.init_from}")
+    split_batches = {}
+    for split in ("train", "val"):
+        rows = subword_classifier.token_rows(generator.tokenizer, prepared.texts(split),
+                                             config.max_review_tokens)
+        ids = subword_classifier.token_array(rows, config.max_review_tokens)
+        split_batches[split] = lambda epoch, ids=ids, split=split: imdb.token_dataset(
+            ids, prepared.labels(split), config.batch_size, epoch is not None,
+            config.seed + (epoch or 0), SUBWORD_BUCKETS)
+    steps_per_epoch = len(split_batches["train"](0))
+    model = build_model(config, config.vocabulary_size, generator.model, steps_per_epoch)
+    classifier = subword_classifier.SubwordClassifier(model, generator.vocabulary,
+                                                      config.max_review_tokens)
+    return lifecycle.TrainingPlan(
+        model, split_batches["train"], split_batches["val"](None),
+        len(prepared.labels("train")),
+        export=lifecycle.ModelExport("classifier", classifier.save, SUBWORD_PYFUNC_FILE,
+                                     EXAMPLES[:1], packages=("sentiment", "causal_lm")),
+        tags={"model_family": "lm_classifier", "pretrained": str(config.pretrained).lower()},
+        artifacts={"vocabulary.txt": "\n".join(generator.vocabulary)})
+
+
 # ## Evaluate and use the model
 # Both go through the logged pyfunc model, so they test exactly what users load.
 
 
-def evaluate(run_id=None, imdb_path=None, work_dir=None, model_uri=None, top_wrong=20):
-    """Test metrics of a run's model, printed and logged back to that run."""
+def evaluate(run_id=None, imdb_path=None, work_dir=None, model_uri=None, top_wrong=20,
+             texts_file=None, text_column=None, label_column=None):
+    """Metrics of a run's model on the test reviews, or on the labelled texts of
+    `texts_file` (see `data_prep.labelled_texts`), printed and logged back to that run.
+
+    Metric names start with `test_`, or with `texts_<file stem>_`, so one run holds
+    its scores on several files.
+    """
+    if texts_file:
+        texts, labels = read_labelled_texts(texts_file, text_column, label_column)
+        name = "texts_" + re.sub(r"[^0-9a-zA-Z]+", "_", Path(texts_file).stem).strip("_").lower()
     run = lifecycle.model_run(LESSON, run_id, model_uri)
     model = lifecycle.load_pyfunc(run)
-    config = lifecycle.config_of(LESSON, run)
-    prepared = imdb.prepare(imdb_path, data_settings(config), work_dir, verbose=False)
-    texts, labels = prepared.texts("test"), prepared.labels("test")
+    if not texts_file:
+        config = lifecycle.config_of(LESSON, run)
+        prepared = imdb.prepare(imdb_path, data_settings(config), work_dir, verbose=False)
+        texts, labels, name = prepared.texts("test"), prepared.labels("test"), "test"
     started = time.perf_counter()
-    probabilities = lifecycle.predict_in_chunks(model, texts, "Scoring test reviews")
+    probabilities = lifecycle.predict_in_chunks(model, texts, f"Scoring {len(texts)} texts")
     seconds = time.perf_counter() - started
-    metrics = binary_metrics(labels, probabilities)
-    results = {f"test_{name}": value for name, value in metrics.items()
-               if name != "confusion_matrix"}
+    metrics = {**binary_metrics(labels, probabilities),
+               **class_f1_scores(labels, probabilities)}
+    curve = calibration(labels, probabilities)
+    metrics["expected_calibration_error"] = curve["expected_calibration_error"]
+    results = {f"{name}_{key}": value for key, value in metrics.items()
+               if key != "confusion_matrix"}
     lifecycle.log_evaluation(
-        run.info.run_id, {**results, "test_reviews_per_second": len(texts) / seconds},
-        dicts={"test_metrics.json": metrics},
-        figures={"confusion_matrix.png": figures.confusion_matrix(metrics["confusion_matrix"])},
-        tables={"confidently_wrong.json": confidently_wrong(texts, labels, probabilities,
-                                                            top_wrong)})
-    print(json.dumps({"run_id": run.info.run_id, **metrics}, indent=2))
-    print(f"Scored {len(texts)} test reviews in {seconds:.1f} s")
+        run.info.run_id, {**results, f"{name}_reviews_per_second": len(texts) / seconds},
+        dicts={f"{name}_metrics.json": metrics, f"{name}_calibration.json": curve},
+        figures={f"{name}_confusion_matrix.png": figures.confusion_matrix(
+                     metrics["confusion_matrix"]),
+                 f"{name}_calibration.png": figures.reliability_diagram(curve, name)},
+        tables={f"{name}_confidently_wrong.json": confidently_wrong(texts, labels,
+                                                                    probabilities, top_wrong)})
+    print(json.dumps({"run_id": run.info.run_id, "texts": name, **metrics}, indent=2))
+    print(f"Scored {len(texts)} texts in {seconds:.1f} s")
     return metrics
 
 
@@ -222,7 +322,7 @@ COMPARE_COLUMNS = ("run_id", "params.model", "params.embedding", "params.epochs"
                    "metrics.test_accuracy", "metrics.test_roc_auc", "metrics.mean_epoch_seconds",
                    "start_time")
 LESSON = lifecycle.Lesson(EXPERIMENT, CATALOG, load_data, plan_training, COMPARE_COLUMNS,
-                          sort_by="metrics.test_accuracy")
+                          sort_by="metrics.test_accuracy", complete_config=complete_config)
 
 
 def compare(sort_by=None, model=None, since=None, style="text", ascending=False):
@@ -251,6 +351,8 @@ CLI = LessonCLI(LESSON, "workflows.imdb_sentiment", __doc__.split("\n")[0], imdb
                            "glove": "GloVe .txt/.zip or gensim .kv file (default: the "
                                     f"{glove.PACKAGE_SOURCE} package)",
                            "glove_dim": "dimension to read from glove.6B.zip",
+                           "init_from": "lm_classifier: the language_model run (id or "
+                                        "prefix) or model URI to fine-tune",
                            "fine_tune_embeddings": "let GloVe/Word2Vec vectors train "
                                                    "(default: frozen)"})
 _prepare = CLI.step("prepare", "prepare reviews, vocabulary and embeddings", lambda a: prepare(
@@ -263,8 +365,18 @@ CLI.step("train", "train one model (resumes an interrupted run)", CLI.train, dat
          train="one")
 CLI.step("run", "prepare, train, evaluate and predict, for each --model (default: bow and "
          "bilstm_glove)", run_lesson, data=True, train="many")
-CLI.step("evaluate", "test metrics of a run, logged to it", lambda a: evaluate(
-    a.run_id, a.imdb_path, a.work_dir, a.model_uri), data=True, model=True)
+_evaluate = CLI.step(
+    "evaluate", "metrics of a run on the test reviews (or on --texts), logged to it",
+    lambda a: evaluate(a.run_id, a.imdb_path, a.work_dir, a.model_uri, texts_file=a.texts,
+                       text_column=a.text_column, label_column=a.label_column),
+    data=True, model=True)
+_evaluate.add_argument("--texts", metavar="FILE", help="labelled texts to score instead of "
+                       "the test reviews: text<TAB>label per line, or a .csv file with a "
+                       "header; labels 1/0, pos/neg or positive/negative")
+_evaluate.add_argument("--text-column", help="the .csv column of the texts (default: text, "
+                       "review, sentence or content)")
+_evaluate.add_argument("--label-column", help="the .csv column of the labels (default: "
+                       "label or sentiment)")
 CLI.step("predict", "classify reviews with a run's model", lambda a: predict(
     read_texts(a.texts, a.file, "reviews to classify"), a.run_id, a.model_uri), model=True,
     texts="reviews to classify")

@@ -131,10 +131,11 @@ def _train_in(lesson, config, data, folder, retrain, parent_run_id, placement):
         return state.run_id
     print(f"Training {name} on {len(placement.devices)} device(s):\n{describe(config)}")
     keras.utils.set_random_seed(config.seed)
-    tracking.use_experiment(lesson.experiment)
-    plan = lesson.plan_training(config, data)
+    experiment = tracking.use_experiment(lesson.experiment)
+    plan = lesson.plan_training(config, data)  # may look up runs of other experiments
     print(f"{plan.model.count_params():,} parameters")
     with mlflow.start_run(run_id=state.run_id or None, run_name=None if state.run_id else name,
+                          experiment_id=experiment.experiment_id,
                           tags=child_tags(parent_run_id)):
         start_logging(config, plan, data.fingerprint, folder, state, placement)
         state = fit_resumably(

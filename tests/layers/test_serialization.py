@@ -8,6 +8,7 @@ from layers import (
     BahdanauAttention,
     GRUSeq2SeqDecoder,
     GRUSeq2SeqEncoder,
+    NaiveBayesLinear,
     NoamSchedule,
     PositionalEmbedding,
     RNNClassifier,
@@ -79,6 +80,7 @@ def test_every_export_is_registered_and_configurable(name):
         GRUSeq2SeqEncoder(20, 4, 6, bidirectional=False),
         GRUSeq2SeqDecoder(20, 4, 6, attention=True, attention_units=5, dropout=0.1),
         BahdanauAttention(9),
+        NaiveBayesLinear(beta=0.5, l2=1e-3),
     ],
     ids=lambda layer: type(layer).__name__,
 )

@@ -3,11 +3,15 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
+import keras
 import mlflow
 import numpy as np
 import pytest
+import tensorflow as tf
 
+import layers
 from tests.workflows.conftest import BOW, COMMON, RNN
 from workflows import imdb_sentiment as workflow
 from workflows import lifecycle, training
@@ -32,8 +36,8 @@ def test_run_logs_params_metrics_tags_and_artifacts(store):
     for tag in ("git_commit", "backend", "device", "dataset_fingerprint", "model_family"):
         assert run.data.tags[tag]
     artifacts = {a.path for a in mlflow.MlflowClient().list_artifacts(run.info.run_id)}
-    assert {"config.json", "vocabulary.txt", "learning_curves.png", "confusion_matrix.png",
-            "confidently_wrong.json", "test_metrics.json"} <= artifacts
+    assert {"config.json", "vocabulary.txt", "learning_curves.png", "test_confusion_matrix.png",
+            "test_calibration.png", "test_confidently_wrong.json", "test_metrics.json"} <= artifacts
     matrix = json.loads(mlflow.artifacts.load_text(
         f"runs:/{run.info.run_id}/test_metrics.json"))["confusion_matrix"]
     assert np.sum(matrix) == 48  # every test review counted once
@@ -203,3 +207,108 @@ def test_a_crash_after_training_is_finished_by_the_rerun_without_training_again(
     assert run.data.tags["model_logged"] == "true"
     assert workflow.main(argv) == 0
     assert "already trained" in capsys.readouterr().out
+
+
+def test_nbsvm_scales_ngrams_by_the_log_count_ratios_of_the_train_reviews(store):
+    assert workflow.main(["train", "--model", "nbsvm", *COMMON, "--set", "max_tokens=500"]) == 0
+    run = runs_by_model()["nbsvm"]
+    assert run.info.status == "FINISHED" and run.data.params["ngrams"] == "3"
+    end_to_end = keras.saving.load_model(Path(run.data.tags["run_folder"]) / "model.keras")
+    vectorizer = next(layer for layer in end_to_end.layers
+                      if isinstance(layer, keras.layers.TextVectorization))
+    (linear,) = [layer for layer in end_to_end._flatten_layers()
+                 if isinstance(layer, layers.NaiveBayesLinear)]
+    prepared = workflow.load_data(workflow.CATALOG.make("nbsvm", None, {})).prepared
+    present = keras.ops.convert_to_numpy(
+        tf.sparse.to_dense(vectorizer(prepared.texts("train")))).astype(bool)
+    labels = prepared.labels("train")
+    p = present[labels == 1].sum(axis=0) + 1.0  # alpha = 1
+    q = present[labels == 0].sum(axis=0) + 1.0
+    expected = np.log(p / p.sum()) - np.log(q / q.sum())
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(linear.ratios), expected, rtol=1e-5,
+                               atol=1e-5)
+    assert any(len(term.split()) == 3 for term in vectorizer.get_vocabulary())  # trigrams
+
+
+def test_evaluate_on_labelled_texts_logs_f1_and_calibration(store, tmp_path, capsys):
+    tsv = tmp_path / "Short reviews.tsv"
+    tsv.write_text("Great phone, works well\tpositive\nBroke after a day.\tneg\n"
+                   "Loved\tthe\tbook\t1\n\nTerrible service\t0\n", encoding="utf-8")
+    run_id = runs_by_model()["bow"].info.run_id
+    assert workflow.main(["evaluate", "--run-id", run_id, "--texts", str(tsv)]) == 0
+    assert '"macro_f1"' in capsys.readouterr().out
+    run = mlflow.get_run(run_id)
+    metrics = run.data.metrics
+    for name in ("accuracy", "macro_f1", "micro_f1", "roc_auc", "expected_calibration_error"):
+        assert 0 <= metrics[f"texts_short_reviews_{name}"] <= 1, name
+    assert metrics["texts_short_reviews_micro_f1"] == metrics["texts_short_reviews_accuracy"]
+    assert metrics["test_accuracy"] == pytest.approx(runs_by_model()["bow"].data.metrics[
+        "test_accuracy"])  # the test scores are left as they were
+    artifacts = {a.path for a in mlflow.MlflowClient().list_artifacts(run_id)}
+    assert {"texts_short_reviews_calibration.png", "texts_short_reviews_metrics.json"} <= artifacts
+    matrix = json.loads(mlflow.artifacts.load_text(
+        f"runs:/{run_id}/texts_short_reviews_metrics.json"))["confusion_matrix"]
+    assert np.sum(matrix) == 4
+    csv_file = tmp_path / "other.csv"
+    csv_file.write_text('id,Review,sentiment\n1,"Fine, really fine",pos\n2,Awful,neg\n',
+                        encoding="utf-8")
+    assert workflow.main(["evaluate", "--run-id", run_id, "--texts", str(csv_file)]) == 0
+    assert mlflow.get_run(run_id).data.metrics["texts_other_accuracy"] in (0.0, 0.5, 1.0)
+
+
+@pytest.mark.parametrize("content, suffix, message", [
+    ("Great film\n", ".tsv", "line 1: expected text<TAB>label"),
+    ("Great film\tmaybe\n", ".tsv", "label 'maybe' is not one of"),
+    ("\t1\n", ".tsv", "line 1: the text is empty"),
+    ("\n\n", ".tsv", "has no labelled texts"),
+    ("words,label\nGood,1\n", ".csv", "has no text column"),
+    (b"caf\xe9\t1\n", ".tsv", "is not UTF-8"),
+])
+def test_bad_labelled_texts_get_a_clear_error(store, tmp_path, capsys, content, suffix, message):
+    path = tmp_path / f"texts{suffix}"
+    (path.write_bytes if isinstance(content, bytes) else path.write_text)(content)
+    assert workflow.main(["evaluate", "--texts", str(path)]) == 2
+    assert message in capsys.readouterr().err
+    assert workflow.main(["evaluate", "--texts", str(tmp_path / "missing.tsv")]) == 2
+
+
+def test_lm_classifier_transfers_a_language_model_and_compares_with_scratch(store, capsys):
+    from tests.workflows.test_language_model import TINY
+    from workflows import language_model
+
+    assert language_model.main(["train", *TINY, "--set", "vocabulary_size=200"]) == 0
+    lm_run = language_model.compare(style="csv")[0]["run_id"]
+    head = ["--epochs", "2", "--set", "batch_size=8", "--set", "max_review_tokens=40"]
+    assert workflow.main(["train", "--model", "lm_classifier", "--init-from", lm_run,
+                          *head]) == 0
+    assert workflow.main(["train", "--model", "lm_classifier", "--init-from", lm_run, *head,
+                          "--set", "pretrained=false"]) == 0
+    experiment = mlflow.get_experiment_by_name(workflow.EXPERIMENT)
+    runs = [run for run in mlflow.search_runs([experiment.experiment_id], output_format="list")
+            if run.data.params.get("model") == "lm_classifier"]
+    assert {run.data.params["pretrained"] for run in runs} == {"True", "False"}
+    for run in runs:
+        assert run.info.status == "FINISHED" and run.data.tags["model_logged"] == "true"
+        assert run.data.params["init_from"].startswith(lm_run)
+        assert run.data.params["embed_dim"] == "16"  # the language model's architecture
+    source = language_model.load_generator(mlflow.get_run(runs[0].data.params["init_from"]))
+    pretrained = next(run for run in runs if run.data.params["pretrained"] == "True")
+    assert mlflow.artifacts.load_text(f"runs:/{pretrained.info.run_id}/vocabulary.txt") \
+        .split("\n") == source.vocabulary  # the language model's tokenizer
+    assert workflow.main(["evaluate", "--run-id", pretrained.info.run_id]) == 0
+    assert 0 <= mlflow.get_run(pretrained.info.run_id).data.metrics["test_accuracy"] <= 1
+    probabilities = workflow.predict(["A gripping film <br /> truly", ""], pretrained.info.run_id)
+    assert len(probabilities) == 2 and all(0 <= p <= 1 for p in probabilities)
+    assert workflow.main(["train", "--model", "lm_classifier"]) == 2
+    assert "give --init-from" in capsys.readouterr().err
+
+
+def test_lm_classifier_unfreezes_top_down_with_smaller_rates_below():
+    config = workflow.CATALOG.make("lm_classifier", None, {
+        "init_from": "x", "num_layers": 2, "embed_dim": 8, "dense_dim": 16, "num_heads": 2,
+        "vocabulary_size": 30, "sequence_length": 8, "unfreeze_epochs": 1.0,
+        "layer_lr_decay": 0.5, "pretrained": False})
+    model = workflow.build_model(config, 30, None, steps_per_epoch=8)
+    groups = model.optimizer.groups
+    assert groups == {"final_norm": (1.0, 0), "decoder_1": (0.5, 2), "decoder_0": (0.25, 4),
+                      "embedding": (0.125, 6)}

@@ -1,4 +1,5 @@
-"""A GPT-style language model from `layers/`, with typed sublayers and cached steps."""
+"""A GPT-style language model from `layers/`, with typed sublayers and cached steps, and
+a classifier on top of its decoder stack (for transfer to sentiment)."""
 
 import keras
 from keras import ops
@@ -30,8 +31,9 @@ class GPT(keras.Model):
                                      norm_first=True, dtype=dtype, name=f"decoder_{index}")
                   for index in range(num_layers)]
         final_norm = keras.layers.LayerNormalization(epsilon=1e-5, dtype=dtype, name="final_norm")
+        embedding_dropout = keras.layers.Dropout(dropout, dtype=dtype, name="embedding_dropout")
         tokens = keras.Input((None,), dtype="int32", name="token_ids")
-        x = keras.layers.Dropout(dropout, dtype=dtype, name="embedding_dropout")(embedding(tokens))
+        x = embedding_dropout(embedding(tokens))
         for block in blocks:
             x = block(x)
         logits = keras.layers.Activation("linear", dtype="float32", name="logits")(
@@ -39,10 +41,19 @@ class GPT(keras.Model):
         kwargs.setdefault("name", "gpt")
         super().__init__(tokens, logits, **kwargs)
         self.embedding, self.blocks, self.final_norm = embedding, blocks, final_norm
+        self.embedding_dropout = embedding_dropout
         self.vocabulary_size, self.max_length = vocabulary_size, max_length
         self.embed_dim, self.dense_dim, self.num_heads = embed_dim, dense_dim, num_heads
         self.num_layers, self.dropout = num_layers, dropout
         self.sublayer_dtype = embedding.dtype_policy
+
+    def hidden_states(self, tokens, training=None):
+        """The final-norm outputs `(batch, length, embed_dim)`: the features under the
+        logits, for a head of another task."""
+        x = self.embedding_dropout(self.embedding(tokens), training=training)
+        for block in self.blocks:
+            x = block(x, training=training)
+        return self.final_norm(x)
 
     def initial_cache(self, batch_size, max_length):
         return tuple(block.initial_cache(batch_size, max_length) for block in self.blocks)
@@ -68,3 +79,56 @@ class GPT(keras.Model):
     @classmethod
     def from_config(cls, config):
         return cls(**config)
+
+
+@keras.saving.register_keras_serializable(package="nlpkit")
+class GPTClassifier(keras.Model):
+    """A GPT's decoder stack under a pooled binary classifier head (ULMFiT-style).
+
+    Texts longer than the GPT's `max_length` are cut into consecutive chunks of that
+    length, each read by the (causal) stack on its own; the hidden states of every
+    real token (id != `pad_id`) are pooled over the whole text, by mean and by max,
+    concatenated (Howard & Ruder's concat pooling), and mapped to P(positive).
+
+    Args:
+        backbone: a `GPT` (pretrained, or new to train from scratch).
+        dropout: float. Before the output layer.
+        pad_id: int. The padding token id (`0`).
+    """
+
+    def __init__(self, backbone, dropout=0.1, pad_id=0, **kwargs):
+        kwargs.setdefault("name", "gpt_classifier")
+        super().__init__(**kwargs)
+        self.backbone, self.dropout, self.pad_id = backbone, dropout, pad_id
+        self.head_dropout = keras.layers.Dropout(dropout, name="head_dropout")
+        self.head = keras.layers.Dense(1, activation="sigmoid", dtype="float32", name="head")
+        self.build()
+
+    def build(self, input_shape=None):
+        self.head.build((None, 2 * self.backbone.embed_dim))
+        self.built = True
+
+    def call(self, tokens, training=None):
+        tokens = ops.convert_to_tensor(tokens, "int32")
+        chunk = self.backbone.max_length
+        tokens = ops.pad(tokens, [[0, 0], [0, (-ops.shape(tokens)[1]) % chunk]],
+                         constant_values=self.pad_id)
+        hidden = self.backbone.hidden_states(ops.reshape(tokens, (-1, chunk)), training)
+        hidden = ops.reshape(ops.cast(hidden, "float32"),
+                             (ops.shape(tokens)[0], -1, self.backbone.embed_dim))
+        real = ops.expand_dims(ops.not_equal(tokens, self.pad_id), -1)
+        count = ops.maximum(ops.sum(ops.cast(real, "float32"), axis=1), 1.0)
+        mean = ops.sum(ops.where(real, hidden, 0.0), axis=1) / count
+        maximum = ops.max(ops.where(real, hidden, -1e9), axis=1)
+        features = ops.concatenate([mean, ops.maximum(maximum, -1e4)], axis=-1)
+        return self.head(self.head_dropout(features, training=training))
+
+    def get_config(self):
+        return {"name": self.name, "dropout": self.dropout, "pad_id": self.pad_id,
+                "backbone": keras.saving.serialize_keras_object(self.backbone)}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        backbone = keras.saving.deserialize_keras_object(config.pop("backbone"))
+        return cls(backbone, **config)

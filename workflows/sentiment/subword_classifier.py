@@ -1,0 +1,85 @@
+"""A classifier that reads reviews as a language model's WordPiece tokens.
+
+`SubwordClassifier.save(folder)` writes the Keras model (token ids in, P(positive)
+out), the vocabulary and the settings; `SubwordClassifier.load(folder).predict(texts)`
+tokenizes raw reviews the way the language model read its corpus (each document
+starts after `[END]`) and scores them in batches of similar length.
+"""
+
+import json
+from functools import cached_property
+from pathlib import Path
+
+import keras
+import numpy as np
+
+import layers  # noqa: F401  registers the layers a saved model uses
+from data_prep.runtime import compiled
+from data_prep.subwords import SPECIAL_TOKENS, make_wordpiece_tokenizer
+from data_prep.text import clean_html
+from workflows.causal_lm import models  # noqa: F401  registers GPT and GPTClassifier
+
+SETTINGS_FILE = "classifier.json"
+END_ID = SPECIAL_TOKENS.index("[END]")
+
+
+def token_rows(tokenizer, texts, max_tokens, batch_size=512):
+    """`[END]` then each review's token ids, cut at `max_tokens`."""
+    rows = []
+    for start in range(0, len(texts), batch_size):
+        batch = [clean_html(text) for text in texts[start:start + batch_size]]
+        rows += [[END_ID, *np.asarray(ids).tolist()][:max_tokens] for ids in tokenizer(batch)]
+    return rows
+
+
+def token_array(rows, width):
+    """`(len(rows), width)` int32 ids, 0-padded."""
+    array = np.zeros((len(rows), width), "int32")
+    for i, row in enumerate(rows):
+        array[i, :len(row)] = row
+    return array
+
+
+class SubwordClassifier:
+    def __init__(self, model, vocabulary, max_review_tokens):
+        self.model, self.vocabulary = model, list(vocabulary)
+        self.max_review_tokens = max_review_tokens
+        self._forward = compiled(lambda ids: self.model(ids, training=False), model)
+
+    @cached_property
+    def tokenizer(self):
+        return make_wordpiece_tokenizer(self.vocabulary)
+
+    def token_rows(self, texts):
+        return token_rows(self.tokenizer, texts, self.max_review_tokens)
+
+    def predict(self, texts, batch_size=32):
+        """P(positive) of each text; batches of similar length, padded to a multiple of
+        the model's chunk length (few shapes to compile)."""
+        rows = self.token_rows(list(texts))
+        chunk = self.model.backbone.max_length
+        probabilities = np.zeros(len(rows))
+        order = np.argsort([len(row) for row in rows], kind="stable")
+        for start in range(0, len(rows), batch_size):
+            batch = order[start:start + batch_size]
+            width = -(-max(len(rows[i]) for i in batch) // chunk) * chunk
+            ids = token_array([rows[i] for i in batch], width)
+            probabilities[batch] = keras.ops.convert_to_numpy(self._forward(ids))[:, 0]
+        return probabilities
+
+    def save(self, folder):
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        self.model.save(folder / "model.keras")
+        (folder / "vocabulary.txt").write_text("\n".join(self.vocabulary), "utf-8")
+        (folder / SETTINGS_FILE).write_text(json.dumps(
+            {"max_review_tokens": self.max_review_tokens}))
+        return folder
+
+    @classmethod
+    def load(cls, folder):
+        folder = Path(folder)
+        settings = json.loads((folder / SETTINGS_FILE).read_text())
+        model = keras.saving.load_model(folder / "model.keras", compile=False)
+        vocabulary = (folder / "vocabulary.txt").read_text("utf-8").split("\n")
+        return cls(model, vocabulary, settings["max_review_tokens"])
