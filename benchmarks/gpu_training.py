@@ -17,6 +17,8 @@ On the GPU machine (`KERAS_BACKEND=jax`):
     python benchmarks/gpu_training.py translation --bundle .bundle --minutes 15
     python benchmarks/gpu_training.py language_model --bundle .bundle --minutes 4
     python benchmarks/gpu_training.py imdb_bilstm --bundle .bundle --epochs 3
+    python benchmarks/gpu_training.py imdb_lm_classifier --bundle .bundle --lm-minutes 8 \
+        --epochs 3 [--set lm.FIELD=VALUE] [--set pretrained=false]
 
 Each step writes `<step>.json` into `--output-dir`.
 """
@@ -40,6 +42,7 @@ from reporting import machine  # noqa: E402
 from workflows.seq2seq.batching import batches_of  # noqa: E402
 
 PROMPTS = ["The movie was", "I have never seen", "This film is a", "My favourite actor"]
+MAX_REVIEW_SUBWORDS = 1024  # the language model's tokens per review, exported
 
 
 # ## The bundle: ragged id arrays, vocabularies and references, small enough to carry
@@ -61,7 +64,9 @@ def load_ragged(arrays, name):
 def export(args):
     """Writes the bundle: translation, language-model and IMDB arrays of the GPU presets."""
     from data_prep import imdb
+    from data_prep.subwords import make_wordpiece_tokenizer
     from workflows import imdb_sentiment, language_model, translation
+    from workflows.sentiment.subword_classifier import token_rows
     from workflows.seq2seq.tokenization import references
 
     bundle = Path(args.output)
@@ -86,7 +91,6 @@ def export(args):
     streams = {split: lm.prepared.token_ids(split).astype("uint16")
                for split in ("train", "val", "test")}
     np.savez_compressed(bundle / "language_model.npz", **streams)
-    from data_prep.subwords import make_wordpiece_tokenizer
     prompt_ids = [np.asarray(r).tolist() for r in make_wordpiece_tokenizer(
         generator_vocabulary)(PROMPTS)]
     (bundle / "language_model.json").write_text(json.dumps({
@@ -95,10 +99,12 @@ def export(args):
 
     settings = imdb_sentiment.data_settings(imdb_sentiment.CATALOG.make("bilstm"))
     prepared = imdb.prepare(args.imdb_path, settings, args.work_dir, verbose=False)
-    reviews = {}
+    reviews, subword_tokenizer = {}, make_wordpiece_tokenizer(generator_vocabulary)
     for split in ("train", "val", "test"):
         ids = prepared.token_ids(split)
         save_ragged(reviews, split, [row[row != 0] for row in ids])
+        save_ragged(reviews, f"{split}_subwords", token_rows(
+            subword_tokenizer, prepared.texts(split), MAX_REVIEW_SUBWORDS))
         reviews[f"{split}_labels"] = prepared.labels(split).astype("int8")
     np.savez_compressed(bundle / "imdb.npz", **reviews)
     (bundle / "imdb.json").write_text(json.dumps({"vocabulary_size": len(
@@ -190,14 +196,15 @@ def run_translation(args):
             "test_sentences": len(test_ids), **results}
 
 
-def run_language_model(args):
+def pretrain_language_model(args, overrides, minutes):
+    """The GPU preset GPT trained on the bundle's streams for `minutes`:
+    (model, config, streams, vocabulary metadata, results)."""
     from workflows.causal_lm.batching import WindowBatches
-    from workflows.causal_lm.generator import Generator, Sampling
     from workflows.causal_lm.presets import CATALOG, build_model
 
     streams = np.load(Path(args.bundle) / "language_model.npz")
     meta = json.loads((Path(args.bundle) / "language_model.json").read_text())
-    config = CATALOG.make("gpt", "gpu", parse_overrides(args.set))
+    config = CATALOG.make("gpt", "gpu", overrides)
     stream = {split: streams[split][:args.limit and args.limit * config.sequence_length]
               .astype("int32") for split in ("train", "val", "test")}
     model = build_model(config, len(meta["vocabulary"]))
@@ -208,10 +215,21 @@ def run_language_model(args):
     state, results = train(
         model, lambda epoch: WindowBatches(stream["train"], length, batch, config.seed + epoch,
                                            config.steps_per_epoch),
-        validation, Path(args.work_dir) / "language_model", config, args.minutes,
+        validation, Path(args.work_dir) / "language_model", config, minutes,
         config.steps_per_epoch * batch, None)
     results["tokens_per_second"] = (config.steps_per_epoch * batch * length
                                     / results["median_epoch_seconds"])
+    results["val_perplexity"] = math.exp(state.best_val_loss)
+    return model, config, stream, meta, results
+
+
+def run_language_model(args):
+    from workflows.causal_lm.batching import WindowBatches
+    from workflows.causal_lm.generator import Generator, Sampling
+
+    model, config, stream, meta, results = pretrain_language_model(
+        args, parse_overrides(args.set), args.minutes)
+    length, batch = config.sequence_length, config.batch_size
     model.compile(loss=model.loss)
     for split in ("val", "test"):
         loss = model.evaluate(WindowBatches(stream[split], length, batch), verbose=0)
@@ -270,13 +288,54 @@ def run_imdb_bilstm(args):
     return {"config": config.__dict__, "parameters": model.count_params(), **results}
 
 
+def run_imdb_lm_classifier(args):
+    """Pretrains the GPU preset GPT for `--lm-minutes`, then fine-tunes it under the
+    `lm_classifier` head on the labelled reviews (and, with `--set pretrained=false`,
+    trains the same classifier from scratch); test accuracy on all 25,000 reviews."""
+    from workflows.classification import binary_metrics
+    from workflows.sentiment.presets import CATALOG, LM_ARCHITECTURE, build_model
+
+    overrides = parse_overrides(args.set)
+    classifier_overrides = {k: v for k, v in overrides.items() if not k.startswith("lm.")}
+    lm_model, lm_config, _, meta, lm_results = pretrain_language_model(
+        args, {k[3:]: v for k, v in overrides.items() if k.startswith("lm.")}, args.lm_minutes)
+    config = CATALOG.make("lm_classifier", None, {
+        "init_from": "pretrained on the GPU", "epochs": args.epochs,
+        **{name: getattr(lm_config, name) for name in LM_ARCHITECTURE},
+        **classifier_overrides})
+    arrays = np.load(Path(args.bundle) / "imdb.npz")
+    data = {split: ([row[:config.max_review_tokens]
+                     for row in load_ragged(arrays, f"{split}_subwords")[:args.limit]],
+                    arrays[f"{split}_labels"][:args.limit]) for split in ("train", "val", "test")}
+    train_batches = ReviewBatches(*data["train"], config.batch_size, config.seed,
+                                  multiple=config.sequence_length)
+    model = build_model(config, config.vocabulary_size, lm_model, len(train_batches))
+    state, results = train(
+        model, lambda epoch: ReviewBatches(*data["train"], config.batch_size, config.seed + epoch,
+                                           multiple=config.sequence_length),
+        ReviewBatches(*data["val"], 64, multiple=config.sequence_length),
+        Path(args.work_dir) / "imdb_lm_classifier", config, args.minutes,
+        len(data["train"][1]), None)
+    test = ReviewBatches(*data["test"], 64, multiple=config.sequence_length)
+    started = time.perf_counter()
+    probabilities = np.concatenate([np.asarray(model.predict_on_batch(test[i])).reshape(-1)
+                                    for i in range(len(test))])
+    results["test_reviews_per_second"] = len(probabilities) / (time.perf_counter() - started)
+    labels = np.concatenate([test[i][1] for i in range(len(test))])
+    metrics = binary_metrics(labels, probabilities)
+    results.update({f"test_{k}": v for k, v in metrics.items()})
+    print(json.dumps({k: v for k, v in results.items() if k != "history"}, indent=2))
+    return {"config": config.__dict__, "parameters": model.count_params(),
+            "language_model": {"config": lm_config.__dict__, **lm_results}, **results}
+
+
 def parse_overrides(pairs):
     """`--set FIELD=VALUE` flags as overrides (the config coerces and checks them)."""
     return dict(pair.split("=", 1) for pair in pairs or ())
 
 
 STEPS = {"translation": run_translation, "language_model": run_language_model,
-         "imdb_bilstm": run_imdb_bilstm}
+         "imdb_bilstm": run_imdb_bilstm, "imdb_lm_classifier": run_imdb_lm_classifier}
 
 
 def main(argv=None):
@@ -294,7 +353,9 @@ def main(argv=None):
         step.add_argument("--work-dir", default="/tmp/gpu_training")
         step.add_argument("--output-dir", default=".")
         step.add_argument("--minutes", type=float, default=10.0, help="training budget")
-        step.add_argument("--epochs", type=int, default=3, help="imdb_bilstm: epochs")
+        step.add_argument("--epochs", type=int, default=3, help="imdb_*: epochs")
+        step.add_argument("--lm-minutes", type=float, default=8.0,
+                          help="imdb_lm_classifier: language-model pretraining budget")
         step.add_argument("--tokens", type=int, default=128, help="generated, timed")
         step.add_argument("--set", action="append", metavar="FIELD=VALUE",
                           help="override a preset field")

@@ -284,12 +284,17 @@ def log_evaluation(run_id, metrics, dicts=None, figures=None, tables=None):
 
 def register(lesson, run_id, name, alias=None):
     """Registers the model of `run_id` (or of the latest run) as a new version of `name`."""
-    run = tracking.find_run(lesson.experiment, run_id)
+    run = check_has_model(tracking.find_run(lesson.experiment, run_id))
+    return tracking.register_model(run.info.run_id, name, alias)
+
+
+def check_has_model(run):
+    """`run`, if it logged a model; else a user error saying what to do."""
     if run.data.tags.get("model_logged") != "true":
         raise tracking.RunNotFoundError(
             f"Run {run.info.run_id} has no logged model ({run.info.status}); rerun its train "
             "command to finish it, or pick another run from `compare`.")
-    return tracking.register_model(run.info.run_id, name, alias)
+    return run
 
 
 # ## Compare and sweep

@@ -12,9 +12,11 @@ import pytest
 import tensorflow as tf
 
 import layers
+from data_prep import imdb
 from tests.workflows.conftest import BOW, COMMON, RNN
 from workflows import imdb_sentiment as workflow
 from workflows import lifecycle, training
+from workflows.sentiment import ensemble
 
 
 def runs_by_model():
@@ -312,3 +314,46 @@ def test_lm_classifier_unfreezes_top_down_with_smaller_rates_below():
     groups = model.optimizer.groups
     assert groups == {"final_norm": (1.0, 0), "decoder_1": (0.5, 2), "decoder_0": (0.25, 4),
                       "embedding": (0.125, 6)}
+
+
+def test_ensemble_fits_weights_on_validation_only_and_serves_like_a_model(
+        store, monkeypatch, capsys, tmp_path):
+    runs = runs_by_model()
+    members = [runs["bow"].info.run_id, runs["bilstm"].info.run_id]
+    read = []
+    for method in ("texts", "labels"):
+        original = getattr(imdb.PreparedImdb, method)
+        monkeypatch.setattr(imdb.PreparedImdb, method, lambda self, split, original=original: (
+            read.append(split), original(self, split))[1])
+    assert workflow.main(["ensemble", "--run-id", members[0][:10], "--run-id", members[1]]) == 0
+    assert set(read) == {"val"}  # never the test reviews
+    monkeypatch.undo()
+    ensemble = runs_by_model()["ensemble"]
+    assert ensemble.data.params["members"] == ",".join(sorted(members))
+    assert 0 <= ensemble.data.metrics["best_val_accuracy"] <= 1
+    assert workflow.main(["ensemble", "--run-id", members[1], "--run-id", members[0]]) == 0
+    assert "This ensemble exists" in capsys.readouterr().out
+    assert workflow.main(["evaluate", "--run-id", ensemble.info.run_id]) == 0
+    assert 0 <= mlflow.get_run(ensemble.info.run_id).data.metrics["test_accuracy"] <= 1
+    script = ("import json, mlflow\n"
+              f"model = mlflow.pyfunc.load_model('runs:/{ensemble.info.run_id}/model')\n"
+              "print(json.dumps(model.predict(['Wonderful and moving', ''])))\n")
+    result = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True,
+                            text=True, timeout=300, env=_env_without_repository())
+    assert result.returncode == 0, result.stderr[-2000:]
+    probabilities = json.loads(result.stdout.strip().splitlines()[-1])
+    assert len(probabilities) == 2 and all(0 <= p <= 1 for p in probabilities)
+    assert workflow.main(["ensemble", "--run-id", members[0]]) == 2
+    assert "at least two different runs" in capsys.readouterr().err
+
+
+def test_ensemble_weights_favour_the_informative_model():
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, 2, 400)
+    informative = np.clip(labels * 0.6 + 0.2 + rng.normal(0, 0.1, 400), 0.01, 0.99)
+    noise = rng.uniform(0.01, 0.99, 400)
+    probabilities = np.stack([noise, informative], axis=1)
+    weights, bias = ensemble.fit_weights(probabilities, labels)
+    assert weights[1] > 5 * abs(weights[0])
+    combined = ensemble.combine(probabilities, weights, bias)
+    assert np.mean((combined >= 0.5) == labels) >= np.mean((informative >= 0.5) == labels)

@@ -1,0 +1,46 @@
+"""An IMDB ensemble as an MLflow pyfunc: reviews in, the combined P(positive) out.
+
+Logged by `python -m workflows.imdb_sentiment ensemble`; its artifact folder holds each
+member's own pyfunc model (code included) and `ensemble.json` (member order, weights,
+bias), so it loads and serves in a fresh process like any single model:
+
+    mlflow.pyfunc.load_model(uri).predict(["A gripping, beautifully shot film."])
+"""
+
+import json
+from pathlib import Path
+
+import mlflow
+import numpy as np
+from mlflow.exceptions import MlflowException
+from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE
+from mlflow.pyfunc import PythonModel
+
+from workflows.sentiment.ensemble import combine
+
+SETTINGS_FILE = "ensemble.json"
+
+
+class EnsembleSentiment(PythonModel):
+    def load_context(self, context):
+        folder = Path(context.artifacts["ensemble"])
+        settings = json.loads((folder / SETTINGS_FILE).read_text())
+        self.members = [mlflow.pyfunc.load_model(str(folder / name))
+                        for name in settings["members"]]
+        self.weights, self.bias = settings["weights"], settings["bias"]
+
+    def predict(self, context, model_input: list[str], params=None) -> list[float]:
+        """The combined probability that each review is positive.
+
+        Raises `MlflowException` (HTTP 400 when served) for an empty list.
+        """
+        texts = list(model_input)
+        if not texts:
+            raise MlflowException('Send at least one review, e.g. {"inputs": ["Loved it"]}.',
+                                  error_code=INVALID_PARAMETER_VALUE)
+        probabilities = np.stack([np.asarray(member.predict(texts), "float64").reshape(-1)
+                                  for member in self.members], axis=1)
+        return combine(probabilities, self.weights, self.bias).tolist()
+
+
+mlflow.models.set_model(EnsembleSentiment())
