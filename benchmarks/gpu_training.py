@@ -99,14 +99,17 @@ def export(args):
 
     settings = imdb_sentiment.data_settings(imdb_sentiment.CATALOG.make("bilstm"))
     prepared = imdb.prepare(args.imdb_path, settings, args.work_dir, verbose=False)
-    reviews, subword_tokenizer = {}, make_wordpiece_tokenizer(generator_vocabulary)
+    reviews, subwords = {}, {}  # the BiLSTM's word ids; the language model's subwords
+    subword_tokenizer = make_wordpiece_tokenizer(generator_vocabulary)
     for split in ("train", "val", "test"):
         ids = prepared.token_ids(split)
         save_ragged(reviews, split, [row[row != 0] for row in ids])
-        save_ragged(reviews, f"{split}_subwords", token_rows(
-            subword_tokenizer, prepared.texts(split), MAX_REVIEW_SUBWORDS))
-        reviews[f"{split}_labels"] = prepared.labels(split).astype("int8")
+        save_ragged(subwords, split, token_rows(subword_tokenizer, prepared.texts(split),
+                                                MAX_REVIEW_SUBWORDS))
+        reviews[f"{split}_labels"] = subwords[f"{split}_labels"] = \
+            prepared.labels(split).astype("int8")
     np.savez_compressed(bundle / "imdb.npz", **reviews)
+    np.savez_compressed(bundle / "imdb_subwords.npz", **subwords)
     (bundle / "imdb.json").write_text(json.dumps({"vocabulary_size": len(
         prepared.vocabulary())}))
     for path in sorted(bundle.iterdir()):
@@ -303,9 +306,9 @@ def run_imdb_lm_classifier(args):
         "init_from": "pretrained on the GPU", "epochs": args.epochs,
         **{name: getattr(lm_config, name) for name in LM_ARCHITECTURE},
         **classifier_overrides})
-    arrays = np.load(Path(args.bundle) / "imdb.npz")
+    arrays = np.load(Path(args.bundle) / "imdb_subwords.npz")
     data = {split: ([row[:config.max_review_tokens]
-                     for row in load_ragged(arrays, f"{split}_subwords")[:args.limit]],
+                     for row in load_ragged(arrays, split)[:args.limit]],
                     arrays[f"{split}_labels"][:args.limit]) for split in ("train", "val", "test")}
     train_batches = ReviewBatches(*data["train"], config.batch_size, config.seed,
                                   multiple=config.sequence_length)
@@ -314,12 +317,13 @@ def run_imdb_lm_classifier(args):
         model, lambda epoch: ReviewBatches(*data["train"], config.batch_size, config.seed + epoch,
                                            multiple=config.sequence_length),
         ReviewBatches(*data["val"], 64, multiple=config.sequence_length),
-        Path(args.work_dir) / "imdb_lm_classifier", config, args.minutes,
+        Path(args.work_dir) / f"imdb_lm_classifier{'' if config.pretrained else '_scratch'}",
+        config, args.minutes,
         len(data["train"][1]), None)
     test = ReviewBatches(*data["test"], 64, multiple=config.sequence_length)
     started = time.perf_counter()
-    probabilities = np.concatenate([np.asarray(model.predict_on_batch(test[i])).reshape(-1)
-                                    for i in range(len(test))])
+    probabilities = np.concatenate([np.asarray(model.predict_on_batch(test[i][0]))
+                                    .reshape(-1) for i in range(len(test))])
     results["test_reviews_per_second"] = len(probabilities) / (time.perf_counter() - started)
     labels = np.concatenate([test[i][1] for i in range(len(test))])
     metrics = binary_metrics(labels, probabilities)
