@@ -1,0 +1,121 @@
+"""Every IMDB model's measured figures, from the MLflow store, beside the classical anchors.
+
+For each model of the `imdb_sentiment` experiment, its newest run that has test
+metrics (`python -m workflows.imdb_sentiment evaluate --run-id ...`): test accuracy,
+ROC AUC and macro F1 on all 25,000 test reviews, training minutes (an ensemble: its
+members' sum), test reviews scored per second, and accuracy on the short
+out-of-domain reviews of `--texts` (scored here when a run lacks it). GPU figures come
+from `benchmarks/results/gpu_imdb_lm_classifier.json`.
+
+    MLFLOW_TRACKING_URI=sqlite:///work/mlflow.db python benchmarks/imdb_models.py
+
+Writes `benchmarks/results/imdb_models.json` and prints the README's table.
+"""
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+RESULTS = Path(__file__).with_name("results")
+SHORT_REVIEWS = Path(__file__).with_name("data") / "short_reviews.tsv"
+ANCHORS = {  # test accuracy on IMDB, trained on IMDB data only
+    "NBSVM-bi (Wang & Manning 2012)": 0.9122,
+    "NBSVM-uni+bi+tri (Mesnil et al. 2014)": 0.9187,
+    "RNNLM + paragraph vectors + NBSVM ensemble (Mesnil et al. 2014)": 0.9257,
+    "ULMFiT without external pretraining (Howard & Ruder 2018)": 0.944,
+}
+
+
+def texts_key(path):
+    return "texts_" + re.sub(r"[^0-9a-zA-Z]+", "_", Path(path).stem).strip("_").lower()
+
+
+def measured_runs(texts):
+    """{model: figures} for the newest evaluated run of each model."""
+    import mlflow
+
+    from workflows import imdb_sentiment as workflow
+    from workflows import tracking
+
+    experiment = tracking.use_experiment(workflow.EXPERIMENT)
+    runs = mlflow.search_runs([experiment.experiment_id], "metrics.test_accuracy > 0",
+                              order_by=["attributes.start_time DESC"], output_format="list")
+    newest = {}
+    for run in runs:
+        newest.setdefault(run.data.params.get("model"), run)
+    minutes = {run.info.run_id: run.data.metrics.get("train_minutes") for run in runs}
+    key = texts_key(texts)
+    rows = {}
+    for model, run in newest.items():
+        if f"{key}_accuracy" not in run.data.metrics:
+            workflow.evaluate(run.info.run_id, texts_file=texts)
+            run = mlflow.get_run(run.info.run_id)
+        metrics = run.data.metrics
+        members = run.data.params.get("members", "").split(",") if model == "ensemble" else []
+        rows[model] = {
+            "run_id": run.info.run_id, "device": run.data.tags.get("device"),
+            "test_accuracy": metrics["test_accuracy"], "test_roc_auc": metrics["test_roc_auc"],
+            "test_macro_f1": metrics.get("test_macro_f1"),
+            "train_minutes": sum(minutes.get(m) or 0 for m in members) if members
+            else metrics.get("train_minutes"),
+            "test_reviews_per_second": metrics.get("test_reviews_per_second"),
+            "short_reviews_accuracy": metrics[f"{key}_accuracy"],
+            "short_reviews_macro_f1": metrics[f"{key}_macro_f1"],
+            **({"members": members, "weights": run.data.params.get("weights")} if members
+               else {})}
+    return rows
+
+
+def gpu_rows():
+    path = RESULTS / "gpu_imdb_lm_classifier.json"
+    if not path.exists():
+        return {}
+    results = json.loads(path.read_text())
+    rows = {}
+    for name in ("pretrained_epochs_3", "pretrained_epochs_5_stopped_after_4", "scratch_epochs_3"):
+        run = results.get(name)
+        if run:
+            rows[f"lm_classifier (GPU, {name})"] = {
+                "device": run["machine"]["device"], "test_accuracy": run["test_accuracy"],
+                "test_roc_auc": run["test_roc_auc"],
+                "train_minutes": run["train_minutes"] + run["language_model"]["train_minutes"],
+                "test_reviews_per_second": run["test_reviews_per_second"]}
+    return rows
+
+
+def markdown(rows):
+    lines = ["| model | test accuracy | ROC AUC | macro F1 | train min | reviews/s | "
+             "short reviews acc. |", "|---|---|---|---|---|---|---|"]
+    for model, row in sorted(rows.items(), key=lambda item: -item[1]["test_accuracy"]):
+        cells = [row.get(k) for k in ("test_accuracy", "test_roc_auc", "test_macro_f1",
+                                      "train_minutes", "test_reviews_per_second",
+                                      "short_reviews_accuracy")]
+        formats = ["{:.4f}", "{:.4f}", "{:.4f}", "{:.1f}", "{:.0f}", "{:.3f}"]
+        lines.append(f"| {model} | " + " | ".join(
+            "-" if cell is None else fmt.format(cell)
+            for cell, fmt in zip(cells, formats, strict=True)) + " |")
+    lines += [f"| *{name}* | *{value}* | | | | | |" for name, value in ANCHORS.items()]
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--texts", default=str(SHORT_REVIEWS),
+                        help="labelled short reviews (text<TAB>label per line)")
+    parser.add_argument("--output", default=str(RESULTS / "imdb_models.json"))
+    args = parser.parse_args(argv)
+    from reporting import machine, write_results
+
+    rows = {**measured_runs(args.texts), **gpu_rows()}
+    write_results({"machine": machine(), "texts": args.texts, "anchors": ANCHORS,
+                   "models": rows}, args.output)
+    print(markdown(rows))
+
+
+if __name__ == "__main__":
+    main()
