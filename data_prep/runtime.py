@@ -60,12 +60,14 @@ def cpu_model():
     return platform.processor() or platform.machine()
 
 
-def compiled(function, *holders, tf_signature=None):
+def compiled(function, *holders, tf_signature=None, jit_compile=False):
     """`function(*arrays)` compiled for the current Keras backend (eager on torch).
 
     `tf_signature` (`[(shape, dtype), ...]`, `None` for unknown sizes) fixes the
     TensorFlow graph's input shapes, for loops whose shapes must stay unknown; without
-    it TensorFlow retraces per shape, generalizing as it goes.
+    it TensorFlow retraces per shape, generalizing as it goes. `jit_compile` has
+    TensorFlow compile the graph with XLA (one compilation per input shape; JAX always
+    does).
 
     On JAX the variables of `holders` (models, keras-hub samplers) are passed in at
     every call, so the compiled code always reads their current values, never those
@@ -79,9 +81,9 @@ def compiled(function, *holders, tf_signature=None):
         import tensorflow as tf  # only on its backend
 
         if tf_signature:
-            return tf.function(function, input_signature=[
+            return tf.function(function, jit_compile=jit_compile, input_signature=[
                 tf.TensorSpec(shape, dtype) for shape, dtype in tf_signature])
-        return tf.function(function, reduce_retracing=True)
+        return tf.function(function, jit_compile=jit_compile, reduce_retracing=True)
     if backend != "jax":
         return function
     import jax  # likewise

@@ -103,11 +103,11 @@ class Generator:
         sampling = (sampling or Sampling()).check()
         tokens, lengths = self._prompt_array(rows, sampling.max_new_tokens)
         mask = np.arange(tokens.shape[1])[None, :] < lengths[:, None]
-        if sampling.seed is None:  # the whole loop compiled once per sampling setting
+        if sampling.seed is None:  # the whole loop compiled (XLA) once per sampling setting
             if sampling not in self._loops:
                 sampler = sampling.make_sampler()
                 self._loops[sampling] = compiled(partial(self._sample, sampler), self.model,
-                                                 sampler)
+                                                 sampler, jit_compile=True)
             output = self._loops[sampling](tokens, mask)
         else:  # a fresh seeded sampler per call, so a seed repeats its choices
             output = self._sample(sampling.make_sampler(), tokens, mask)
@@ -134,7 +134,8 @@ class Generator:
             raise ValueError("The uncached baseline takes prompts of one length.")
         length = int(lengths[0])
         if self._forward is None:
-            self._forward = compiled(lambda ids: self.model(ids, training=False), self.model)
+            self._forward = compiled(lambda ids: self.model(ids, training=False), self.model,
+                                     jit_compile=True)  # like the cached loop
         for index in range(length, tokens.shape[1]):
             # the prefix, padded to a multiple of 16 (few shapes to compile; causal, so
             # padding after `index` changes nothing before it)
