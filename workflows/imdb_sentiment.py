@@ -35,6 +35,7 @@ from data_prep import cache, glove, imdb, word2vec
 from data_prep.labelled_texts import read_labelled_texts
 from data_prep.runtime import run_main
 from data_prep.standardize import separate_review_punctuation, standardize_review
+from data_prep.text import sentence_slices
 from layers.naive_bayes_linear import log_count_ratios
 from workflows import figures, lifecycle, tracking
 from workflows.classification import (
@@ -171,18 +172,26 @@ def ngram_vectorizer(config, prepared):
         max_tokens=config.max_tokens, ngrams=config.ngrams,
         standardize=separate_review_punctuation if separate else standardize_review,
         output_mode="multi_hot" if nbsvm else config.output_mode, sparse=nbsvm)
-    vectorizer.adapt(train_texts(prepared).map(lambda text, label: text))
+    vectorizer.adapt(imdb.text_dataset(*split_texts(config, prepared, "train"), 512)
+                     .map(lambda text, label: text))
     return vectorizer
 
 
-def train_texts(prepared):
-    return imdb.text_dataset(prepared.texts("train"), prepared.labels("train"), batch_size=512)
+def split_texts(config, prepared, split):
+    """(texts, labels) of `split`; for train, plus `sentence_slices` slices of one or two
+    sentences of each review, labelled as the review (short text seen in training)."""
+    texts, labels = prepared.texts(split), prepared.labels(split)
+    count = getattr(config, "sentence_slices", 0) if split == "train" else 0
+    if count:
+        sliced = sentence_slices(texts, count, config.seed)
+        texts, labels = texts + sliced, np.concatenate([labels, np.repeat(labels, count)])
+    return texts, labels
 
 
-def class_feature_counts(vectorizer, prepared):
-    """(negative, positive) counts of each n-gram's presence over the train reviews."""
+def class_feature_counts(config, vectorizer, prepared):
+    """(negative, positive) counts of each n-gram's presence over the training texts."""
     counts = 0
-    for texts, labels in train_texts(prepared):
+    for texts, labels in imdb.text_dataset(*split_texts(config, prepared, "train"), 512):
         one_hot = tf.one_hot(labels, 2, dtype=tf.float32)
         present = tf.cast(vectorizer(texts), tf.float32)
         counts += tf.sparse.sparse_dense_matmul(present, one_hot, adjoint_a=True)
@@ -192,14 +201,14 @@ def class_feature_counts(vectorizer, prepared):
 def batches(config, prepared, split, vectorizer=None, epoch=None):
     """The (inputs, label) batches of `split`; shuffled with a per-epoch seed if `epoch`."""
     shuffle, seed = epoch is not None, config.seed + (epoch or 0)
-    labels = prepared.labels(split)
     if isinstance(config, NGRAM_CONFIGS):
-        dataset = imdb.text_dataset(prepared.texts(split), labels, config.batch_size, shuffle,
-                                    seed)
+        dataset = imdb.text_dataset(*split_texts(config, prepared, split), config.batch_size,
+                                    shuffle, seed)
         return dataset.map(lambda text, label: (vectorizer(text), label),
                            num_parallel_calls=tf.data.AUTOTUNE)
     boundaries = BUCKET_BOUNDARIES if getattr(config, "bucketing", False) else None
-    return imdb.token_dataset(prepared.token_ids(split), labels, config.batch_size, shuffle,
+    return imdb.token_dataset(prepared.token_ids(split), prepared.labels(split),
+                              config.batch_size, shuffle,
                               seed, bucket_boundaries=boundaries)
 
 
@@ -222,7 +231,7 @@ def plan_training(config, data):
     vectorizer = (ngram_vectorizer(config, prepared) if isinstance(config, NGRAM_CONFIGS)
                   else prepared.vectorizer())
     if isinstance(config, NBSVMConfig):
-        negative, positive = class_feature_counts(vectorizer, prepared)
+        negative, positive = class_feature_counts(config, vectorizer, prepared)
         prior = log_count_ratios(positive, negative, config.alpha)
     model = build_model(config, vectorizer.vocabulary_size(), prior)
     artifacts = {"vocabulary.txt": (prepared.directory / "vocabulary.txt").read_text("utf-8")}
@@ -230,7 +239,8 @@ def plan_training(config, data):
         artifacts["embedding_coverage.json"] = coverage
     return lifecycle.TrainingPlan(
         model, lambda epoch: batches(config, prepared, "train", vectorizer, epoch),
-        batches(config, prepared, "val", vectorizer), len(prepared.labels("train")),
+        batches(config, prepared, "val", vectorizer),
+        len(split_texts(config, prepared, "train")[1]),
         export=lifecycle.ModelExport(
             "model.keras", lambda path: end_to_end_model(model, vectorizer).save(path),
             PYFUNC_FILE, EXAMPLES[:1]),

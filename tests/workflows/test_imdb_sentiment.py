@@ -212,7 +212,8 @@ def test_a_crash_after_training_is_finished_by_the_rerun_without_training_again(
 
 
 def test_nbsvm_scales_ngrams_by_the_log_count_ratios_of_the_train_reviews(store):
-    assert workflow.main(["train", "--model", "nbsvm", *COMMON, "--set", "max_tokens=500"]) == 0
+    assert workflow.main(["train", "--model", "nbsvm", *COMMON, "--set", "max_tokens=500",
+                          "--set", "sentence_slices=0"]) == 0
     run = runs_by_model()["nbsvm"]
     assert run.info.status == "FINISHED" and run.data.params["ngrams"] == "3"
     end_to_end = keras.saving.load_model(Path(run.data.tags["run_folder"]) / "model.keras")
@@ -230,6 +231,10 @@ def test_nbsvm_scales_ngrams_by_the_log_count_ratios_of_the_train_reviews(store)
     np.testing.assert_allclose(keras.ops.convert_to_numpy(linear.ratios), expected, rtol=1e-5,
                                atol=1e-5)
     assert any(len(term.split()) == 3 for term in vectorizer.get_vocabulary())  # trigrams
+    texts, labels = workflow.split_texts(workflow.CATALOG.make("nbsvm", None, {}), prepared,
+                                         "train")  # by default, one slice per review too
+    assert len(texts) == 2 * len(labels) // 2 == 2 * len(prepared.texts("train"))
+    assert list(labels) == list(prepared.labels("train")) * 2
 
 
 def test_evaluate_on_labelled_texts_logs_f1_and_calibration(store, tmp_path, capsys):

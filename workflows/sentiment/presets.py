@@ -56,12 +56,15 @@ class NBSVMConfig(TrainConfig):
 
     `beta` < 1 interpolates the weights with their mean magnitude as in the paper; on
     IMDB validation that cost 2 points here (0.910 at 0.25 against 0.930 at 1), so
-    the default is plain NB-weighted logistic regression.
+    the default is plain NB-weighted logistic regression. `sentence_slices` adds short
+    slices of the train reviews (labelled as their review): on short reviews from other
+    domains accuracy went from 0.78 to 0.83, at a cost of 0.003 on IMDB validation.
     """
 
     max_tokens: int = option(400000, at_least=2)
     ngrams: int = option(3, at_least=1)
     punctuation: str = option("separate", choices=("separate", "strip"))  # "!" as a token
+    sentence_slices: int = option(1, at_least=0)  # 1-2 sentence slices per train review
     alpha: float = option(1.0, above=0)  # smoothing of the log-count ratios
     beta: float = option(1.0, above=0, at_most=1)
     l2: float = option(0.0, at_least=0)
