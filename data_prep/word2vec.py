@@ -32,11 +32,12 @@ def tokenize(text):
 
 
 def train_word2vec(texts, vector_size=100, window=5, min_count=5, epochs=5, seed=1337,
-                   workers=2, algorithm="word2vec"):
-    """Trains skip-gram vectors on `texts`; returns gensim `KeyedVectors`.
+                   workers=2, algorithm="word2vec", tokenize=tokenize):
+    """Trains skip-gram vectors on `texts` (split into words by `tokenize`); returns
+    gensim `KeyedVectors`.
 
     `algorithm="fasttext"` also learns character n-grams (Bojanowski et al., 2017).
-    Shows progress epoch by epoch.
+    Shows progress epoch by epoch. `workers=1` makes the vectors reproducible.
     """
     models = {"word2vec": Word2Vec, "fasttext": FastText}
     if algorithm not in models:

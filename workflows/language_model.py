@@ -31,6 +31,7 @@ from data_prep import corpus, imdb
 from data_prep.runtime import run_main
 from layers import MaskedCrossentropy
 from workflows import lifecycle, tracking
+from workflows.causal_lm import vocabulary as vocabulary_extension
 from workflows.causal_lm.batching import WindowBatches, for_backend
 from workflows.causal_lm.generator import PYFUNC_PARAMS, SAMPLERS, Generator, Sampling
 from workflows.causal_lm.presets import CATALOG, LMConfig, build_model  # noqa: F401  (API)
@@ -75,6 +76,7 @@ def source_run(init_from):
 class CorpusData:
     prepared: corpus.PreparedCorpus
     source: Generator | None  # the model to fine-tune, if any
+    extension: dict | None = None  # the words added to its vocabulary, if any
 
     @property
     def fingerprint(self):
@@ -102,9 +104,14 @@ class CorpusData:
                                  every.starts)[:windows])
 
 
-def prepare(config=None, imdb_path=None, work_dir=None, verbose=True, source=None):
+def prepare(config=None, imdb_path=None, work_dir=None, verbose=True, source=None,
+            extend=False):
     """The corpus of `config`, prepared (or reused), with the vocabulary of the model it
-    fine-tunes (`source`, loaded from `init_from` if not given); returns `CorpusData`."""
+    fine-tunes (`source`, loaded from `init_from` if not given); returns `CorpusData`.
+
+    With `extend` and `config.extend_vocabulary`, words of the new corpus are added to
+    that vocabulary and model first (`causal_lm/vocabulary.py`), and the corpus is
+    tokenized with the extended vocabulary."""
     config = config or CATALOG.base("gpt")
     if source is None and config.init_from:
         source = load_generator(source_run(config.init_from))
@@ -112,11 +119,23 @@ def prepare(config=None, imdb_path=None, work_dir=None, verbose=True, source=Non
                                      seed=config.seed)
     prepared = corpus.prepare(config.corpus, imdb_path, settings, work_dir,
                               vocabulary=source and source.vocabulary, verbose=verbose)
-    return CorpusData(prepared, source)
+    if not (extend and source and config.extend_vocabulary):
+        return CorpusData(prepared, source)
+    documents = prepared.documents("train")
+    words = vocabulary_extension.new_words(documents, source.vocabulary,
+                                           config.extend_vocabulary)
+    model, extended, summary = vocabulary_extension.extend(
+        source.model, source.vocabulary, words, documents, config.extension_init)
+    print(f"Added {len(words)} words of the new corpus to the vocabulary "
+          f"({config.extension_init} initialisation), e.g. "
+          f"{', '.join(summary['added_words'][:8])}")
+    prepared = corpus.prepare(config.corpus, imdb_path, settings, work_dir,
+                              vocabulary=extended, verbose=verbose)
+    return CorpusData(prepared, Generator(model, extended), summary)
 
 
 def load_data(config, imdb_path=None, work_dir=None):
-    return prepare(config, imdb_path, work_dir, verbose=False)
+    return prepare(config, imdb_path, work_dir, verbose=False, extend=True)
 
 
 # ## Build the model and plan the training
@@ -158,9 +177,10 @@ def plan_training(config, data):
                                      packages=("causal_lm",), params=PYFUNC_PARAMS),
         tags={"model_family": "gpt", "preset": config.preset,
               "corpus": data.prepared.summary["source"]},
-        params={"parameters": model.count_params()},
+        params={"parameters": model.count_params(), "vocabulary_entries": len(vocabulary)},
         artifacts={"vocabulary.txt": "\n".join(vocabulary),
-                   "corpus_summary.json": data.prepared.summary},
+                   "corpus_summary.json": data.prepared.summary,
+                   **({"vocabulary_extension.json": data.extension} if data.extension else {})},
         metrics=before, epoch_end=epoch_end, curves=("loss", "perplexity"),
         time_budget_seconds=config.max_train_minutes and config.max_train_minutes * 60)
 

@@ -4,11 +4,15 @@ import json
 import subprocess
 import sys
 
+import keras
 import mlflow
+import numpy as np
 import pytest
 
 from workflows import language_model as workflow
+from workflows.causal_lm import vocabulary as vocabulary_extension
 from workflows.causal_lm.generator import Generator, Sampling
+from workflows.causal_lm.models import GPT
 
 TINY = ["--epochs", "2", "--set", "vocabulary_size=120", "--set", "sequence_length=16",
         "--set", "embed_dim=16", "--set", "dense_dim=32", "--set", "num_heads=2",
@@ -108,6 +112,50 @@ def test_fine_tuning_keeps_the_tokenizer_and_reports_perplexity_before(lm_store)
                   for run in (source, tuned)]
     assert vocabulary[0] == vocabulary[1]
     assert generator_of(tuned).vocabulary == generator_of(source).vocabulary
+
+
+def test_fine_tuning_can_add_the_new_corpus_words_to_the_vocabulary(lm_store, capsys):
+    source = lm_runs()[0]
+    folder = lm_store / "names"
+    folder.mkdir()
+    for i in range(12):
+        (folder / f"doc{i}.txt").write_text(
+            f"Zorblaxian heroes met Quenthorpe again. The Zorblaxian film was "
+            f"{ADJECTIVES[i % 6]}, and Quenthorpe was {ADJECTIVES[(i + 1) % 6]}.\n",
+            encoding="utf-8")
+    assert workflow.main(["train", "--init-from", source.info.run_id, "--corpus", str(folder),
+                          *FINE_TUNE, "--set", "extend_vocabulary=2"]) == 0
+    assert "Added 2 words" in capsys.readouterr().out
+    tuned = lm_runs()[-1]
+    added = json.loads(mlflow.artifacts.load_text(
+        f"runs:/{tuned.info.run_id}/vocabulary_extension.json"))["added_words"]
+    assert sorted(added) == ["Quenthorpe", "Zorblaxian"]
+    old = generator_of(source).vocabulary
+    assert generator_of(tuned).vocabulary == [*old, *added]
+    assert tuned.data.params["vocabulary_entries"] == str(len(old) + 2)
+    assert workflow.main(["evaluate", "--run-id", tuned.info.run_id]) == 0
+    assert workflow.main(["train", "--set", "extend_vocabulary=2"]) == 2  # needs --init-from
+
+
+def test_extension_keeps_every_weight_and_initialises_the_new_rows():
+    model = GPT(12, 8, 4, 8, 1, 1)
+    vocabulary = ["[PAD]", "[UNK]", "[START]", "[END]", "the", "film", "Zor", "##bl",
+                  "##ax", "was", "good", "."]
+    documents = ["the Zorblax film was good ."] * 6 + ["the film was good ."] * 6
+    words = vocabulary_extension.new_words(documents, vocabulary, count=3)
+    assert words == [("Zorblax", [6, 7, 8])]
+    for initialisation in ("pieces", "word2vec"):
+        extended, new_vocabulary, summary = vocabulary_extension.extend(
+            model, vocabulary, words, documents, initialisation)
+        assert new_vocabulary == [*vocabulary, "Zorblax"] and extended.vocabulary_size == 13
+        table = keras.ops.convert_to_numpy(extended.embedding.token_embedding.embeddings)
+        source = keras.ops.convert_to_numpy(model.embedding.token_embedding.embeddings)
+        np.testing.assert_array_equal(table[:12], source)
+        if initialisation == "pieces":
+            np.testing.assert_allclose(table[12], source[[6, 7, 8]].mean(axis=0), rtol=1e-6)
+        for old, new in zip(model.weights[1:], extended.weights[1:], strict=True):
+            np.testing.assert_array_equal(keras.ops.convert_to_numpy(old),
+                                          keras.ops.convert_to_numpy(new))
 
 
 def test_logged_model_generates_in_a_fresh_process_with_sampler_params(lm_store, tmp_path):

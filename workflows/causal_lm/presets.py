@@ -20,6 +20,11 @@ class LMConfig:
     preset: str = "cpu"
     corpus: str | None = None  # a text file, folder or archive; None: the IMDB reviews
     init_from: str | None = None  # a run id (or prefix) or model URI to fine-tune
+    # fine-tuning: add this many words of the new corpus that the vocabulary splits worst,
+    # their embeddings initialised from Word2Vec vectors (or from their pieces)
+    extend_vocabulary: int = option(0, at_least=0, applies=lambda c: c.init_from is not None)
+    extension_init: str = option("word2vec", choices=("word2vec", "pieces"),
+                                 applies=lambda c: c.extend_vocabulary > 0)
     vocabulary_size: int = option(5000, at_least=16)  # WordPiece entries learned on train
     sequence_length: int = option(128, at_least=4, at_most=4096)
     embed_dim: int = option(256, at_least=8)
