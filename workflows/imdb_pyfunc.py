@@ -10,12 +10,11 @@ import keras
 import mlflow
 import numpy as np
 import tensorflow as tf
-from mlflow.exceptions import MlflowException
-from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE
 from mlflow.pyfunc import PythonModel
 
 import data_prep.standardize  # noqa: F401  registers the standardization in the model
 import layers  # noqa: F401  registers the custom layers
+from workflows.sentiment.reviews import requested_reviews
 
 BATCH_SIZE = 64
 
@@ -29,10 +28,7 @@ class ReviewSentiment(PythonModel):
 
         Raises `MlflowException` (HTTP 400 when served) for an empty list.
         """
-        texts = list(model_input)
-        if not texts:
-            raise MlflowException('Send at least one review, e.g. {"inputs": ["Loved it"]}.',
-                                  error_code=INVALID_PARAMETER_VALUE)
+        texts = requested_reviews(model_input)
         batches = tf.data.Dataset.from_tensor_slices(tf.constant(texts, tf.string))
         probabilities = self.model.predict(batches.batch(BATCH_SIZE), verbose=0)
         return np.asarray(probabilities, dtype="float64").reshape(-1).tolist()

@@ -243,7 +243,7 @@ def plan_training(config, data):
         len(split_texts(config, prepared, "train")[1]),
         export=lifecycle.ModelExport(
             "model.keras", lambda path: end_to_end_model(model, vectorizer).save(path),
-            PYFUNC_FILE, EXAMPLES[:1]),
+            PYFUNC_FILE, EXAMPLES[:1], packages=("sentiment",)),
         tags={"model_family": type(config).__name__.removesuffix("Config").lower()},
         artifacts=artifacts, metrics={"embedding_coverage": coverage["fraction"]} if coverage
         else {})

@@ -12,11 +12,10 @@ from pathlib import Path
 
 import mlflow
 import numpy as np
-from mlflow.exceptions import MlflowException
-from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE
 from mlflow.pyfunc import PythonModel
 
 from workflows.sentiment.ensemble import combine
+from workflows.sentiment.reviews import requested_reviews
 
 SETTINGS_FILE = "ensemble.json"
 
@@ -34,10 +33,7 @@ class EnsembleSentiment(PythonModel):
 
         Raises `MlflowException` (HTTP 400 when served) for an empty list.
         """
-        texts = list(model_input)
-        if not texts:
-            raise MlflowException('Send at least one review, e.g. {"inputs": ["Loved it"]}.',
-                                  error_code=INVALID_PARAMETER_VALUE)
+        texts = requested_reviews(model_input)
         probabilities = np.stack([np.asarray(member.predict(texts), "float64").reshape(-1)
                                   for member in self.members], axis=1)
         return combine(probabilities, self.weights, self.bias).tolist()

@@ -7,10 +7,9 @@ with `layers/`, `data_prep/` and the `sentiment` and `causal_lm` packages as its
 """
 
 import mlflow
-from mlflow.exceptions import MlflowException
-from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE
 from mlflow.pyfunc import PythonModel
 
+from workflows.sentiment.reviews import requested_reviews
 from workflows.sentiment.subword_classifier import SubwordClassifier
 
 
@@ -23,10 +22,7 @@ class SubwordReviewSentiment(PythonModel):
 
         Raises `MlflowException` (HTTP 400 when served) for an empty list.
         """
-        texts = list(model_input)
-        if not texts:
-            raise MlflowException('Send at least one review, e.g. {"inputs": ["Loved it"]}.',
-                                  error_code=INVALID_PARAMETER_VALUE)
+        texts = requested_reviews(model_input)
         return self.classifier.predict(texts).tolist()
 
 
