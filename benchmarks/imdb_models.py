@@ -1,7 +1,8 @@
 """Every IMDB model's measured figures, from the MLflow store, beside the classical anchors.
 
-For each model of the `imdb_sentiment` experiment, its newest run that has test
-metrics (`python -m workflows.imdb_sentiment evaluate --run-id ...`): test accuracy,
+For each config of the `imdb_sentiment` experiment (a model and the fields it changed
+from that model's defaults), its newest run that has test metrics
+(`python -m workflows.imdb_sentiment evaluate --run-id ...`): test accuracy,
 ROC AUC and macro F1 on all 25,000 test reviews, training minutes (an ensemble: its
 members' sum), test reviews scored per second, and accuracy on the short
 out-of-domain reviews of `--texts` (scored here when a run lacks it). GPU figures come
@@ -35,8 +36,26 @@ def texts_key(path):
     return "texts_" + re.sub(r"[^0-9a-zA-Z]+", "_", Path(path).stem).strip("_").lower()
 
 
+def label(run, workflow, names):
+    """The run's model, with the config fields it changed from that model's defaults
+    (an ensemble: its members)."""
+    params = run.data.params
+    model = params.get("model")
+    if model == "ensemble":
+        return "ensemble of " + " + ".join(names.get(m, m[:8]) for m in
+                                           params["members"].split(","))
+    defaults = workflow.CATALOG.base(model)
+    changed = [f"{k}={v}" for k, v in params.items()
+               if k not in IGNORED and hasattr(defaults, k) and str(getattr(defaults, k)) != v]
+    return model + (f" ({', '.join(changed)})" if changed else "")
+
+
+IGNORED = {"init_from", "distribution", "vocabulary_size", "sequence_length", "embed_dim",
+           "dense_dim", "num_heads", "num_layers", "dtype_policy"}  # an lm_classifier's source
+
+
 def measured_runs(texts):
-    """{model: figures} for the newest evaluated run of each model."""
+    """{config label: figures} for the newest evaluated run of each config."""
     import mlflow
 
     from workflows import imdb_sentiment as workflow
@@ -45,10 +64,12 @@ def measured_runs(texts):
     experiment = tracking.use_experiment(workflow.EXPERIMENT)
     runs = mlflow.search_runs([experiment.experiment_id], "metrics.test_accuracy > 0",
                               order_by=["attributes.start_time DESC"], output_format="list")
+    every = mlflow.search_runs([experiment.experiment_id], output_format="list")
+    names = {run.info.run_id: run.data.params.get("model") for run in every}
     newest = {}
     for run in runs:
-        newest.setdefault(run.data.params.get("model"), run)
-    minutes = {run.info.run_id: run.data.metrics.get("train_minutes") for run in runs}
+        newest.setdefault(label(run, workflow, names), run)
+    minutes = {run.info.run_id: run.data.metrics.get("train_minutes") for run in every}
     key = texts_key(texts)
     rows = {}
     for model, run in newest.items():
@@ -56,7 +77,8 @@ def measured_runs(texts):
             workflow.evaluate(run.info.run_id, texts_file=texts)
             run = mlflow.get_run(run.info.run_id)
         metrics = run.data.metrics
-        members = run.data.params.get("members", "").split(",") if model == "ensemble" else []
+        members = run.data.params["members"].split(",") if "members" in run.data.params \
+            else []
         rows[model] = {
             "run_id": run.info.run_id, "device": run.data.tags.get("device"),
             "test_accuracy": metrics["test_accuracy"], "test_roc_auc": metrics["test_roc_auc"],
