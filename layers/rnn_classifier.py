@@ -76,16 +76,14 @@ class RNNClassifier(keras.layers.Layer):
         self.recurrent_layers = []
         shape = input_shape
         for index in range(self.num_layers):
-            layer = RNN_CELLS[self.cell](
-                self.units,
-                return_sequences=index < self.num_layers - 1,
-                recurrent_dropout=self.recurrent_dropout,
-                dtype=self.dtype_policy,
-                name=f"{self.cell}_{index}",
-            )
+            layer = self._recurrent_layer(index)
             if self.bidirectional:
-                layer = keras.layers.Bidirectional(layer, dtype=self.dtype_policy,
-                                                   name=f"bidirectional_{index}")
+                # The backward layer is made here, not by Bidirectional: Bidirectional
+                # copies the forward layer through serialization, which, while a model
+                # is being loaded, can hand back the forward layer itself.
+                layer = keras.layers.Bidirectional(
+                    layer, backward_layer=self._recurrent_layer(index, go_backwards=True),
+                    dtype=self.dtype_policy, name=f"bidirectional_{index}")
             layer.build(shape)
             shape = layer.compute_output_shape(shape)
             self.recurrent_layers.append(layer)
@@ -96,6 +94,16 @@ class RNNClassifier(keras.layers.Layer):
         )
         self.output_layer.build(shape)
         self.built = True
+
+    def _recurrent_layer(self, index, go_backwards=False):
+        return RNN_CELLS[self.cell](
+            self.units,
+            return_sequences=index < self.num_layers - 1,
+            recurrent_dropout=self.recurrent_dropout,
+            go_backwards=go_backwards,
+            dtype=self.dtype_policy,
+            name=f"{'backward_' if go_backwards else ''}{self.cell}_{index}",
+        )
 
     def call(self, inputs, mask=None, training=None):
         x = inputs
