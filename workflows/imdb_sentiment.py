@@ -387,10 +387,9 @@ def _log_ensemble(runs, names, probabilities, labels, weights, bias, folder, pre
                                           ensemble_members=",".join(members)))
         mlflow.log_metrics({**val, "best_val_accuracy": combined["accuracy"],
                             "best_val_roc_auc": combined["roc_auc"]})
-        tracking.log_pyfunc_model(
-            ENSEMBLE_PYFUNC_FILE, {"ensemble": folder}, EXAMPLES[:1],
-            tracking.pinned_requirements("keras", "keras-hub", "tensorflow", "tensorflow-text",
-                                         "mlflow"), packages=("sentiment", "causal_lm"))
+        tracking.log_pyfunc_model(ENSEMBLE_PYFUNC_FILE, {"ensemble": folder}, EXAMPLES[:1],
+                                  lifecycle.model_requirements(),
+                                  packages=("sentiment", "causal_lm"))
         mlflow.set_tag("model_logged", "true")
     print(json.dumps({"run_id": run.info.run_id, "weights": dict(zip(names, weights,
                                                                      strict=True)),

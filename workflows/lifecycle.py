@@ -20,6 +20,7 @@ from typing import Any
 
 import filelock
 import keras
+import matplotlib.pyplot as plt
 import mlflow
 import numpy as np
 
@@ -216,7 +217,9 @@ def log_training_summary(plan, state):
         if values:
             summary[f"mean_{name}"] = float(np.mean(values))
     mlflow.log_metrics(summary)
-    mlflow.log_figure(figures.learning_curves(state.history, plan.curves), "learning_curves.png")
+    curves = figures.learning_curves(state.history, plan.curves)
+    mlflow.log_figure(curves, "learning_curves.png")
+    plt.close(curves)
     schedule = plan.model.optimizer.get_config()["learning_rate"]
     if isinstance(schedule, dict):  # a serialized LearningRateSchedule, not a constant
         schedule = keras.optimizers.schedules.deserialize(schedule)
@@ -235,10 +238,14 @@ def export_and_log_model(export, folder):
     partial.rename(target)
     tracking.log_pyfunc_model(
         export.python_model, {export.artifact.split(".")[0]: target}, export.input_example,
-        tracking.pinned_requirements("keras", "keras-hub", "tensorflow", "tensorflow-text",
-                                     "mlflow"),
-        packages=export.packages, params=export.params)
+        model_requirements(), packages=export.packages, params=export.params)
     mlflow.set_tag("model_logged", "true")
+
+
+def model_requirements():
+    """The pinned packages a logged model needs where it is loaded or served."""
+    return tracking.pinned_requirements("keras", "keras-hub", "tensorflow", "tensorflow-text",
+                                        "mlflow")
 
 
 def _remove(path):
@@ -278,6 +285,7 @@ def log_evaluation(run_id, metrics, dicts=None, figures=None, tables=None):
             mlflow.log_dict(content, name)
         for name, figure in (figures or {}).items():
             mlflow.log_figure(figure, name)
+            plt.close(figure)
         for name, table in (tables or {}).items():
             mlflow.log_table(table, name)
 
