@@ -47,15 +47,21 @@ def test_run_logs_params_metrics_tags_and_artifacts(store):
 
 def test_logged_model_predicts_from_strings_in_a_fresh_process(store, tmp_path):
     run_id = runs_by_model()["bow"].info.run_id
-    script = (
-        "import json, mlflow\n"
-        f"model = mlflow.pyfunc.load_model('runs:/{run_id}/model', dst_path='.')\n"
-        "print(json.dumps(model.predict(['Wonderful and moving', '', 'dull ' * 5000])))\n")
-    result = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True,
+    probabilities = predict_in_a_fresh_process(run_id, "['Wonderful and moving', '', "
+                                                       "'dull ' * 5000]", tmp_path)
+    assert len(probabilities) == 3 and all(0.0 <= p <= 1.0 for p in probabilities)
+
+
+def predict_in_a_fresh_process(run_id, texts, folder):
+    """The run's logged model loaded and asked for `texts` (Python source) in a new
+    process, run from `folder` without this repository on its path."""
+    script = ("import json, mlflow\n"
+              f"model = mlflow.pyfunc.load_model('runs:/{run_id}/model', dst_path='.')\n"
+              f"print(json.dumps(model.predict({texts})))\n")
+    result = subprocess.run([sys.executable, "-c", script], cwd=folder, capture_output=True,
                             text=True, timeout=300, env=_env_without_repository())
     assert result.returncode == 0, result.stderr[-2000:]
-    probabilities = json.loads(result.stdout.strip().splitlines()[-1])
-    assert len(probabilities) == 3 and all(0.0 <= p <= 1.0 for p in probabilities)
+    return json.loads(result.stdout.strip().splitlines()[-1])
 
 
 def _env_without_repository():
@@ -340,13 +346,8 @@ def test_ensemble_fits_weights_on_validation_only_and_serves_like_a_model(
     assert "This ensemble exists" in capsys.readouterr().out
     assert workflow.main(["evaluate", "--run-id", ensemble.info.run_id]) == 0
     assert 0 <= mlflow.get_run(ensemble.info.run_id).data.metrics["test_accuracy"] <= 1
-    script = ("import json, mlflow\n"
-              f"model = mlflow.pyfunc.load_model('runs:/{ensemble.info.run_id}/model')\n"
-              "print(json.dumps(model.predict(['Wonderful and moving', ''])))\n")
-    result = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True,
-                            text=True, timeout=300, env=_env_without_repository())
-    assert result.returncode == 0, result.stderr[-2000:]
-    probabilities = json.loads(result.stdout.strip().splitlines()[-1])
+    probabilities = predict_in_a_fresh_process(ensemble.info.run_id,
+                                               "['Wonderful and moving', '']", tmp_path)
     assert len(probabilities) == 2 and all(0 <= p <= 1 for p in probabilities)
     assert workflow.main(["ensemble", "--run-id", members[0]]) == 2
     assert "at least two different runs" in capsys.readouterr().err
