@@ -39,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from language_model import generation_speed  # noqa: E402  (benchmarks/, beside this file)
 from reporting import machine  # noqa: E402
 
+from data_prep.padding import pad_rows  # noqa: E402
 from workflows.seq2seq.batching import batches_of  # noqa: E402
 
 PROMPTS = ["The movie was", "I have never seen", "This film is a", "My favourite actor"]
@@ -268,9 +269,7 @@ class ReviewBatches(keras.utils.PyDataset):
     def __getitem__(self, index):
         chosen = self.batches[index]
         longest = max(len(self.rows[i]) for i in chosen)
-        ids = np.zeros((len(chosen), -(-longest // self.multiple) * self.multiple), "int32")
-        for k, i in enumerate(chosen):
-            ids[k, :len(self.rows[i])] = self.rows[i]
+        ids = pad_rows([self.rows[i] for i in chosen], -(-longest // self.multiple) * self.multiple)
         return ids, self.labels[chosen].astype("float32")
 
 

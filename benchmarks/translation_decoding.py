@@ -71,8 +71,9 @@ def main(argv=None):
     import numpy as np
 
     from data_prep import spa_eng
+    from data_prep.padding import pad_rows
     from workflows import translation as workflow
-    from workflows.seq2seq.batching import pad, truncate
+    from workflows.seq2seq.batching import truncate
     from workflows.seq2seq.tokenization import references
 
     parser = argparse.ArgumentParser(prog="python benchmarks/translation_decoding.py",
@@ -93,20 +94,20 @@ def main(argv=None):
     rows = truncate(translator.tokenizer.source_ids(english), translator.max_source_length)
 
     def one_by_one():
-        return [translator.generate(pad([row], len(row)))[0] for row in rows]
+        return [translator.generate(pad_rows([row], len(row)))[0] for row in rows]
 
     def batched():
         outputs = []
         for start in range(0, len(rows), args.batch_size):
             chunk = rows[start:start + args.batch_size]
-            outputs.extend(translator.generate(pad(chunk, max(map(len, chunk)))))
+            outputs.extend(translator.generate(pad_rows(chunk, max(map(len, chunk)))))
         return outputs
 
     def loop(forward):
         return [tutorial_loop(translator, row, forward) for row in rows]
 
     eager, compiled = eager_forward(translator.model), compiled_forward(translator.model)
-    translator.generate(pad(rows[:2], max(map(len, rows[:2]))))  # trace once, untimed
+    translator.generate(pad_rows(rows[:2], max(map(len, rows[:2]))))  # trace once, untimed
     tutorial_loop(translator, rows[0], compiled)  # likewise
     loop_outputs, loop_seconds = timed(lambda: loop(eager))
     compiled_outputs, compiled_seconds = timed(lambda: loop(compiled))

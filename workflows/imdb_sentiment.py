@@ -33,6 +33,7 @@ import tensorflow as tf
 
 from data_prep import cache, glove, imdb, word2vec
 from data_prep.labelled_texts import read_labelled_texts
+from data_prep.padding import pad_rows
 from data_prep.runtime import run_main
 from data_prep.standardize import separate_review_punctuation, standardize_review
 from data_prep.text import sentence_slices
@@ -260,7 +261,7 @@ def plan_lm_classifier(config, prepared):
     for split in ("train", "val"):
         rows = subword_classifier.token_rows(generator.tokenizer, prepared.texts(split),
                                              config.max_review_tokens)
-        ids = subword_classifier.token_array(rows, config.max_review_tokens)
+        ids = pad_rows(rows, config.max_review_tokens)
         split_batches[split] = lambda epoch, ids=ids, split=split: imdb.token_dataset(
             ids, prepared.labels(split), config.batch_size, epoch is not None,
             config.seed + (epoch or 0), SUBWORD_BUCKETS)

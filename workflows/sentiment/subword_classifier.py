@@ -14,6 +14,7 @@ import keras
 import numpy as np
 
 import layers  # noqa: F401  registers the layers a saved model uses
+from data_prep.padding import pad_rows
 from data_prep.runtime import compiled
 from data_prep.subwords import SPECIAL_TOKENS, make_wordpiece_tokenizer
 from data_prep.text import clean_html
@@ -30,14 +31,6 @@ def token_rows(tokenizer, texts, max_tokens, batch_size=512):
         batch = [clean_html(text) for text in texts[start:start + batch_size]]
         rows += [[END_ID, *np.asarray(ids).tolist()][:max_tokens] for ids in tokenizer(batch)]
     return rows
-
-
-def token_array(rows, width):
-    """`(len(rows), width)` int32 ids, 0-padded."""
-    array = np.zeros((len(rows), width), "int32")
-    for i, row in enumerate(rows):
-        array[i, :len(row)] = row
-    return array
 
 
 class SubwordClassifier:
@@ -63,7 +56,7 @@ class SubwordClassifier:
         for start in range(0, len(rows), batch_size):
             batch = order[start:start + batch_size]
             width = -(-max(len(rows[i]) for i in batch) // chunk) * chunk
-            ids = token_array([rows[i] for i in batch], width)
+            ids = pad_rows([rows[i] for i in batch], width)
             probabilities[batch] = keras.ops.convert_to_numpy(self._forward(ids))[:, 0]
         return probabilities
 

@@ -3,6 +3,8 @@
 import keras
 import numpy as np
 
+from data_prep.padding import pad_rows
+
 
 def truncate(rows, max_length, keep_last=False):
     """Rows cut to `max_length` ids (a target keeps its `[end]` when `keep_last`)."""
@@ -13,13 +15,6 @@ def truncate(rows, max_length, keep_last=False):
                 else row[:max_length]
         cut.append(row)
     return cut
-
-
-def pad(rows, length):
-    batch = np.zeros((len(rows), length), "int32")
-    for i, row in enumerate(rows):
-        batch[i, :len(row)] = row
-    return batch
 
 
 def batches_of(count, batch_size, seed=None, lengths=None, window=50):
@@ -68,9 +63,9 @@ class PairBatches(keras.utils.PyDataset):
         source_length = self.fixed_length or self._rounded(max(map(len, source)))
         target_length = (self.fixed_length + 1) if self.fixed_length \
             else self._rounded(max(map(len, target)) - 1) + 1
-        target = pad(target, target_length)
+        target = pad_rows(target, target_length)
         labels = target[:, 1:]
-        return ({"source": pad(source, source_length), "target": target[:, :-1]}, labels,
+        return ({"source": pad_rows(source, source_length), "target": target[:, :-1]}, labels,
                 (labels != 0).astype("float32"))
 
     def _rounded(self, length):

@@ -14,9 +14,10 @@ import keras
 import numpy as np
 
 import layers  # noqa: F401  registers the layers and the loss a saved model uses
+from data_prep.padding import pad_rows
 from data_prep.runtime import compiled
 from workflows.seq2seq import legacy
-from workflows.seq2seq.batching import pad, truncate
+from workflows.seq2seq.batching import truncate
 from workflows.seq2seq.decoding import Decoder
 from workflows.seq2seq.models import GRUTranslator, TransformerTranslator
 from workflows.seq2seq.tokenization import Tokenizer
@@ -74,7 +75,7 @@ class Translator:
             batch = [source[i] if len(source[i]) else np.asarray([1], "int32") for i in rows]
             length = min(-(-max(map(len, batch)) // LENGTH_MULTIPLE) * LENGTH_MULTIPLE,
                          self.max_source_length)
-            ids = self.generate(pad(batch, length), beam_width)
+            ids = self.generate(pad_rows(batch, length), beam_width)
             for row, text in zip(rows, self.tokenizer.detokenize(ids), strict=True):
                 outputs[row] = text
         return outputs
