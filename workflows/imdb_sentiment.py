@@ -20,14 +20,11 @@ import data_prep.quiet_start  # noqa: F401  first: hides TensorFlow's start-up n
 import dataclasses
 import json
 import re
-import shutil
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import keras
-import mlflow
 import numpy as np
 import tensorflow as tf
 
@@ -38,7 +35,7 @@ from data_prep.runtime import run_main
 from data_prep.standardize import separate_review_punctuation, standardize_review
 from data_prep.text import sentence_slices
 from layers.naive_bayes_linear import log_count_ratios
-from workflows import figures, lifecycle, tracking
+from workflows import figures, lifecycle
 from workflows.classification import (
     binary_metrics,
     calibration,
@@ -47,8 +44,7 @@ from workflows.classification import (
 )
 from workflows.cli import LessonCLI, read_texts
 from workflows.config import ConfigError
-from workflows.sentiment import subword_classifier
-from workflows.sentiment.ensemble import combine, fit_weights
+from workflows.sentiment import ensemble_run, subword_classifier
 from workflows.sentiment.presets import (  # noqa: F401  the lesson's API
     CATALOG,
     LM_ARCHITECTURE,
@@ -63,7 +59,6 @@ from workflows.sentiment.presets import (  # noqa: F401  the lesson's API
 EXPERIMENT = "imdb_sentiment"
 PYFUNC_FILE = Path(__file__).with_name("imdb_pyfunc.py")
 SUBWORD_PYFUNC_FILE = Path(__file__).parent / "sentiment" / "pyfunc.py"
-ENSEMBLE_PYFUNC_FILE = Path(__file__).parent / "sentiment" / "ensemble_pyfunc.py"
 SUBWORD_BUCKETS = tuple(range(64, 1024, 64))  # review lengths in subword tokens
 BUCKET_BOUNDARIES = tuple(range(50, 600, 50))  # review lengths (tokens) batched together
 EXAMPLES = ["A gripping, beautifully shot film.", "Dull, predictable and far too long."]
@@ -338,65 +333,13 @@ def predict(texts, run_id=None, model_uri=None):
 def ensemble(run_ids, imdb_path=None, work_dir=None):
     """One model from the models of `run_ids`: their probabilities combined by weights
     fitted on the validation reviews (never the test reviews), logged as its own run
-    with a pyfunc that holds every member. Returns its run id (an ensemble of the same
-    members is reused)."""
-    runs = [tracking.find_run(EXPERIMENT, run_id) for run_id in run_ids or ()]
-    members = sorted({run.info.run_id for run in runs})
-    if len(members) < 2:
-        raise ConfigError("An ensemble needs the models of at least two different runs: "
-                          "give --run-id twice or more (ids from the compare step).")
-    for run in runs:
-        lifecycle.check_has_model(run)
-    previous = [run for run in mlflow.search_runs(
-        [tracking.use_experiment(EXPERIMENT).experiment_id], output_format="list",
-        filter_string=f"tags.ensemble_members = '{','.join(members)}'")
-        if run.data.tags.get("model_logged") == "true"]
-    if previous:
-        print(f"This ensemble exists: run {previous[0].info.run_id}")
-        return previous[0].info.run_id
-    runs = [next(run for run in runs if run.info.run_id == member) for member in members]
-    prepared = imdb.prepare(imdb_path, data_settings(), work_dir, verbose=False)
-    texts, labels = prepared.texts("val"), prepared.labels("val")
-    with tempfile.TemporaryDirectory() as staging:
-        folder, names, columns = Path(staging) / "ensemble", [], []
-        for index, run in enumerate(runs):
-            names.append(f"member_{index}_{run.data.params.get('model')}")
-            with tracking.verified_model(run) as local:
-                columns.append(lifecycle.predict_in_chunks(
-                    mlflow.pyfunc.load_model(str(local)), texts,
-                    f"Scoring the validation reviews with {names[-1]}"))
-                shutil.copytree(local, folder / names[-1])
-        probabilities = np.stack(columns, axis=1)
-        weights, bias = fit_weights(probabilities, labels)
-        (folder / "ensemble.json").write_text(json.dumps(
-            {"members": names, "run_ids": members, "weights": weights, "bias": bias}))
-        return _log_ensemble(runs, names, probabilities, labels, weights, bias, folder,
-                             prepared)
+    with a pyfunc that holds every member (`sentiment/ensemble_run.py`). Returns its
+    run id (an ensemble of the same members is reused)."""
+    def validation():
+        prepared = imdb.prepare(imdb_path, data_settings(), work_dir, verbose=False)
+        return prepared.texts("val"), prepared.labels("val"), prepared.directory.name
 
-
-def _log_ensemble(runs, names, probabilities, labels, weights, bias, folder, prepared):
-    members = [run.info.run_id for run in runs]
-    val = {f"{name}_val_accuracy": binary_metrics(labels, column)["accuracy"]
-           for name, column in zip(names, probabilities.T, strict=True)}
-    combined = binary_metrics(labels, combine(probabilities, weights, bias))
-    experiment = tracking.use_experiment(EXPERIMENT)
-    with mlflow.start_run(run_name="ensemble", experiment_id=experiment.experiment_id) as run:
-        mlflow.log_params({"model": "ensemble", "members": ",".join(members),
-                           "weights": json.dumps([round(w, 4) for w in weights]),
-                           "bias": round(bias, 4)})
-        mlflow.set_tags(tracking.run_tags(prepared.directory.name, model_family="ensemble",
-                                          ensemble_members=",".join(members)))
-        mlflow.log_metrics({**val, "best_val_accuracy": combined["accuracy"],
-                            "best_val_roc_auc": combined["roc_auc"]})
-        tracking.log_pyfunc_model(ENSEMBLE_PYFUNC_FILE, {"ensemble": folder}, EXAMPLES[:1],
-                                  lifecycle.model_requirements(),
-                                  packages=("sentiment", "causal_lm"))
-        mlflow.set_tag("model_logged", "true")
-    print(json.dumps({"run_id": run.info.run_id, "weights": dict(zip(names, weights,
-                                                                     strict=True)),
-                      "bias": bias, **val, "ensemble_val_accuracy": combined["accuracy"]},
-                     indent=2))
-    return run.info.run_id
+    return ensemble_run.ensemble(EXPERIMENT, run_ids, validation, EXAMPLES[:1])
 
 
 COMPARE_COLUMNS = ("run_id", "params.model", "params.embedding", "params.epochs",

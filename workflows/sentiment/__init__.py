@@ -5,7 +5,8 @@
   the compiled models.
 - `subword_classifier`, `pyfunc`: a fine-tuned language model read through its own
   WordPiece tokenizer, and its MLflow pyfunc.
-- `ensemble`, `ensemble_pyfunc`: stacking weights fitted on validation, and the pyfunc
+- `ensemble`, `ensemble_run`, `ensemble_pyfunc`: stacking weights fitted on validation,
+  the lesson's `ensemble` step that fits and logs them, and the pyfunc
   that carries every member.
 - `reviews`: the request check every sentiment pyfunc shares.
 """
