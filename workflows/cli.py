@@ -8,18 +8,20 @@ its traceback).
 """
 
 import argparse
+import sys
 import typing
 from pathlib import Path
 
 from data_prep.errors import run_command
 from data_prep.sources import add_location_arguments
-from workflows import distribution, lifecycle, tracking
+from workflows import distribution, lifecycle, search, tracking
 from workflows.config import (
     ConfigError,
     add_config_arguments,
     applicable_fields,
     overrides_from_args,
     parse_sweep,
+    search_block,
 )
 
 
@@ -31,7 +33,8 @@ class LessonCLI:
     """
 
     def __init__(self, lesson, module, description, source, shortcuts=None):
-        self.lesson, self.source = lesson, source
+        self.lesson, self.source, self.module = lesson, source, module
+        self.argv = []
         self.shortcuts = {**(shortcuts or {}), "distribution": distribution.HELP}
         self.parser = argparse.ArgumentParser(prog=f"python -m {module}",
                                               description=description)
@@ -59,7 +62,10 @@ class LessonCLI:
         return parser
 
     def shared_steps(self):
-        """`compare` and `register`, the same in every lesson."""
+        """`search`, `compare` and `register`, the same in every lesson."""
+        add_search_arguments(self.step(
+            "search", "hyperparameter search with Optuna: trials in parallel, each an MLflow "
+            "child run of the study's run", self.search, data=True, train="one"))
         step = self.step("compare", "table of this lesson's runs, best first", self.compare)
         step.add_argument("--sort-by", default=self.lesson.sort_by,
                           help=f"an MLflow column (default: {self.lesson.sort_by})")
@@ -78,7 +84,8 @@ class LessonCLI:
 
     def main(self, argv=None):
         """Parses `argv` and runs the step; returns the exit status."""
-        args = self.parser.parse_args(argv)
+        self.argv = list(sys.argv[1:] if argv is None else argv)
+        args = self.parser.parse_args(self.argv)
         return run_command(self._run_step, args)
 
     def _run_step(self, args):
@@ -105,6 +112,34 @@ class LessonCLI:
         if args.register:
             tracking.register_model(run_id, args.register)
         return run_id
+
+    def search(self, args):
+        """`search`: checks the space, then runs (or joins) the study; `--register` the best."""
+        if args.retrain:
+            raise ConfigError("--retrain does not apply to search; give a new --study name "
+                              "to search again from scratch.")
+        (config,) = self.configs(args)
+        settings = search.make_settings(
+            config, args.space, search_block(args.config), trials=args.trials,
+            metric=args.metric, direction=args.direction, max_minutes=args.max_minutes,
+            sampler=args.sampler, pruner=args.pruner,
+            prune_after_trials=args.prune_after_trials, workers=args.workers,
+            study=args.study, storage=args.storage)
+        if args.worker is None:  # prepares the data once, before any worker starts
+            self.lesson.load_data(config, self.data_path(args), args.work_dir)
+
+        def train_trial(trial_config, parent_run_id, tags, after_epoch):
+            return lifecycle.train(self.lesson, trial_config, self.data_path(args),
+                                   args.work_dir, parent_run_id=parent_run_id, tags=tags,
+                                   after_epoch=after_epoch)
+
+        summary = search.search(self.lesson, config, settings, train_trial, args.work_dir,
+                                [sys.executable, "-m", self.module, *self.argv], args.worker)
+        if summary and summary.get("best_run_id"):
+            print(f"Use the best trial: python -m {self.module} evaluate --run-id "
+                  f"{summary['best_run_id'][:12]}  (register and serve it the same way)")
+            if args.register:
+                tracking.register_model(summary["best_run_id"], args.register)
 
     def compare(self, args):
         lifecycle.compare(self.lesson, args.sort_by, args.model, args.since, args.format,
@@ -164,6 +199,33 @@ class LessonCLI:
         parser.add_argument("--register", metavar="NAME",
                             help="register the trained model in the MLflow model registry")
         add_config_arguments(parser)
+
+
+def add_search_arguments(parser):
+    parser.add_argument("--space", metavar="FIELD=KIND:...", action="append", default=[],
+                        help="a searched field (repeatable): FIELD=uniform:LOW:HIGH, "
+                        "loguniform:LOW:HIGH, int:LOW:HIGH[:STEP], logint:LOW:HIGH or "
+                        "choice:A,B,C (or a search: {space: ...} block in --config)")
+    parser.add_argument("--trials", type=int, help="trials in the study, all workers "
+                        "together (default 20); rerunning continues up to this many")
+    parser.add_argument("--metric", help="the validation metric to optimize (default "
+                        "val_loss), e.g. val_accuracy, val_perplexity")
+    parser.add_argument("--direction", choices=("minimize", "maximize"),
+                        help="default: minimize for losses and perplexities, else maximize")
+    parser.add_argument("--max-minutes", type=float, help="start no trial after this many "
+                        "minutes")
+    parser.add_argument("--sampler", choices=search.SAMPLERS, help="default: tpe")
+    parser.add_argument("--pruner", choices=search.PRUNERS, help="stop poor trials after an "
+                        "epoch (default: median)")
+    parser.add_argument("--prune-after-trials", type=int, help="median pruner: prune nothing "
+                        "until this many trials have finished (default 3)")
+    parser.add_argument("--workers", type=int, help="worker processes on this machine "
+                        "(default 1)")
+    parser.add_argument("--study", help="study name; the same name and --storage on "
+                        "another machine join the study (default: named after the command)")
+    parser.add_argument("--storage", help="Optuna storage URL, e.g. postgresql://user@host/db "
+                        "(default: optuna.db beside the SQLite MLflow store)")
+    parser.add_argument("--worker", type=int, help=argparse.SUPPRESS)  # set for started workers
 
 
 def _field_type(catalog, name):

@@ -219,10 +219,12 @@ def add_config_arguments(parser):
 
 
 def overrides_from_args(args):
-    """The `{field: value}` overrides given by `--config` then `--set` (which wins)."""
+    """The `{field: value}` overrides given by `--config` then `--set` (which wins); a
+    `search:` block of the YAML file is the search step's (`search_block`)."""
     overrides = {}
     if getattr(args, "config", None):
         overrides.update(read_yaml_mapping(args.config))
+        overrides.pop("search", None)  # the search step's own block
     for item in getattr(args, "overrides", []):
         key, sep, value = item.partition("=")
         if not sep:
@@ -243,6 +245,15 @@ def read_yaml_mapping(path):
     if not isinstance(loaded, dict):
         raise ConfigError(f"{path} must hold a mapping of field: value.")
     return {str(key): value for key, value in loaded.items()}
+
+
+def search_block(path):
+    """The `search:` mapping of a `--config` file (empty when there is none)."""
+    block = read_yaml_mapping(path).get("search") if path else None
+    if block is not None and not isinstance(block, dict):
+        raise ConfigError(f"The search: block of {path} must be a mapping (space:, trials:, "
+                          "metric:, ...).")
+    return block or {}
 
 
 def parse_sweep(items):

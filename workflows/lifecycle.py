@@ -95,13 +95,20 @@ def run_folder(lesson, config, fingerprint, work_dir=None):
             / f"{lesson.run_name(config)}-{key}")
 
 
-def train(lesson, config, data_path=None, work_dir=None, retrain=False, parent_run_id=None):
-    """Trains `config` (or resumes it, or reuses a finished run); returns the MLflow run id."""
+def train(lesson, config, data_path=None, work_dir=None, retrain=False, parent_run_id=None, *,
+          tags=None, after_epoch=None):
+    """Trains `config` (or resumes it, or reuses a finished run); returns the MLflow run id.
+
+    A new run is nested under `parent_run_id` and gets `tags`; `after_epoch(epoch,
+    metrics)` is called once each epoch is checkpointed and logged (a search's pruner).
+    """
     distribution.check(config.distribution)  # before any data is read
     data = lesson.load_data(config, data_path, work_dir)
     folder = run_folder(lesson, config, data.fingerprint, work_dir)
     with distribution.placed(config.distribution) as placement, training_lock(folder):
-        return _train_in(lesson, config, data, folder, retrain, parent_run_id, placement)
+        run_tags = {**(child_tags(parent_run_id) or {}), **(tags or {})}
+        return _train_in(lesson, config, data, folder, retrain, run_tags, after_epoch,
+                         placement)
 
 
 @contextlib.contextmanager
@@ -122,7 +129,7 @@ def training_lock(folder):
         lock.release()
 
 
-def _train_in(lesson, config, data, folder, retrain, parent_run_id, placement):
+def _train_in(lesson, config, data, folder, retrain, run_tags, after_epoch, placement):
     name = lesson.run_name(config)
     state = starting_state(folder, retrain)
     remove_partial_files(folder)
@@ -137,14 +144,14 @@ def _train_in(lesson, config, data, folder, retrain, parent_run_id, placement):
     print(f"{plan.model.count_params():,} parameters")
     with mlflow.start_run(run_id=state.run_id or None, run_name=None if state.run_id else name,
                           experiment_id=experiment.experiment_id,
-                          tags=child_tags(parent_run_id)):
+                          tags=run_tags or None):
         start_logging(config, plan, data.fingerprint, folder, state, placement)
         state = fit_resumably(
             plan.model, lambda epoch: placement.batches(plan.train_batches(epoch)),
             placement.batches(plan.validation_batches), folder, config.epochs,
             config.patience, config.checkpoint_every_steps, train_examples=plan.train_examples,
             epoch_metrics=lambda epoch, metrics: add_epoch_metrics(plan, epoch, metrics),
-            on_epoch_end=lambda epoch, metrics: mlflow.log_metrics(metrics, step=epoch + 1),
+            on_epoch_end=lambda epoch, metrics: log_epoch(epoch, metrics, after_epoch),
             verbose=progress_verbosity(), time_budget_seconds=plan.time_budget_seconds)
         log_training_summary(plan, state)
         export_and_log_model(plan.export, folder)
@@ -175,6 +182,12 @@ def progress_verbosity():
 def child_tags(parent_run_id):
     """Tags that nest a new run under `parent_run_id` in the MLflow UI (none if None)."""
     return {"mlflow.parentRunId": parent_run_id} if parent_run_id else None
+
+
+def log_epoch(epoch, metrics, after_epoch=None):
+    mlflow.log_metrics(metrics, step=epoch + 1)
+    if after_epoch:
+        after_epoch(epoch, metrics)
 
 
 def log_run_setup(config, plan, fingerprint, folder):
@@ -264,7 +277,7 @@ def model_run(lesson, run_id=None, model_uri=None):
     if model_uri:
         run = tracking.find_run(lesson.experiment, tracking.source_run_id(model_uri))
     else:
-        run = tracking.find_run(lesson.experiment, run_id)
+        run = best_trial_of(tracking.find_run(lesson.experiment, run_id))
         model_uri = tracking.model_uri(run.info.run_id)
     params = run.data.params
     print(f"Loading {model_uri} (run {run.info.run_id}, {params.get('model')}"
@@ -292,8 +305,19 @@ def log_evaluation(run_id, metrics, dicts=None, figures=None, tables=None):
 
 def register(lesson, run_id, name, alias=None):
     """Registers the model of `run_id` (or of the latest run) as a new version of `name`."""
-    run = check_has_model(tracking.find_run(lesson.experiment, run_id))
+    run = check_has_model(best_trial_of(tracking.find_run(lesson.experiment, run_id)))
     return tracking.register_model(run.info.run_id, name, alias)
+
+
+def best_trial_of(run):
+    """A search's or sweep's parent run stands for its best child run; any other run
+    for itself."""
+    best = run.data.tags.get("best_child_run_id")
+    if not best or run.data.tags.get("model_logged") == "true":
+        return run
+    print(f"Run {run.info.run_id} is a {'search' if 'search' in run.data.tags else 'sweep'}; "
+          f"taking its best trial, run {best}.")
+    return mlflow.MlflowClient().get_run(best)
 
 
 def check_has_model(run):

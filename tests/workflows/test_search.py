@@ -1,0 +1,184 @@
+"""The `search` step on the tiny IMDB tree: spaces, workers, pruning, resuming, the parent run."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import mlflow
+import optuna
+import pytest
+
+from tests.workflows.conftest import COMMON
+from workflows import imdb_sentiment as workflow
+from workflows import search
+from workflows.config import ConfigError
+from workflows.search_space import check_space, parse_space
+from workflows.sentiment.presets import CATALOG
+
+SPACE = ["--space", "learning_rate=loguniform:1e-4:3e-2", "--space", "hidden_units=int:2:6"]
+
+
+@pytest.fixture
+def own_store(store, tmp_path, monkeypatch, restore_tracking_uri):
+    """A fresh MLflow store (and so a fresh Optuna storage beside it) for one test."""
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    return tmp_path
+
+
+def search_argv(seed, *extra):
+    return ["search", "--model", "bow", *COMMON, "--set", f"seed={seed}", *SPACE, *extra]
+
+
+def experiment_runs():
+    mlflow.set_tracking_uri(os.environ["MLFLOW_TRACKING_URI"])
+    experiment = mlflow.get_experiment_by_name(workflow.EXPERIMENT)
+    return mlflow.search_runs([experiment.experiment_id], output_format="list") \
+        if experiment else []
+
+
+def parent_and_children():
+    runs = experiment_runs()
+    (parent,) = [run for run in runs if run.data.tags.get("search") == "true"]
+    return parent, [run for run in runs if run is not parent]
+
+
+def load_study(tmp_path):
+    (name,) = optuna.get_all_study_names(f"sqlite:///{tmp_path / 'optuna.db'}")
+    return optuna.load_study(study_name=name, storage=f"sqlite:///{tmp_path / 'optuna.db'}")
+
+
+@pytest.mark.parametrize("space, message", [
+    (["--space", "hidden_unit=int:2:6"], "not a searchable field of bow"),
+    (["--space", "dropout=uniform:0.1:1.0"], "dropout must be less than 1"),
+    (["--space", "hidden_units=uniform:2:6"], "use int, logint or choice"),
+    (["--space", "learning_rate=loguniform:0:1e-2"], "must be positive"),
+    (["--space", "learning_rate=normal:0:1"], "KIND one of"),
+    (["--space", "output_mode=choice:tf_idf,bag"], "'bag' is not a valid value"),
+    (["--space", "embed_dim=int:8:16"], "not a searchable field"),
+    (["--space", "distribution=choice:none,mirrored"], "not a searchable field"),
+    (["--space", "hidden_units=int:2:6", "--space", "hidden_units=int:3:4"], "more than once"),
+    ([], "Give the space to search"),
+    ([*SPACE, "--metric", "test_accuracy"], "must be a validation metric"),
+])
+def test_a_bad_space_is_refused_before_any_run(own_store, capsys, space, message):
+    argv = ["search", "--model", "bow", *COMMON, *space]
+    assert workflow.main(argv) == 2
+    error = capsys.readouterr().err
+    assert message in error and len(error.strip().splitlines()) == 1
+    assert experiment_runs() == [] and not (own_store / "optuna.db").exists()
+
+
+def test_space_texts_and_yaml_choices_parse_to_typed_dimensions():
+    config = CATALOG.make("bow")
+    space = check_space(parse_space({"hidden_units": [8, 16], "dropout": "uniform:0.1:0.5",
+                                     "max_tokens": "int:100:1000:100"}), config)
+    assert space[0].choices == (8, 16) and all(type(c) is int for c in space[0].choices)
+    assert [d.text() for d in space] == ["hidden_units=choice:8,16", "dropout=uniform:0.1:0.5",
+                                         "max_tokens=int:100:1000:100"]
+    with pytest.raises(ConfigError, match="only int ranges take one"):
+        parse_space(["max_tokens=logint:100:1000:10"])
+
+
+def test_a_search_block_in_the_yaml_config_is_read_and_train_ignores_it(own_store, tmp_path):
+    config = tmp_path / "search.yaml"
+    config.write_text("hidden_units: 3\nsearch:\n  trials: 2\n  metric: val_accuracy\n"
+                      "  pruner: none\n  space:\n    learning_rate: loguniform:1e-3:3e-2\n")
+    argv = ["search", "--model", "bow", *COMMON, "--set", "seed=21", "--config", str(config)]
+    assert workflow.main(argv) == 0
+    parent, children = parent_and_children()
+    assert len(children) == 2 and parent.data.params["metric"] == "val_accuracy"
+    assert {child.data.params["hidden_units"] for child in children} == {"3"}
+    assert workflow.main(["train", "--model", "bow", *COMMON, "--config", str(config),
+                          "--epochs", "1"]) == 0
+
+
+def test_two_workers_share_one_study_and_each_trial_is_a_child_run(own_store, capsys):
+    argv = search_argv(31, "--trials", "4", "--workers", "2", "--pruner", "none",
+                       "--metric", "val_accuracy")
+    assert workflow.main(argv) == 0
+    parent, children = parent_and_children()
+    study = load_study(own_store)
+    trials = study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
+    assert len(trials) == 4 and len(children) == 4 and parent.info.status == "FINISHED"
+    assert all(c.data.tags["mlflow.parentRunId"] == parent.info.run_id for c in children)
+    assert {t.user_attrs["mlflow_run_id"] for t in trials} == {c.info.run_id for c in children}
+    assert parent.data.tags["best_child_run_id"] == study.best_trial.user_attrs["mlflow_run_id"]
+    assert parent.data.metrics["best_val_accuracy"] == study.best_value
+    best = mlflow.MlflowClient().get_run(parent.data.tags["best_child_run_id"])
+    assert best.data.metrics["best_val_accuracy"] == study.best_value
+    artifacts = {a.path for a in mlflow.MlflowClient().list_artifacts(parent.info.run_id)}
+    assert {"optimization_history.png", "param_importances.png", "trials.json",
+            "best_params.json"} <= artifacts
+    logs = list((Path(os.environ["NLPKIT_WORK_DIR"]) / "search").glob("*/worker-*.log"))
+    assert len({log.name for log in logs}) >= 2
+    assert "4 complete, 0 pruned, 0 failed" in capsys.readouterr().out
+    # rerunning continues the study: nothing left to do, and `register` takes the parent
+    assert workflow.main(argv) == 0 and len(parent_and_children()[1]) == 4
+    assert workflow.main(["register", "search-best", "--run-id", parent.info.run_id[:12]]) == 0
+    registered = mlflow.MlflowClient().get_model_version("search-best", "1")
+    assert registered.run_id == study.best_trial.user_attrs["mlflow_run_id"]
+
+
+def test_the_pruner_stops_a_trial_forced_to_be_poor(own_store):
+    argv = search_argv(41, "--trials", "2", "--prune-after-trials", "1", "--epochs", "4",
+                       "--set", "patience=4", "--metric", "val_loss")
+    settings = search.make_settings(CATALOG.make("bow", overrides={
+        "max_tokens": 300, "batch_size": 8, "seed": 41, "epochs": 4, "patience": 4}),
+        SPACE[1::2], metric="val_loss")
+    storage = search.open_storage(f"sqlite:///{own_store / 'optuna.db'}")
+    study, _ = search.open_study(workflow.LESSON, CATALOG.make("bow", overrides={
+        "max_tokens": 300, "batch_size": 8, "seed": 41, "epochs": 4, "patience": 4}),
+        settings, storage, "forced")
+    study.enqueue_trial({"learning_rate": 0.03, "hidden_units": 4})
+    study.enqueue_trial({"learning_rate": 1e-4, "hidden_units": 4})  # learns nothing in an epoch
+    assert workflow.main([*argv, "--study", "forced"]) == 0
+    good, poor = study.get_trials()
+    assert good.state.name == "COMPLETE" and good.last_step == 4
+    assert poor.state.name == "PRUNED" and poor.last_step == 1
+    poor_run = mlflow.MlflowClient().get_run(poor.user_attrs["mlflow_run_id"])
+    assert poor_run.info.status == "KILLED" and poor_run.data.tags["trial_state"] == "PRUNED"
+    parent, _ = parent_and_children()
+    assert parent.data.metrics["trials_pruned"] == 1
+
+
+def test_a_killed_workers_trial_is_queued_again_and_its_run_resumes(own_store, monkeypatch):
+    argv = search_argv(51, "--trials", "1", "--epochs", "40", "--set", "patience=40",
+                       "--pruner", "none", "--study", "killed")
+    worker = subprocess.Popen([sys.executable, "-m", "workflows.imdb_sentiment", *argv],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              env=dict(os.environ))
+    try:
+        study = wait_for_a_reported_epoch(own_store, worker)
+    finally:
+        worker.send_signal(signal.SIGKILL)
+        worker.wait()
+    (killed,) = study.get_trials()
+    assert killed.state.name == "RUNNING"
+    monkeypatch.setattr(search, "GRACE_SECONDS", 1)
+    time.sleep(2)
+    assert workflow.main(argv) == 0
+    killed, retried = study.get_trials()
+    assert killed.state.name == "FAIL" and retried.state.name == "COMPLETE"
+    assert retried.params == killed.params
+    run_id = killed.user_attrs["mlflow_run_id"]
+    assert retried.user_attrs["mlflow_run_id"] == run_id  # the same run, resumed
+    history = mlflow.MlflowClient().get_metric_history(run_id, "val_loss")
+    assert sorted(point.step for point in history) == list(range(1, 41))
+
+
+def wait_for_a_reported_epoch(folder, process, seconds=120):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and process.poll() is None:
+        if (folder / "optuna.db").exists():
+            try:
+                study = optuna.load_study(study_name="killed",
+                                          storage=f"sqlite:///{folder / 'optuna.db'}")
+            except KeyError:
+                study = None
+            if study and any(t.intermediate_values for t in study.get_trials()):
+                return study
+        time.sleep(0.1)
+    pytest.fail("the worker reported no epoch")

@@ -1,0 +1,492 @@
+"""Hyperparameter search with Optuna, written once for every lesson's `search` step.
+
+A search is an Optuna study in a database (SQLite beside the MLflow store by default,
+or a team's PostgreSQL), so any number of workers, on one machine or many, take
+trials from one study: `--workers N` starts N local worker processes; the same
+command with `--study NAME --storage URL` on another machine joins them. Each trial
+trains one config through the shared lifecycle, as an MLflow child run of the
+study's parent run; its validation metric is reported every epoch, so the pruner
+stops a poor trial early (the child run is then KILLED and tagged `trial_state`
+PRUNED). Workers send heartbeats: the trial of a killed worker is marked failed and
+queued again, and since its config is the same, its run resumes from its last
+checkpoint. Ctrl-C queues the interrupted trial the same way. The parent run keeps
+the summary: the best value and params, the best trial's run (`best_child_run_id`,
+which `register` follows), the optimization history and the parameter importances.
+"""
+
+import contextlib
+import dataclasses
+import json
+import os
+import subprocess
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import mlflow
+import optuna
+import sqlalchemy
+
+from data_prep import cache
+from workflows import processes, tracking
+from workflows.config import ConfigError, apply_overrides, describe
+from workflows.search_space import check_space, parse_space
+
+HEARTBEAT_SECONDS = 20
+GRACE_SECONDS = 60  # a trial without a heartbeat for this long is failed and queued again
+PARENT_ATTR = "mlflow_parent_run_id"
+DONE = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
+
+warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    """What to search and how; from the command line and/or a YAML `search:` block."""
+
+    space: tuple  # checked `Dimension`s
+    metric: str = "val_loss"
+    direction: str = "minimize"
+    trials: int = 20
+    max_minutes: float | None = None
+    sampler: str = "tpe"
+    pruner: str = "median"
+    prune_after_trials: int = 3  # the median pruner judges no trial before this many finish
+    workers: int = 1
+    study: str | None = None
+    storage: str | None = None
+
+    def spec(self):
+        """What every worker of one study must agree on."""
+        return {"space": [d.text() for d in self.space], "metric": self.metric,
+                "direction": self.direction}
+
+
+SAMPLERS = ("tpe", "random")
+PRUNERS = ("median", "hyperband", "none")
+
+
+def default_direction(metric):
+    lower_is_better = ("loss", "perplexity", "error")
+    return "minimize" if any(word in metric for word in lower_is_better) else "maximize"
+
+
+def make_settings(config, space_items, yaml_block=None, **flags):
+    """Checked `SearchSettings`: `flags` (the command line, None where not given) win
+    over the YAML block, which wins over the defaults."""
+    block = dict(yaml_block or {})
+    unknown = set(block) - {f.name for f in dataclasses.fields(SearchSettings)}
+    if unknown:
+        valid = ", ".join(f.name for f in dataclasses.fields(SearchSettings))
+        raise ConfigError(f"Unknown key(s) in the search: block: {', '.join(sorted(unknown))}; "
+                          f"valid: {valid}.")
+    space = parse_space(space_items) if space_items else parse_space(block.pop("space", {}))
+    block.pop("space", None)
+    values = {**block, **{key: value for key, value in flags.items() if value is not None}}
+    metric = str(values.get("metric", "val_loss"))
+    if not metric.startswith("val_"):
+        raise ConfigError(f"--metric must be a validation metric (val_loss, val_accuracy, "
+                          f"...): a search never looks at the test set; got {metric!r}.")
+    values.setdefault("direction", default_direction(metric))
+    settings = SearchSettings(space=tuple(check_space(space, config)), metric=metric,
+                              **{k: v for k, v in values.items() if k != "metric"})
+    _check_settings(settings)
+    return settings
+
+
+def _check_settings(settings):
+    rules = [(settings.direction in ("minimize", "maximize"),
+              "--direction is minimize or maximize"),
+             (settings.sampler in SAMPLERS, f"--sampler is one of {', '.join(SAMPLERS)}"),
+             (settings.pruner in PRUNERS, f"--pruner is one of {', '.join(PRUNERS)}"),
+             (isinstance(settings.trials, int) and settings.trials >= 1, "--trials is at least 1"),
+             (isinstance(settings.workers, int) and settings.workers >= 1,
+              "--workers is at least 1"),
+             (settings.max_minutes is None or settings.max_minutes > 0,
+              "--max-minutes is positive"),
+             (settings.prune_after_trials >= 0, "prune_after_trials is at least 0")]
+    for holds, rule in rules:
+        if not holds:
+            raise ConfigError(f"{rule}.")
+
+
+# ## The study and its parent run
+
+
+def default_storage(work_dir=None):
+    """SQLite beside a SQLite MLflow store, else in the work folder."""
+    uri = tracking.tracking_uri()
+    if uri.startswith("sqlite:///"):
+        return f"sqlite:///{Path(uri[len('sqlite:///'):]).with_name('optuna.db')}"
+    return f"sqlite:///{cache.work_dir(work_dir) / 'search' / 'optuna.db'}"
+
+
+def open_storage(url):
+    """Optuna's database storage with heartbeats (created if need be)."""
+    engine = {"connect_args": {"timeout": 120}} if url.startswith("sqlite") else \
+        {"pool_pre_ping": True}
+    for attempt in range(3):  # two workers creating the tables at once: one loses, retries
+        try:
+            with tracking.store_lock(url):
+                return optuna.storages.RDBStorage(
+                    url, engine_kwargs=engine, heartbeat_interval=HEARTBEAT_SECONDS,
+                    grace_period=GRACE_SECONDS,
+                    heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(
+                        max_retry=2))
+        except (sqlalchemy.exc.SQLAlchemyError, ValueError, ImportError) as error:
+            if attempt == 2 or isinstance(error, (ValueError, ImportError,
+                                                  sqlalchemy.exc.ArgumentError)):
+                raise ConfigError(f"Cannot open the study storage {url}: "
+                                  f"{str(error).splitlines()[0]}") from None
+            time.sleep(1 + attempt)
+
+
+def default_study_name(lesson, config, settings):
+    """The same command names the same study, so rerunning it continues the study."""
+    fields = {k: v for k, v in dataclasses.asdict(config).items() if k != "distribution"}
+    key = cache.settings_key({"config": fields, **settings.spec()})
+    return f"{lesson.experiment}-{lesson.run_name(config)}-{key}"
+
+
+def open_study(lesson, config, settings, storage, name):
+    """Creates the study and its MLflow parent run, or joins them; returns (study, parent id)."""
+    spec = {"lesson": lesson.experiment, "config": _config_fields(config), **settings.spec()}
+    try:
+        study = optuna.create_study(study_name=name, storage=storage,
+                                    direction=settings.direction)
+        study.set_user_attr("spec", spec)
+        created = True
+    except optuna.exceptions.DuplicatedStudyError:
+        study = optuna.load_study(study_name=name, storage=storage)
+        created = False
+    _check_same_search(storage, spec, name)
+    return study, parent_run(lesson, config, settings, storage, name, created)
+
+
+def _config_fields(config):
+    return json.loads(json.dumps({k: v for k, v in dataclasses.asdict(config).items()
+                                  if k != "distribution"}, default=str))
+
+
+def _check_same_search(storage, spec, name):
+    for _ in range(60):  # its creator sets it right after creating the study
+        started = optuna.load_study(study_name=name, storage=storage).user_attrs.get("spec")
+        if started is not None:
+            break
+        time.sleep(1)
+    if started is None:
+        raise ConfigError(f"Study {name!r} exists but was not made by a search step; "
+                          "give another --study name.")
+    differs = sorted(key for key in spec if started.get(key) != spec[key])
+    if differs:
+        raise ConfigError(f"Study {name!r} searches a different {', '.join(differs)} "
+                          f"(it has: {json.dumps({k: started.get(k) for k in differs})[:600]}); "
+                          "run the command that started it, or give a new --study name.")
+
+
+def parent_run(lesson, config, settings, storage, name, created):
+    """The study's MLflow parent run id; the study's creator makes it, joiners wait for it."""
+    experiment = tracking.use_experiment(lesson.experiment)
+    client = mlflow.MlflowClient()
+    for _ in range(1 if created else 20):  # a creator that crashed: 20 s, then ours
+        study = optuna.load_study(study_name=name, storage=storage)
+        run_id = study.user_attrs.get(PARENT_ATTR)
+        if run_id and _run_exists(client, run_id):
+            return run_id
+        if not created:
+            time.sleep(1)
+    run = client.create_run(experiment.experiment_id, run_name=f"search-{lesson.run_name(config)}",
+                            tags={"search": "true", "optuna_study": name,
+                                  "git_commit": tracking.git_commit()})
+    params = {"metric": settings.metric, "direction": settings.direction,
+              "space": "; ".join(settings.spec()["space"])[:6000], "sampler": settings.sampler,
+              "pruner": settings.pruner, "trials": settings.trials}
+    client.log_batch(run.info.run_id, params=[mlflow.entities.Param(key, str(value))
+                                              for key, value in params.items()])
+    client.log_dict(run.info.run_id, _config_fields(config), "base_config.json")
+    study.set_user_attr(PARENT_ATTR, run.info.run_id)
+    return run.info.run_id
+
+
+def _run_exists(client, run_id):
+    try:
+        return client.get_run(run_id).info.lifecycle_stage == "active"
+    except mlflow.exceptions.MlflowException:
+        return False  # the study outlived its MLflow store, or the run was deleted
+
+
+# ## Trials
+
+
+class TrialPruned(optuna.TrialPruned):
+    """Raised from the epoch hook: the trial's run stops after a checkpoint."""
+
+
+def objective(study, config, settings, parent_id, train_trial):
+    """The function Optuna calls per trial: trains one config, returns its metric."""
+
+    def run_trial(trial):
+        values = {dimension.name: dimension.suggest(trial) for dimension in settings.space}
+        trial_config = apply_overrides(config, values)
+        tags = {"optuna_study": study.study_name, "optuna_trial": str(trial.number)}
+        report = EpochReport(trial, settings.metric)
+        print(f"\nTrial {trial.number}: {_describe(values)}", flush=True)
+        try:
+            run_id = train_trial(trial_config, parent_id, tags, report)
+        except TrialPruned:
+            _mark_pruned(report.run_id)
+            print(f"Trial {trial.number} pruned after epoch {report.epochs}.", flush=True)
+            raise
+        except KeyboardInterrupt:
+            study.enqueue_trial(values, skip_if_exists=False)  # resumes first on the next run
+            raise
+        trial.set_user_attr("mlflow_run_id", run_id)
+        return final_value(run_id, settings.metric)
+
+    return run_trial
+
+
+class EpochReport:
+    """The lifecycle's epoch hook for a trial: reports the metric, prunes if told to."""
+
+    def __init__(self, trial, metric):
+        self.trial, self.metric, self.run_id, self.epochs = trial, metric, None, 0
+
+    def __call__(self, epoch, metrics):
+        if self.run_id is None:
+            self.run_id = mlflow.active_run().info.run_id
+            self.trial.set_user_attr("mlflow_run_id", self.run_id)
+        if self.metric not in metrics:
+            names = ", ".join(sorted(name for name in metrics if name.startswith("val_")))
+            raise ConfigError(f"This model's epochs have no {self.metric}; --metric is one "
+                              f"of: {names}.")
+        self.epochs = epoch + 1
+        self.trial.report(metrics[self.metric], epoch + 1)
+        if self.trial.should_prune():
+            raise TrialPruned()
+
+
+def final_value(run_id, metric):
+    """The trial's value: `metric` at the epoch whose weights the run kept (lowest val_loss)."""
+    metrics = mlflow.MlflowClient().get_run(run_id).data.metrics
+    return metrics.get(f"best_{metric}", metrics.get(metric))
+
+
+def _mark_pruned(run_id):
+    if run_id:
+        client = mlflow.MlflowClient()
+        client.set_tag(run_id, "trial_state", "PRUNED")
+        client.set_terminated(run_id, "KILLED")
+
+
+def _describe(values):
+    return ", ".join(f"{name}={value:.4g}" if isinstance(value, float) else f"{name}={value}"
+                     for name, value in values.items())
+
+
+def sampler(settings, seed):
+    if settings.sampler == "random":
+        return optuna.samplers.RandomSampler(seed=seed)
+    return optuna.samplers.TPESampler(  # the constant liar keeps parallel workers apart
+        n_startup_trials=min(10, max(3, settings.trials // 3)), multivariate=True,
+        constant_liar=True, seed=seed)
+
+
+def pruner(settings, epochs):
+    if settings.pruner == "none":
+        return optuna.pruners.NopPruner()
+    if settings.pruner == "hyperband":
+        return optuna.pruners.HyperbandPruner(min_resource=1, max_resource=max(epochs, 1))
+    return optuna.pruners.MedianPruner(n_startup_trials=settings.prune_after_trials,
+                                       n_warmup_steps=0)
+
+
+def counted_trials(study):
+    """Trials that use up the budget: finished (complete or pruned) and running."""
+    states = (*DONE, optuna.trial.TrialState.RUNNING)
+    return len(study.get_trials(deepcopy=False, states=states))
+
+
+def work(study, storage, config, settings, parent_id, train_trial, worker=0):
+    """Runs trials one after another until the study has `settings.trials` of them
+    (counting those of other workers) or `max_minutes` are up."""
+    deadline = time.monotonic() + 60 * settings.max_minutes if settings.max_minutes else None
+    while True:
+        optuna.storages.fail_stale_trials(study)  # a killed worker's trial: queued again
+        if counted_trials(study) >= settings.trials:
+            return
+        if deadline and time.monotonic() >= deadline:
+            print(f"Stopping: --max-minutes {settings.max_minutes:g} is up.", flush=True)
+            return
+        seed = config.seed + 1000 * worker + len(study.trials)
+        trial_study = optuna.load_study(study_name=study.study_name, storage=storage,
+                                        sampler=sampler(settings, seed),
+                                        pruner=pruner(settings, config.epochs))
+        trial_study.optimize(objective(trial_study, config, settings, parent_id, train_trial),
+                             n_trials=1, catch=(), gc_after_trial=True)
+
+
+# ## Several local workers
+
+
+def start_workers(command, count, log_dir):
+    """`count` worker processes running `command + ["--worker", i]`, logging to files.
+    Each gets an equal share of the CPU threads unless the user set them."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ)
+    env.setdefault("TF_NUM_INTRAOP_THREADS", str(max(1, (os.cpu_count() or 1) // count)))
+    workers = []
+    for index in range(count):
+        log = open(log_dir / f"worker-{index}.log", "a")  # noqa: SIM115 (closed in wait_for)
+        workers.append((subprocess.Popen([*command, "--worker", str(index)], stdout=log,
+                                         stderr=subprocess.STDOUT, env=env), log))
+    print(f"Started {count} workers; their logs: {log_dir}/worker-*.log", flush=True)
+    return workers
+
+
+def wait_for(workers, study, settings):
+    """Prints each trial as it ends until every worker exits; Ctrl-C stops them all
+    (each checkpoints its trial, which the next run resumes)."""
+    seen = set()
+    try:
+        while any(process.poll() is None for process, _ in workers):
+            _print_new_trials(study, settings, seen)
+            time.sleep(2)
+    except KeyboardInterrupt:
+        for process, _ in workers:
+            with contextlib.suppress(ProcessLookupError):
+                process.send_signal(2)  # SIGINT: checkpoint, queue the trial again, exit
+        for process, _ in workers:
+            try:
+                process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                processes.stop(process)
+        raise
+    finally:
+        for _, log in workers:
+            log.close()
+    _print_new_trials(study, settings, seen)
+    for process, log in workers:
+        if process.returncode:
+            lines = Path(log.name).read_text(errors="replace").splitlines() or [""]
+            errors = [line for line in lines if line.startswith("error: ")]
+            raise ConfigError(f"A search worker stopped with exit status {process.returncode}: "
+                              f"{(errors or lines)[-1].removeprefix('error: ')} "
+                              f"(its log: {log.name})")
+
+
+def _print_new_trials(study, settings, seen):
+    for trial in study.get_trials(deepcopy=False, states=DONE):
+        if trial.number not in seen:
+            seen.add(trial.number)
+            value = ("pruned after epoch " + str(trial.last_step)
+                     if trial.state == optuna.trial.TrialState.PRUNED
+                     else f"{settings.metric} {trial.value:.4f}")
+            print(f"Trial {trial.number}: {value} ({_describe(trial.params)})", flush=True)
+
+
+# ## Summary
+
+
+def summarize(study, parent_id, settings, wall_seconds, status="FINISHED"):
+    """Logs the study's state to its parent run and prints it; returns the summary dict."""
+    states = optuna.trial.TrialState
+    trials = study.get_trials(deepcopy=False)
+    counts = {state.name.lower(): sum(t.state == state for t in trials)
+              for state in (states.COMPLETE, states.PRUNED, states.FAIL, states.RUNNING)}
+    complete = [t for t in trials if t.state == states.COMPLETE and t.value is not None]
+    summary = {"study": study.study_name, "parent_run_id": parent_id, "trials": counts,
+               "metric": settings.metric, "direction": settings.direction,
+               "wall_minutes": wall_seconds / 60}
+    client = mlflow.MlflowClient()
+    client.log_batch(parent_id, metrics=[mlflow.entities.Metric(
+        f"trials_{name}", count, int(time.time() * 1000), 0) for name, count in counts.items()])
+    if complete:
+        best = study.best_trial
+        summary.update(best_value=best.value, best_params=best.params,
+                       best_trial=best.number, best_run_id=best.user_attrs.get("mlflow_run_id"))
+        client.log_metric(parent_id, f"best_{settings.metric}", best.value)
+        client.set_tag(parent_id, "best_child_run_id", summary["best_run_id"])
+        client.set_tag(parent_id, "best_trial", str(best.number))
+        client.log_dict(parent_id, best.params, "best_params.json")
+        _log_plots(client, parent_id, study, len(complete))
+    client.log_dict(parent_id, [_trial_row(t) for t in trials], "trials.json")
+    client.set_terminated(parent_id, status)
+    print(summary_text(summary))
+    return summary
+
+
+def _trial_row(trial):
+    return {"number": trial.number, "state": trial.state.name, "value": trial.value,
+            "params": trial.params, "epochs": trial.last_step,
+            "run_id": trial.user_attrs.get("mlflow_run_id")}
+
+
+def _log_plots(client, parent_id, study, complete):
+    from optuna.visualization import matplotlib as plots
+
+    figures = {"optimization_history.png": plots.plot_optimization_history}
+    if complete >= 2 and len(study.best_trial.params) >= 1:
+        figures["param_importances.png"] = plots.plot_param_importances
+    for name, plot in figures.items():
+        try:
+            axes = plot(study)
+        except (ValueError, RuntimeError, ZeroDivisionError) as error:  # too few varied trials
+            print(f"(no {name}: {error})")
+            continue
+        figure = axes.figure
+        figure.set_size_inches(8, 5)
+        figure.tight_layout()
+        client.log_figure(parent_id, figure, name)
+        plt.close(figure)
+
+
+def summary_text(summary):
+    counts = summary["trials"]
+    lines = [f"\nSearch {summary['study']}: {counts['complete']} complete, {counts['pruned']} "
+             f"pruned, {counts['fail']} failed trials in {summary['wall_minutes']:.1f} minutes "
+             f"(parent run {summary['parent_run_id']})."]
+    if "best_value" in summary:
+        lines.append(f"Best {summary['metric']} {summary['best_value']:.4f}: trial "
+                     f"{summary['best_trial']}, run {summary['best_run_id']}\n  "
+                     f"{_describe(summary['best_params'])}")
+    return "\n".join(lines)
+
+
+def search(lesson, config, settings, train_trial, work_dir=None, worker_command=None,
+           worker=None):
+    """The `search` step: opens (or joins) the study, runs its trials here or in
+    `settings.workers` processes, and summarizes it. Returns the summary (None for
+    a worker started by another search)."""
+    storage_url = settings.storage or default_storage(work_dir)
+    name = settings.study or default_study_name(lesson, config, settings)
+    storage = open_storage(storage_url)
+    study, parent_id = open_study(lesson, config, settings, storage, name)
+    if worker is None:
+        print(f"Search: study {name} in {storage_url}\n  parent run {parent_id}, up to "
+              f"{settings.trials} trials of {settings.metric} ({settings.direction}) over\n  "
+              + "\n  ".join(settings.spec()["space"])
+              + f"\nfrom the config:\n{describe(config)}", flush=True)
+    started = time.monotonic()
+    if settings.workers > 1 and worker is None:
+        command = [*worker_command, "--study", name, "--storage", storage_url]
+        workers = start_workers(command, settings.workers,
+                                cache.work_dir(work_dir) / "search" / name)
+        try:
+            wait_for(workers, study, settings)
+        except KeyboardInterrupt:
+            summarize(study, parent_id, settings, time.monotonic() - started, "KILLED")
+            raise
+    else:
+        try:
+            work(study, storage, config, settings, parent_id, train_trial, worker or 0)
+        except KeyboardInterrupt:
+            if worker is None:
+                summarize(study, parent_id, settings, time.monotonic() - started, "KILLED")
+            raise
+    if worker is not None:
+        return None
+    return summarize(study, parent_id, settings, time.monotonic() - started)

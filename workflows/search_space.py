@@ -1,0 +1,165 @@
+"""Search spaces over a lesson's config fields: parsed, checked, and sampled by Optuna.
+
+A dimension is written `FIELD=KIND:...`:
+
+    learning_rate=loguniform:1e-4:3e-3   float, sampled on a log scale
+    dropout=uniform:0.1:0.6              float
+    units=int:16:128                     whole number (`int:16:128:16` steps by 16)
+    max_tokens=logint:5000:200000        whole number on a log scale
+    cell=choice:lstm,gru                 one of the listed values
+
+A YAML `search: {space: {...}}` block gives the same texts as a mapping (a choice
+may also be a YAML list). Every dimension is checked against the config before any
+run starts: the field must exist and apply, its kind must suit the field's type, and
+both ends of a range (every value of a choice) must be valid values of the field.
+"""
+
+import dataclasses
+import math
+import typing
+from dataclasses import dataclass
+
+from workflows.config import (
+    ConfigError,
+    applicable_fields,
+    apply_overrides,
+    describe_choice,
+    field_names,
+)
+
+KINDS = ("uniform", "loguniform", "int", "logint", "choice")
+NOT_SEARCHABLE = ("model", "preset", "distribution")  # what a run is, not how it trains
+
+
+@dataclass(frozen=True)
+class Dimension:
+    """One searched field: a range of `kind` from `low` to `high`, or `choices`."""
+
+    name: str
+    kind: str
+    low: float | None = None
+    high: float | None = None
+    step: int | None = None
+    choices: tuple = ()
+
+    def suggest(self, trial):
+        """The value Optuna's `trial` proposes for this field."""
+        if self.kind == "choice":
+            return trial.suggest_categorical(self.name, list(self.choices))
+        if self.kind in ("int", "logint"):
+            return trial.suggest_int(self.name, int(self.low), int(self.high),
+                                     step=self.step or 1, log=self.kind == "logint")
+        return trial.suggest_float(self.name, self.low, self.high,
+                                   log=self.kind == "loguniform")
+
+    def text(self):
+        if self.kind == "choice":
+            return f"{self.name}=choice:{','.join(map(str, self.choices))}"
+        step = f":{self.step}" if self.step else ""
+        return f"{self.name}={self.kind}:{self.low:g}:{self.high:g}{step}"
+
+
+def parse_space(items):
+    """Dimensions from `["field=kind:...", ...]` and/or a `{field: "kind:..."}` mapping."""
+    if isinstance(items, dict):
+        items = [f"{name}={_choice_text(spec)}" for name, spec in items.items()]
+    dimensions = [parse_dimension(item) for item in items]
+    names = [dimension.name for dimension in dimensions]
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise ConfigError(f"--space gives {', '.join(repeated)} more than once.")
+    return dimensions
+
+
+def _choice_text(spec):
+    if isinstance(spec, list):
+        return "choice:" + ",".join(map(str, spec))
+    return str(spec)
+
+
+def parse_dimension(item):
+    name, sep, spec = str(item).partition("=")
+    name = name.strip().replace("-", "_")
+    kind, _, rest = spec.strip().partition(":")
+    if not sep or not name or kind not in KINDS or not rest:
+        raise ConfigError(f"--space expects FIELD=KIND:..., with KIND one of {', '.join(KINDS)} "
+                          f"(e.g. learning_rate=loguniform:1e-4:3e-3, units=choice:32,64), "
+                          f"got {item!r}.")
+    if kind == "choice":
+        choices = tuple(value.strip() for value in rest.split(",") if value.strip())
+        if not choices:
+            raise ConfigError(f"--space {name}: give at least one value after choice:.")
+        return Dimension(name, kind, choices=choices)
+    parts = rest.split(":")
+    whole = kind in ("int", "logint")
+    if len(parts) not in ((2, 3) if whole else (2,)):
+        form = "int:LOW:HIGH[:STEP]" if whole else f"{kind}:LOW:HIGH"
+        raise ConfigError(f"--space {name}: expected {form}, got {spec!r}.")
+    numbers = [_number(name, part, whole) for part in parts]
+    low, high = numbers[:2]
+    if not low < high:
+        raise ConfigError(f"--space {name}: the low end must be below the high end, got {spec!r}.")
+    if kind.startswith("log") and low <= 0:
+        raise ConfigError(f"--space {name}: a {kind} range must be positive, got {spec!r}.")
+    step = numbers[2] if len(numbers) == 3 else None
+    if step is not None and (step < 1 or kind == "logint"):
+        raise ConfigError(f"--space {name}: a step must be a whole number >= 1, and only "
+                          f"int ranges take one; got {spec!r}.")
+    return Dimension(name, kind, low, high, step)
+
+
+def _number(name, text, whole):
+    try:
+        value = float(text)
+    except ValueError:
+        raise ConfigError(f"--space {name}: {text!r} is not a number.") from None
+    if not math.isfinite(value) or (whole and not value.is_integer()):
+        raise ConfigError(f"--space {name}: {text!r} must be a finite "
+                          f"{'whole number' if whole else 'number'}.")
+    return int(value) if whole else value
+
+
+def check_space(space, config):
+    """Refuses a space that `config` cannot take; returns the dimensions with their
+    choices converted to the fields' types (what Optuna samples and MLflow logs)."""
+    if not space:
+        raise ConfigError("Give the space to search: --space FIELD=KIND:... (repeatable), "
+                          "or a `search: {space: ...}` block in --config.")
+    hints = typing.get_type_hints(type(config))
+    searchable = [name for name in applicable_fields(config) if name not in NOT_SEARCHABLE]
+    checked = []
+    for dimension in space:
+        if dimension.name not in field_names(config) or dimension.name in NOT_SEARCHABLE:
+            raise ConfigError(f"--space {dimension.name}: not a searchable field of "
+                              f"{describe_choice(config)}; fields: {', '.join(searchable)}.")
+        checked.append(_check_dimension(dimension, config, _base_type(hints[dimension.name])))
+    return checked
+
+
+def _base_type(hint):
+    args = [arg for arg in typing.get_args(hint) if arg is not type(None)]
+    return args[0] if args else hint
+
+
+def _check_dimension(dimension, config, kind):
+    if dimension.kind != "choice":
+        fits = kind is float or (kind is int and dimension.kind in ("int", "logint"))
+        if not fits:
+            wanted = ("int, logint or choice" if kind is int
+                      else "uniform, loguniform or choice" if kind is float else "choice")
+            raise ConfigError(f"--space {dimension.name}: the field is a {kind.__name__}; "
+                              f"use {wanted}, not {dimension.kind}.")
+        values = (dimension.low, dimension.high)
+    else:
+        values = dimension.choices
+    typed = []
+    for value in values:
+        try:
+            changed = apply_overrides(config, {dimension.name: value})
+        except ConfigError as error:
+            raise ConfigError(f"--space {dimension.name}: {value!r} is not a valid value "
+                              f"({error})") from None
+        typed.append(getattr(changed, dimension.name))
+    if dimension.kind == "choice":
+        return dataclasses.replace(dimension, choices=tuple(typed))
+    return dimension
