@@ -321,7 +321,8 @@ def work(study, storage, config, settings, parent_id, train_trial, worker=0):
         if deadline and time.monotonic() >= deadline:
             print(f"Stopping: --max-minutes {settings.max_minutes:g} is up.", flush=True)
             return
-        seed = config.seed + 1000 * worker + len(study.trials)
+        # seeded by study, worker and trial: studies and workers never sample in lockstep
+        seed = int(cache.settings_key([study.study_name, worker, len(study.trials)])[:8], 16)
         trial_study = optuna.load_study(study_name=study.study_name, storage=storage,
                                         sampler=sampler(settings, seed),
                                         pruner=pruner(settings, config.epochs))

@@ -129,3 +129,39 @@ def test_workflow_run_is_tracked_on_the_team_server(store, tracking_server, monk
     assert run.data.tags["model_logged"] == "true"
     model = mlflow.pyfunc.load_model(f"runs:/{run.info.run_id}/model", dst_path=str(tmp_path))
     assert len(model.predict(["Great acting", "Awful script"])) == 2
+
+
+def test_two_workers_on_loopback_join_one_study_on_the_team_postgres(
+        store, postgres_url, tracking_server, monkeypatch, restore_tracking_uri):
+    import mlflow
+    import optuna
+    import psycopg2
+
+    database, _ = postgres_url
+    port = int(database.rsplit(":", 1)[1].split("/")[0])
+    connection = psycopg2.connect(host="127.0.0.1", port=port, user="mlflow", dbname="postgres")
+    connection.autocommit = True
+    connection.cursor().execute("CREATE DATABASE optuna")
+    connection.close()
+    storage = database.rsplit("/", 1)[0] + "/optuna"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", tracking_server)
+    argv = ["search", "--model", "bow", *COMMON, *BOW, "--set", "seed=61", "--space",
+            "learning_rate=loguniform:1e-3:3e-2", "--space", "dropout=uniform:0.1:0.6",
+            "--trials", "6", "--pruner", "none", "--study", "team", "--storage", storage]
+    command = [sys.executable, "-m", "workflows.imdb_sentiment", *argv]
+    workers = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True) for _ in range(2)]  # as if on two machines
+    outputs = [worker.communicate(timeout=600)[0] for worker in workers]
+    assert [worker.returncode for worker in workers] == [0, 0], outputs[0][-2000:]
+    study = optuna.load_study(study_name="team", storage=storage)
+    trials = study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
+    assert len(trials) >= 6 and all("Trial " in output for output in outputs)  # both worked
+    mlflow.set_tracking_uri(tracking_server)
+    experiment = mlflow.get_experiment_by_name(workflow.EXPERIMENT)
+    runs = mlflow.search_runs([experiment.experiment_id], output_format="list")
+    (parent,) = [run for run in runs if run.data.tags.get("optuna_study") == "team"
+                 and run.data.tags.get("search") == "true"]
+    children = {run.info.run_id for run in runs
+                if run.data.tags.get("mlflow.parentRunId") == parent.info.run_id}
+    assert {trial.user_attrs["mlflow_run_id"] for trial in trials} == children
+    assert parent.data.tags["best_child_run_id"] == study.best_trial.user_attrs["mlflow_run_id"]
