@@ -21,8 +21,13 @@ def test_layer_suite_on_backend(backend):
     if importlib.util.find_spec(OTHER_BACKENDS[backend]) is None:
         pytest.skip(f"{backend} is not installed (jax: pip install -r requirements-dev.txt; "
                     "torch: see the README, On a GPU)")
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-               "--doctest-modules", "layers", "tests/layers"]
+    files = sorted(str(path.relative_to(ROOT))
+                   for path in (ROOT / "tests" / "layers").glob("test_*.py"))
+    halves = [["--doctest-modules", "layers", *files[0::2]], files[1::2]]  # two processes at once
     environment = {**os.environ, "KERAS_BACKEND": backend}
-    result = subprocess.run(command, cwd=ROOT, env=environment, capture_output=True, text=True)
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    runs = [subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                              *half], cwd=ROOT, env=environment, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True) for half in halves]
+    for run in runs:
+        output = run.communicate()[0]
+        assert run.returncode == 0, output[-6000:]

@@ -7,6 +7,7 @@ same global batches within a stated tolerance, and the store must hold exactly o
 run and one logged model per training.
 """
 
+import concurrent.futures
 import json
 import os
 import subprocess
@@ -65,9 +66,12 @@ def train_tiny_translator(root, distribution, backend, host_devices=1):
     ("tensorflow", "mirrored", 2), ("jax", "data_parallel", 2)])
 def test_two_devices_train_like_one(tmp_path, backend, distribution, devices):
     pytest.importorskip(backend)
-    single = train_tiny_translator(tmp_path / "single", "none", backend)
-    parallel = train_tiny_translator(tmp_path / "parallel", distribution, backend,
-                                     host_devices=devices)
+    write_spa_eng_zip(tmp_path / "spa-eng.zip", generated_spa_lines())
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:  # two processes at once
+        single = pool.submit(train_tiny_translator, tmp_path / "single", "none", backend)
+        parallel = pool.submit(train_tiny_translator, tmp_path / "parallel", distribution,
+                               backend, host_devices=devices)
+        single, parallel = single.result(), parallel.result()
     for result in (single, parallel):
         assert (result["code"], result["runs"], result["models"]) == (0, 1, 1)
         assert len(result["history"]) == 2  # one loss per epoch, logged once
