@@ -472,22 +472,19 @@ def search(lesson, config, settings, train_trial, work_dir=None, worker_command=
               + "\n  ".join(settings.spec()["space"])
               + f"\nfrom the config:\n{describe(config)}", flush=True)
     started = time.monotonic()
-    if settings.workers > 1 and worker is None:
-        command = [*worker_command, "--study", name, "--storage", storage_url]
-        workers = start_workers(command, settings.workers,
-                                cache.work_dir(work_dir) / "search" / name)
-        try:
+    try:
+        if settings.workers > 1 and worker is None:
+            command = [*worker_command, "--study", name, "--storage", storage_url]
+            workers = start_workers(command, settings.workers,
+                                    cache.work_dir(work_dir) / "search" / name)
             wait_for(workers, study, settings)
-        except KeyboardInterrupt:
-            summarize(study, parent_id, settings, time.monotonic() - started, "KILLED")
-            raise
-    else:
-        try:
+        else:
             work(study, storage, config, settings, parent_id, train_trial, worker or 0)
-        except KeyboardInterrupt:
-            if worker is None:
-                summarize(study, parent_id, settings, time.monotonic() - started, "KILLED")
-            raise
+    except BaseException as error:  # the parent run says how the search ended
+        if worker is None:
+            summarize(study, parent_id, settings, time.monotonic() - started,
+                      "KILLED" if isinstance(error, KeyboardInterrupt) else "FAILED")
+        raise
     if worker is not None:
         return None
     return summarize(study, parent_id, settings, time.monotonic() - started)
