@@ -215,11 +215,24 @@ def translate_in_batches(translator, texts, beam_width, label, chunk_size=1024):
     return outputs
 
 
-def translate(texts, run_id=None, model_uri=None, beam_width=None):
-    """Prints and returns the Spanish translation of each English text."""
+def translate(texts, run_id=None, model_uri=None, beam_width=None, n_best=None,
+              length_penalty=None):
+    """Prints and returns the Spanish translation of each English text; with `n_best`,
+    its `n_best` best translations and their scores (log-likelihood over Wu et al.'s
+    length penalty with alpha `length_penalty`)."""
     lifecycle.check_texts(texts, "English sentence")
+    if n_best is not None and not 1 <= n_best <= MAX_BEAM_WIDTH:
+        raise ConfigError(f"--n-best must be from 1 to {MAX_BEAM_WIDTH}, got {n_best}.")
+    if length_penalty is not None and not 0 <= length_penalty <= 5:
+        raise ConfigError(f"--length-penalty (alpha) must be from 0 to 5, got {length_penalty} "
+                          "(0.6-1.0 is usual).")
     _, translator = load_run_translator(run_id, model_uri, beam_width)
-    outputs = translator.translate(list(texts))
+    if n_best:
+        outputs = translator.n_best(list(texts), n_best, length_penalty=length_penalty)
+        for text, hypotheses in zip(texts, outputs, strict=True):
+            print(text + "".join(f"\n  {score:8.3f}  {output}" for output, score in hypotheses))
+        return outputs
+    outputs = translator.translate(list(texts), length_penalty=length_penalty)
     for text, output in zip(texts, outputs, strict=True):
         print(f"{text}\n  -> {output}")
     return outputs
@@ -273,10 +286,16 @@ _evaluate = CLI.step("evaluate", "test BLEU/chrF of a run, logged to it", lambda
     model=True)
 _evaluate.add_argument("--limit", type=int, help="only the first N test sentences")
 beam_width_flag(_evaluate)
-beam_width_flag(CLI.step(
+_translate = CLI.step(
     "translate", "translate English sentences with a run's model", lambda a: translate(
-        read_texts(a.texts, a.file, "English sentences"), a.run_id, a.model_uri, a.beam_width),
-    model=True, texts="English sentences"))
+        read_texts(a.texts, a.file, "English sentences"), a.run_id, a.model_uri, a.beam_width,
+        a.n_best, a.length_penalty), model=True, texts="English sentences")
+beam_width_flag(_translate)
+_translate.add_argument("--n-best", type=int, metavar="K", help="print the K best "
+                        "translations with their scores (beam width at least K)")
+_translate.add_argument("--length-penalty", type=float, metavar="ALPHA", help="rank beams by "
+                        "log-likelihood / ((5 + length) / 6) ** ALPHA (Wu et al. 2016; "
+                        "default 0: no penalty)")
 CLI.shared_steps()
 main = CLI.main
 

@@ -14,7 +14,7 @@ from tests.data_prep.fixtures import generated_spa_lines, write_spa_eng_zip
 from tests.workflows.serving import post, served
 from workflows import translation as workflow
 from workflows.seq2seq.batching import PairBatches
-from workflows.seq2seq.decoding import NEG_INF, Decoder
+from workflows.seq2seq.decoding import NEG_INF, Decoder, length_penalty, rank_hypotheses
 from workflows.seq2seq.models import PAD_ID
 from workflows.seq2seq.tokenization import normalize, tidy_spanish
 
@@ -194,6 +194,48 @@ def test_beam_search_with_width_one_equals_greedy():
     assert wide.shape == greedy.shape and (wide[:, 0] == 2).all()
 
 
+def test_a_length_penalty_reranks_beams_as_wu_et_al_write_it():
+    short = [2, 7, 3, 0, 0, 0, 0, 0]  # 2 tokens generated, the end included
+    long = [2, 7, 8, 9, 10, 11, 3, 0]  # 6 tokens
+    tokens, log_probs = np.array([[short, long, short]]), np.array([[-2.0, -2.2, -3.0]])
+    (plain,) = rank_hypotheses(tokens, log_probs, alpha=0.0)
+    assert [list(ids) for ids, _ in plain] == [short, long]  # the duplicate beam is dropped
+    assert [score for _, score in plain] == [-2.0, -2.2]
+    (penalized,) = rank_hypotheses(tokens, log_probs, alpha=1.0)
+    assert [list(ids) for ids, _ in penalized] == [long, short]
+    assert penalized[0][1] == pytest.approx(-2.2 / (11 / 6))
+    assert penalized[1][1] == pytest.approx(-2.0 / (7 / 6))
+    assert length_penalty([0, 1], 0.6) == pytest.approx([(5 / 6) ** 0.6, 1.0])
+    (unfilled,) = rank_hypotheses(tokens, np.array([[-2.0, 2 * NEG_INF, -3.0]]))
+    assert len(unfilled) == 1
+
+
+def test_n_best_gives_distinct_beams_in_score_order_led_by_beam_search():
+    keras.utils.set_random_seed(5)
+    model = workflow.build_model(tiny_config(), 40, 50)
+    source = np.random.default_rng(1).integers(1, 40, (4, 7)).astype("int32")
+    decoder = Decoder(model, 2, 3)
+    tokens, log_probs = decoder.generate_all_beams(source, 10, beam_width=4)
+    tokens, log_probs = keras.ops.convert_to_numpy(tokens), keras.ops.convert_to_numpy(log_probs)
+    best = keras.ops.convert_to_numpy(decoder.generate(source, 10, beam_width=4))
+    for row, hypotheses in enumerate(rank_hypotheses(tokens, log_probs)):
+        assert len(hypotheses) == 4 and len({ids.tobytes() for ids, _ in hypotheses}) == 4
+        scores = [score for _, score in hypotheses]
+        assert scores == sorted(scores, reverse=True) and max(scores) <= 0
+        assert (hypotheses[0][0] == best[row]).all()
+
+
+def test_translate_prints_n_best_with_scores(translation_store, capsys):
+    assert workflow.main(["translate", "I see the dog.", "--n-best", "3",
+                          "--length-penalty", "0.6"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    scores = [float(line.split()[0]) for line in lines[lines.index("I see the dog.") + 1:]]
+    assert 1 <= len(scores) <= 3
+    assert scores == sorted(scores, reverse=True)
+    assert workflow.main(["translate", "Hi.", "--n-best", "0"]) == 2
+    assert workflow.main(["translate", "Hi.", "--length-penalty", "-1"]) == 2
+
+
 def test_decoded_rows_stop_at_end_and_never_emit_padding_or_start():
     keras.utils.set_random_seed(7)
     model = workflow.build_model(tiny_config(), 40, 50)
@@ -273,18 +315,24 @@ def test_beam_width_param_is_declared_validated_and_reaches_the_decoder(translat
 
     run_id = runs()["transformer"].info.run_id
     model = mlflow.pyfunc.load_model(f"runs:/{run_id}/model")
-    assert [p.name for p in model.metadata.signature.params] == ["beam_width"]
+    assert [p.name for p in model.metadata.signature.params] == ["beam_width", "length_penalty"]
     translator = model.unwrap_python_model().translator
-    widths, translate = [], translator.translate
-    translator.translate = lambda texts, beam_width=None: (widths.append(beam_width),
-                                                           translate(texts, beam_width))[1]
-    model.predict(["How are you?"], params={"beam_width": 3})
+    calls, translate = [], translator.translate
+
+    def recorded(texts, beam_width=None, length_penalty=None):
+        calls.append((beam_width, length_penalty))
+        return translate(texts, beam_width, length_penalty)
+
+    translator.translate = recorded
+    model.predict(["How are you?"], params={"beam_width": 3, "length_penalty": 0.6})
     model.predict(["How are you?"], params={"beam_width": 1})
     model.predict(["How are you?"])
-    assert widths == [3, 1, None]  # None: the translator's own width
+    assert calls == [(3, 0.6), (1, 0.0), (None, 0.0)]  # None: the translator's own width
     for bad in (-3, 100000):
         with pytest.raises(MlflowException, match="beam_width must be a whole number"):
             model.predict(["How are you?"], params={"beam_width": bad})
+    with pytest.raises(MlflowException, match="length_penalty must be a number from 0 to 5"):
+        model.predict(["How are you?"], params={"length_penalty": 7.0})
 
 
 @pytest.mark.parametrize("argv, message", [

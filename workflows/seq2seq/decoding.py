@@ -4,10 +4,12 @@ The encoder runs once; each step feeds only the newest token to the model's
 `call_with_cache` (the Transformer's decoder blocks keep their keys and values, the
 GRU its state), driven by keras-hub's `GreedySampler` or `BeamSampler`. Beams that
 have finished (`end_id`, or padding after it) only extend with padding at no cost,
-so finished hypotheses keep their score.
+so finished hypotheses keep their score. `generate_all_beams` returns every beam with
+its log-likelihood, which `rank_hypotheses` re-ranks with a length penalty (n-best).
 """
 
 import keras_hub
+import numpy as np
 from keras import ops
 
 from workflows.seq2seq.models import PAD_ID
@@ -27,8 +29,16 @@ class Decoder:
                    else keras_hub.samplers.BeamSampler(num_beams=beam_width))
         return self.sample(sampler, source, max_length)
 
-    def sample(self, sampler, source, max_length):
-        """`generate` with any keras-hub sampler."""
+    def generate_all_beams(self, source, max_length, beam_width):
+        """Every beam: token ids `(batch, beam_width, max_length)` (padding after each
+        end) and their log-likelihoods `(batch, beam_width)`, most likely first."""
+        sampler = keras_hub.samplers.BeamSampler(num_beams=beam_width, return_all_beams=True)
+        tokens, log_probs = self.sample(sampler, source, max_length, pad=False)
+        flat = self.pad_after_end(ops.reshape(tokens, (-1, max_length)))
+        return ops.reshape(flat, ops.shape(tokens)), log_probs
+
+    def sample(self, sampler, source, max_length, pad=True):
+        """`generate` with any keras-hub sampler (`pad=False`: its output as it is)."""
         source = ops.convert_to_tensor(source, "int32")
         batch = ops.shape(source)[0]
         prompt = ops.concatenate(
@@ -39,7 +49,7 @@ class Decoder:
         tokens = sampler(self.next, prompt, cache=self.model.initial_cache(source, max_length),
                          index=1, mask=mask, stop_token_ids=[self.end_id],
                          model=self.model)  # JAX: the loop reads the current weights
-        return self.pad_after_end(tokens)
+        return self.pad_after_end(tokens) if pad else tokens
 
     def next(self, prompt, cache, index):
         """keras-hub sampler callback: logits for position `index` from token `index - 1`."""
@@ -62,3 +72,28 @@ class Decoder:
         after_end = ops.concatenate(
             [ops.zeros_like(ended[:, :1]), ended[:, :-1]], axis=1) > 0
         return ops.where(after_end, PAD_ID, tokens)
+
+
+def length_penalty(lengths, alpha):
+    """Wu et al. (2016): `((5 + length) / 6) ** alpha`; alpha 0 divides by 1."""
+    return ((5.0 + np.asarray(lengths, "float64")) / 6.0) ** alpha
+
+
+def rank_hypotheses(tokens, log_probs, alpha=0.0):
+    """Per sentence, its distinct beams as `(token ids, score)`, best first: the
+    log-likelihood divided by `length_penalty` of the tokens generated (the end token
+    included). `tokens` `(batch, beams, length)` starts each beam with `[start]` and
+    pads after its end; beams the search could not fill (log-likelihood about -1e9
+    or lower) are dropped."""
+    ranked = []
+    for beams, scores in zip(np.asarray(tokens), np.asarray(log_probs, "float64"), strict=True):
+        lengths = (beams[:, 1:] != PAD_ID).sum(axis=1)
+        penalized = scores / length_penalty(lengths, alpha)
+        seen, row = set(), []
+        for beam in np.argsort(-penalized, kind="stable"):
+            key = beams[beam].tobytes()
+            if scores[beam] > NEG_INF / 2 and key not in seen:
+                seen.add(key)
+                row.append((beams[beam], float(penalized[beam])))
+        ranked.append(row)
+    return ranked

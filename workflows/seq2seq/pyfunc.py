@@ -7,7 +7,8 @@ Logged as a models-from-code pyfunc by `workflows.translation` (with `layers/`,
     mlflow.pyfunc.load_model(uri).predict(["How are you?"])  # -> ["¿Cómo estás?"]
 
 Params (declared in the model's signature, so a served model takes them too):
-`beam_width` (1 is greedy; default: the translator's own, 1 to `MAX_BEAM_WIDTH`).
+`beam_width` (1 is greedy; default: the translator's own, 1 to `MAX_BEAM_WIDTH`) and
+`length_penalty` (Wu et al.'s alpha, 0 to 5; 0: beams ranked by log-likelihood alone).
 """
 
 import mlflow
@@ -37,7 +38,12 @@ class EnglishToSpanish(PythonModel):
             raise MlflowException(f"beam_width must be a whole number from 1 to {MAX_BEAM_WIDTH}"
                                   f" (1 is greedy), got {beam_width!r}.",
                                   error_code=INVALID_PARAMETER_VALUE)
-        return self.translator.translate(texts, beam_width=beam_width or None)
+        alpha = (params or {}).get("length_penalty") or 0.0
+        if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 <= alpha <= 5:
+            raise MlflowException(f"length_penalty must be a number from 0 to 5 (0.6-1.0 is "
+                                  f"usual), got {alpha!r}.", error_code=INVALID_PARAMETER_VALUE)
+        return self.translator.translate(texts, beam_width=beam_width or None,
+                                         length_penalty=float(alpha))
 
 
 mlflow.models.set_model(EnglishToSpanish())

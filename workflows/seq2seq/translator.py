@@ -18,7 +18,7 @@ from data_prep.padding import pad_rows
 from data_prep.runtime import compiled
 from workflows.seq2seq import legacy
 from workflows.seq2seq.batching import truncate
-from workflows.seq2seq.decoding import Decoder
+from workflows.seq2seq.decoding import Decoder, rank_hypotheses
 from workflows.seq2seq.models import GRUTranslator, TransformerTranslator
 from workflows.seq2seq.tokenization import Tokenizer
 
@@ -27,57 +27,97 @@ MAX_BEAM_WIDTH = 64  # wider beams cost time for no gain on sentences this short
 # Source batches are padded to a multiple of this: few shapes for a compiler (XLA) to
 # trace, and padding is masked, so translations are unchanged.
 LENGTH_MULTIPLE = 8
-PYFUNC_PARAMS = {"beam_width": 0}  # the logged model's params; 0: the translator's own width
+# the logged model's params; beam width 0: the translator's own
+PYFUNC_PARAMS = {"beam_width": 0, "length_penalty": 0.0}
 log = logging.getLogger(__name__)
 
 
 class Translator:
     def __init__(self, model, tokenizer, max_source_length, max_output_length, beam_width=1,
-                 batch_size=128):
+                 batch_size=128, length_penalty=0.0):
         self.model, self.tokenizer = model, tokenizer
         self.max_source_length, self.max_output_length = max_source_length, max_output_length
         self.beam_width, self.batch_size = beam_width, batch_size
+        self.length_penalty = length_penalty  # Wu et al.'s alpha; 0: plain log-likelihood
         self.decoder = Decoder(model, tokenizer.start_id, tokenizer.end_id)
         self._generate = {}
 
-    def translate(self, texts, beam_width=None):
+    def translate(self, texts, beam_width=None, length_penalty=None):
         """Spanish for each English string; empty input gives an empty string.
 
         Sentences longer than the model's source length are truncated (with a
         warning). Raises `TypeError` for items that are not strings.
         """
+        outputs, todo, source = self._read(texts)
+        for i, text in zip(todo, self.translate_ids(source, beam_width, length_penalty),
+                           strict=True):
+            outputs[i] = text
+        return outputs
+
+    def n_best(self, texts, n, beam_width=None, length_penalty=None):
+        """Per English string, up to `n` distinct `(Spanish, score)` pairs, best first
+        (beam search of width at least `n`; scores as in `decoding.rank_hypotheses`)."""
+        outputs, todo, source = self._read(texts)
+        outputs = [[("", 0.0)] for _ in outputs]
+        for i, row in zip(todo, self.n_best_ids(source, n, beam_width, length_penalty),
+                          strict=True):
+            outputs[i] = row
+        return outputs
+
+    def _read(self, texts):
+        """(an empty output per text, the indexes of the non-empty ones, their ids)."""
         bad = [i for i, text in enumerate(texts) if not isinstance(text, str)]
         if bad:
             raise TypeError(f"Sentences must be strings; items {bad[:10]} are not "
                             f"(e.g. {type(texts[bad[0]]).__name__}).")
         texts = [" ".join(text.split()) for text in texts]
-        outputs = [""] * len(texts)
         todo = [i for i, text in enumerate(texts) if text]
-        if not todo:
-            return outputs
-        source = self.tokenizer.source_ids([texts[i] for i in todo])
+        source = self.tokenizer.source_ids([texts[i] for i in todo]) if todo else []
         too_long = sum(len(row) > self.max_source_length for row in source)
         if too_long:
             log.warning("%d sentence(s) longer than %d tokens were truncated.", too_long,
                         self.max_source_length)
-        for i, text in zip(todo, self.translate_ids(source, beam_width), strict=True):
-            outputs[i] = text
-        return outputs
+        return [""] * len(texts), todo, source
 
-    def translate_ids(self, source, beam_width=None):
+    def translate_ids(self, source, beam_width=None, length_penalty=None):
         """Spanish for each English sentence given as source token ids (truncated to the
-        model's source length), in batches of similar length."""
+        model's source length); with a length penalty, the best re-ranked beam."""
+        width = beam_width or self.beam_width
+        alpha = self.length_penalty if length_penalty is None else length_penalty
+        if alpha and width > 1:
+            return [row[0][0] for row in self.n_best_ids(source, 1, width, alpha)]
+        return self._in_batches(
+            source, lambda ids: self.tokenizer.detokenize(self.generate(ids, width)))
+
+    def n_best_ids(self, source, n, beam_width=None, length_penalty=None):
+        width = max(n, beam_width or self.beam_width)
+        alpha = self.length_penalty if length_penalty is None else length_penalty
+
+        def decode(ids):
+            tokens, log_probs = self.generate_all_beams(ids, width)
+            rows = []
+            for hypotheses in rank_hypotheses(tokens, log_probs, alpha):
+                texts = self.tokenizer.detokenize(np.stack([ids for ids, _ in hypotheses]))
+                distinct = {}
+                for text, (_, score) in zip(texts, hypotheses, strict=True):
+                    distinct.setdefault(text, score)  # two token paths, one text: the best
+                rows.append(list(distinct.items())[:n])
+            return rows
+
+        return self._in_batches(source, decode)
+
+    def _in_batches(self, source, decode):
+        """`decode(padded ids)` over batches of sentences of similar length, in order."""
         source = truncate(source, self.max_source_length)
-        outputs = [""] * len(source)
+        outputs = [None] * len(source)
         order = np.argsort([len(row) for row in source], kind="stable")
         for start in range(0, len(order), self.batch_size):
             rows = order[start:start + self.batch_size]
             batch = [source[i] if len(source[i]) else np.asarray([1], "int32") for i in rows]
             length = min(-(-max(map(len, batch)) // LENGTH_MULTIPLE) * LENGTH_MULTIPLE,
                          self.max_source_length)
-            ids = self.generate(pad_rows(batch, length), beam_width)
-            for row, text in zip(rows, self.tokenizer.detokenize(ids), strict=True):
-                outputs[row] = text
+            for row, output in zip(rows, decode(pad_rows(batch, length)), strict=True):
+                outputs[row] = output
         return outputs
 
     def generate(self, source_ids, beam_width=None):
@@ -88,6 +128,17 @@ class Translator:
                 lambda source: self.decoder.generate(source, self.max_output_length, beam_width),
                 self.model, tf_signature=[((None, None), "int32")])  # one graph, any shape
         return keras.ops.convert_to_numpy(self._generate[beam_width](source_ids))
+
+    def generate_all_beams(self, source_ids, beam_width):
+        """(token ids `(batch, beam_width, length)`, log-likelihoods), numpy, compiled."""
+        key = ("all", beam_width)
+        if key not in self._generate:
+            self._generate[key] = compiled(
+                lambda source: self.decoder.generate_all_beams(source, self.max_output_length,
+                                                               beam_width),
+                self.model, tf_signature=[((None, None), "int32")])
+        tokens, log_probs = self._generate[key](source_ids)
+        return keras.ops.convert_to_numpy(tokens), keras.ops.convert_to_numpy(log_probs)
 
     def cross_attention(self, sentence):
         """(source tokens, output tokens, weights `(output, source)`) for one sentence.
