@@ -161,6 +161,12 @@ def load_run_translator(run_id=None, model_uri=None, beam_width=None):
         return run, Translator.load(local / "artifacts" / "translator", beam_width)
 
 
+def check_length_penalty(alpha):
+    if alpha is not None and not 0 <= alpha <= 5:
+        raise ConfigError(f"--length-penalty (alpha) must be from 0 to 5, got {alpha} "
+                          "(0.6-1.0 is usual).")
+
+
 def check_beam_width(beam_width):
     if beam_width is not None and not 1 <= beam_width <= MAX_BEAM_WIDTH:
         raise ConfigError(f"--beam-width must be from 1 (greedy) to {MAX_BEAM_WIDTH}, "
@@ -168,9 +174,11 @@ def check_beam_width(beam_width):
 
 
 def evaluate(run_id=None, spa_eng_path=None, work_dir=None, model_uri=None, limit=None,
-             beam_width=None):
-    """Test BLEU/chrF (greedy and beam), masked token accuracy, samples; logged to the run."""
+             beam_width=None, length_penalty=None):
+    """Test BLEU/chrF (greedy, beam, and beam re-ranked with `length_penalty` if given),
+    masked token accuracy, samples; logged to the run."""
     check_beam_width(beam_width)
+    check_length_penalty(length_penalty)
     if limit is not None and limit < 1:
         raise ConfigError(f"--limit must be at least 1, got {limit}.")
     run, translator = load_run_translator(run_id, model_uri)
@@ -180,9 +188,13 @@ def evaluate(run_id=None, spa_eng_path=None, work_dir=None, model_uri=None, limi
     english, refs = references(data.prepared.pairs("test"))
     english, refs = english[:limit], refs[:limit]
     results, outputs = {}, {}
-    for name, width in (("greedy", 1), (f"beam{beam_width}", beam_width)):
+    decodings = [("greedy", 1, 0.0), (f"beam{beam_width}", beam_width, 0.0)]
+    if length_penalty:
+        decodings.append((f"beam{beam_width}_lp{length_penalty:g}", beam_width, length_penalty))
+    for name, width, alpha in decodings:
         started = time.perf_counter()
-        outputs[name] = translate_in_batches(translator, english, width, f"Decoding ({name})")
+        outputs[name] = translate_in_batches(translator, english, width, f"Decoding ({name})",
+                                             alpha)
         seconds = time.perf_counter() - started
         scores = bleu_scores(outputs[name], refs)
         results.update({f"test_{name}_{key}": value for key, value in scores.items()})
@@ -206,11 +218,13 @@ def evaluate(run_id=None, spa_eng_path=None, work_dir=None, model_uri=None, limi
     return results
 
 
-def translate_in_batches(translator, texts, beam_width, label, chunk_size=1024):
+def translate_in_batches(translator, texts, beam_width, label, length_penalty=0.0,
+                         chunk_size=1024):
     outputs = []
     with Progress(label, len(texts)) as progress:
         for start in range(0, len(texts), chunk_size):
-            outputs += translator.translate(texts[start:start + chunk_size], beam_width)
+            outputs += translator.translate(texts[start:start + chunk_size], beam_width,
+                                            length_penalty)
             progress.advance(len(texts[start:start + chunk_size]))
     return outputs
 
@@ -223,9 +237,7 @@ def translate(texts, run_id=None, model_uri=None, beam_width=None, n_best=None,
     lifecycle.check_texts(texts, "English sentence")
     if n_best is not None and not 1 <= n_best <= MAX_BEAM_WIDTH:
         raise ConfigError(f"--n-best must be from 1 to {MAX_BEAM_WIDTH}, got {n_best}.")
-    if length_penalty is not None and not 0 <= length_penalty <= 5:
-        raise ConfigError(f"--length-penalty (alpha) must be from 0 to 5, got {length_penalty} "
-                          "(0.6-1.0 is usual).")
+    check_length_penalty(length_penalty)
     _, translator = load_run_translator(run_id, model_uri, beam_width)
     if n_best:
         outputs = translator.n_best(list(texts), n_best, length_penalty=length_penalty)
@@ -266,6 +278,12 @@ def run_lesson(args):
     lifecycle.print_where_results_are(LESSON, args.work_dir)
 
 
+def length_penalty_flag(parser, what):
+    parser.add_argument("--length-penalty", type=float, metavar="ALPHA", help=f"{what} by "
+                        "log-likelihood / ((5 + length) / 6) ** ALPHA (Wu et al. 2016; "
+                        "0.6-1.0 is usual; default 0: no penalty)")
+
+
 def beam_width_flag(parser):
     parser.add_argument("--beam-width", type=int, help="1 for greedy (default: the run's)")
 
@@ -282,10 +300,11 @@ CLI.step("run", "prepare, train, evaluate and translate", run_lesson, data=True,
          train="one").add_argument("--limit", type=int,
                                    help="evaluate on the first N test sentences")
 _evaluate = CLI.step("evaluate", "test BLEU/chrF of a run, logged to it", lambda a: evaluate(
-    a.run_id, a.spa_eng_path, a.work_dir, a.model_uri, a.limit, a.beam_width), data=True,
-    model=True)
+    a.run_id, a.spa_eng_path, a.work_dir, a.model_uri, a.limit, a.beam_width,
+    a.length_penalty), data=True, model=True)
 _evaluate.add_argument("--limit", type=int, help="only the first N test sentences")
 beam_width_flag(_evaluate)
+length_penalty_flag(_evaluate, "also score the beams re-ranked")
 _translate = CLI.step(
     "translate", "translate English sentences with a run's model", lambda a: translate(
         read_texts(a.texts, a.file, "English sentences"), a.run_id, a.model_uri, a.beam_width,
@@ -293,9 +312,7 @@ _translate = CLI.step(
 beam_width_flag(_translate)
 _translate.add_argument("--n-best", type=int, metavar="K", help="print the K best "
                         "translations with their scores (beam width at least K)")
-_translate.add_argument("--length-penalty", type=float, metavar="ALPHA", help="rank beams by "
-                        "log-likelihood / ((5 + length) / 6) ** ALPHA (Wu et al. 2016; "
-                        "default 0: no penalty)")
+length_penalty_flag(_translate, "rank beams")
 CLI.shared_steps()
 main = CLI.main
 

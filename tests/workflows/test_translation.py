@@ -233,6 +233,10 @@ def test_translate_prints_n_best_with_scores(translation_store, capsys):
     assert 1 <= len(scores) <= 3
     assert scores == sorted(scores, reverse=True)
     assert workflow.main(["translate", "Hi.", "--n-best", "0"]) == 2
+    capsys.readouterr()
+    assert workflow.main(["evaluate", "--limit", "8", "--length-penalty", "0.6"]) == 0
+    output = capsys.readouterr().out
+    assert "beam4_lp0.6: BLEU" in output and '"test_beam4_lp0.6_normalized_bleu"' in output
     assert workflow.main(["translate", "Hi.", "--length-penalty", "-1"]) == 2
 
 
