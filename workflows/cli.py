@@ -14,7 +14,7 @@ from pathlib import Path
 
 from data_prep.errors import run_command
 from data_prep.sources import add_location_arguments
-from workflows import distribution, lifecycle, search, tracking
+from workflows import distribution, lifecycle, search, search_space, tracking
 from workflows.config import (
     ConfigError,
     add_config_arguments,
@@ -119,7 +119,7 @@ class LessonCLI:
             raise ConfigError("--retrain does not apply to search; give a new --study name "
                               "to search again from scratch.")
         (config,) = self.configs(args)
-        settings = search.make_settings(
+        settings = search_space.make_settings(
             config, args.space, search_block(args.config), trials=args.trials,
             metric=args.metric, direction=args.direction, max_minutes=args.max_minutes,
             sampler=args.sampler, pruner=args.pruner,
@@ -214,8 +214,8 @@ def add_search_arguments(parser):
                         help="default: minimize for losses and perplexities, else maximize")
     parser.add_argument("--max-minutes", type=float, help="start no trial after this many "
                         "minutes")
-    parser.add_argument("--sampler", choices=search.SAMPLERS, help="default: tpe")
-    parser.add_argument("--pruner", choices=search.PRUNERS, help="stop poor trials after an "
+    parser.add_argument("--sampler", choices=search_space.SAMPLERS, help="default: tpe")
+    parser.add_argument("--pruner", choices=search_space.PRUNERS, help="stop poor trials after an "
                         "epoch (default: median)")
     parser.add_argument("--prune-after-trials", type=int, help="median pruner: prune nothing "
                         "until this many trials have finished (default 3)")

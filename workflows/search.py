@@ -21,10 +21,8 @@ import os
 import subprocess
 import time
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 
-import matplotlib.pyplot as plt
 import mlflow
 import optuna
 import sqlalchemy
@@ -32,7 +30,7 @@ import sqlalchemy
 from data_prep import cache
 from workflows import processes, tracking
 from workflows.config import ConfigError, apply_overrides, describe
-from workflows.search_space import check_space, parse_space
+from workflows.search_summary import describe_values, summarize
 
 HEARTBEAT_SECONDS = 20
 GRACE_SECONDS = 60  # a trial without a heartbeat for this long is failed and queued again
@@ -41,76 +39,6 @@ DONE = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
 
 warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
 optuna.logging.set_verbosity(optuna.logging.WARNING)
-
-
-@dataclass(frozen=True)
-class SearchSettings:
-    """What to search and how; from the command line and/or a YAML `search:` block."""
-
-    space: tuple  # checked `Dimension`s
-    metric: str = "val_loss"
-    direction: str = "minimize"
-    trials: int = 20
-    max_minutes: float | None = None
-    sampler: str = "tpe"
-    pruner: str = "median"
-    prune_after_trials: int = 3  # the median pruner judges no trial before this many finish
-    workers: int = 1
-    study: str | None = None
-    storage: str | None = None
-
-    def spec(self):
-        """What every worker of one study must agree on."""
-        return {"space": [d.text() for d in self.space], "metric": self.metric,
-                "direction": self.direction}
-
-
-SAMPLERS = ("tpe", "random")
-PRUNERS = ("median", "hyperband", "none")
-
-
-def default_direction(metric):
-    lower_is_better = ("loss", "perplexity", "error")
-    return "minimize" if any(word in metric for word in lower_is_better) else "maximize"
-
-
-def make_settings(config, space_items, yaml_block=None, **flags):
-    """Checked `SearchSettings`: `flags` (the command line, None where not given) win
-    over the YAML block, which wins over the defaults."""
-    block = dict(yaml_block or {})
-    unknown = set(block) - {f.name for f in dataclasses.fields(SearchSettings)}
-    if unknown:
-        valid = ", ".join(f.name for f in dataclasses.fields(SearchSettings))
-        raise ConfigError(f"Unknown key(s) in the search: block: {', '.join(sorted(unknown))}; "
-                          f"valid: {valid}.")
-    space = parse_space(space_items) if space_items else parse_space(block.pop("space", {}))
-    block.pop("space", None)
-    values = {**block, **{key: value for key, value in flags.items() if value is not None}}
-    metric = str(values.get("metric", "val_loss"))
-    if not metric.startswith("val_"):
-        raise ConfigError(f"--metric must be a validation metric (val_loss, val_accuracy, "
-                          f"...): a search never looks at the test set; got {metric!r}.")
-    values.setdefault("direction", default_direction(metric))
-    settings = SearchSettings(space=tuple(check_space(space, config)), metric=metric,
-                              **{k: v for k, v in values.items() if k != "metric"})
-    _check_settings(settings)
-    return settings
-
-
-def _check_settings(settings):
-    rules = [(settings.direction in ("minimize", "maximize"),
-              "--direction is minimize or maximize"),
-             (settings.sampler in SAMPLERS, f"--sampler is one of {', '.join(SAMPLERS)}"),
-             (settings.pruner in PRUNERS, f"--pruner is one of {', '.join(PRUNERS)}"),
-             (isinstance(settings.trials, int) and settings.trials >= 1, "--trials is at least 1"),
-             (isinstance(settings.workers, int) and settings.workers >= 1,
-              "--workers is at least 1"),
-             (settings.max_minutes is None or settings.max_minutes > 0,
-              "--max-minutes is positive"),
-             (settings.prune_after_trials >= 0, "prune_after_trials is at least 0")]
-    for holds, rule in rules:
-        if not holds:
-            raise ConfigError(f"{rule}.")
 
 
 # ## The study and its parent run
@@ -146,8 +74,7 @@ def open_storage(url):
 
 def default_study_name(lesson, config, settings):
     """The same command names the same study, so rerunning it continues the study."""
-    fields = {k: v for k, v in dataclasses.asdict(config).items() if k != "distribution"}
-    key = cache.settings_key({"config": fields, **settings.spec()})
+    key = cache.settings_key({"config": _config_fields(config), **settings.spec()})
     return f"{lesson.experiment}-{lesson.run_name(config)}-{key}"
 
 
@@ -233,7 +160,7 @@ def objective(study, config, settings, parent_id, train_trial):
         trial_config = apply_overrides(config, values)
         tags = {"optuna_study": study.study_name, "optuna_trial": str(trial.number)}
         report = EpochReport(trial, settings.metric)
-        print(f"\nTrial {trial.number}: {_describe(values)}", flush=True)
+        print(f"\nTrial {trial.number}: {describe_values(values)}", flush=True)
         try:
             run_id = train_trial(trial_config, parent_id, tags, report)
         except TrialPruned:
@@ -280,11 +207,6 @@ def _mark_pruned(run_id):
         client = mlflow.MlflowClient()
         client.set_tag(run_id, "trial_state", "PRUNED")
         client.set_terminated(run_id, "KILLED")
-
-
-def _describe(values):
-    return ", ".join(f"{name}={value:.4g}" if isinstance(value, float) else f"{name}={value}"
-                     for name, value in values.items())
 
 
 def sampler(settings, seed):
@@ -386,75 +308,7 @@ def _print_new_trials(study, settings, seen):
             value = ("pruned after epoch " + str(trial.last_step)
                      if trial.state == optuna.trial.TrialState.PRUNED
                      else f"{settings.metric} {trial.value:.4f}")
-            print(f"Trial {trial.number}: {value} ({_describe(trial.params)})", flush=True)
-
-
-# ## Summary
-
-
-def summarize(study, parent_id, settings, wall_seconds, status="FINISHED"):
-    """Logs the study's state to its parent run and prints it; returns the summary dict."""
-    states = optuna.trial.TrialState
-    trials = study.get_trials(deepcopy=False)
-    counts = {state.name.lower(): sum(t.state == state for t in trials)
-              for state in (states.COMPLETE, states.PRUNED, states.FAIL, states.RUNNING)}
-    complete = [t for t in trials if t.state == states.COMPLETE and t.value is not None]
-    summary = {"study": study.study_name, "parent_run_id": parent_id, "trials": counts,
-               "metric": settings.metric, "direction": settings.direction,
-               "wall_minutes": wall_seconds / 60}
-    client = mlflow.MlflowClient()
-    client.log_batch(parent_id, metrics=[mlflow.entities.Metric(
-        f"trials_{name}", count, int(time.time() * 1000), 0) for name, count in counts.items()])
-    if complete:
-        best = study.best_trial
-        summary.update(best_value=best.value, best_params=best.params,
-                       best_trial=best.number, best_run_id=best.user_attrs.get("mlflow_run_id"))
-        client.log_metric(parent_id, f"best_{settings.metric}", best.value)
-        client.set_tag(parent_id, "best_child_run_id", summary["best_run_id"])
-        client.set_tag(parent_id, "best_trial", str(best.number))
-        client.log_dict(parent_id, best.params, "best_params.json")
-        _log_plots(client, parent_id, study, len(complete))
-    client.log_dict(parent_id, [_trial_row(t) for t in trials], "trials.json")
-    client.set_terminated(parent_id, status)
-    print(summary_text(summary))
-    return summary
-
-
-def _trial_row(trial):
-    return {"number": trial.number, "state": trial.state.name, "value": trial.value,
-            "params": trial.params, "epochs": trial.last_step,
-            "run_id": trial.user_attrs.get("mlflow_run_id")}
-
-
-def _log_plots(client, parent_id, study, complete):
-    from optuna.visualization import matplotlib as plots
-
-    figures = {"optimization_history.png": plots.plot_optimization_history}
-    if complete >= 2 and len(study.best_trial.params) >= 1:
-        figures["param_importances.png"] = plots.plot_param_importances
-    for name, plot in figures.items():
-        try:
-            axes = plot(study)
-        except (ValueError, RuntimeError, ZeroDivisionError) as error:  # too few varied trials
-            print(f"(no {name}: {error})")
-            continue
-        figure = axes.figure
-        figure.set_size_inches(8, 5)
-        figure.tight_layout()
-        client.log_figure(parent_id, figure, name)
-        plt.close(figure)
-
-
-def summary_text(summary):
-    counts = summary["trials"]
-    lines = [f"\nSearch {summary['study']}: {counts['complete']} complete, {counts['pruned']} "
-             f"pruned, {counts['fail']} failed trials in {summary['wall_minutes']:.1f} minutes "
-             f"(parent run {summary['parent_run_id']})."]
-    if "best_value" in summary:
-        lines.append(f"Best {summary['metric']} {summary['best_value']:.4f}: trial "
-                     f"{summary['best_trial']}, run {summary['best_run_id']}\n  "
-                     f"{_describe(summary['best_params'])}")
-    return "\n".join(lines)
+            print(f"Trial {trial.number}: {value} ({describe_values(trial.params)})", flush=True)
 
 
 def search(lesson, config, settings, train_trial, work_dir=None, worker_command=None,

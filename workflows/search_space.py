@@ -1,4 +1,4 @@
-"""Search spaces over a lesson's config fields: parsed, checked, and sampled by Optuna.
+"""What a search explores: spaces over a lesson's config fields, and its settings.
 
 A dimension is written `FIELD=KIND:...`:
 
@@ -163,3 +163,73 @@ def _check_dimension(dimension, config, kind):
     if dimension.kind == "choice":
         return dataclasses.replace(dimension, choices=tuple(typed))
     return dimension
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    """What to search and how; from the command line and/or a YAML `search:` block."""
+
+    space: tuple  # checked `Dimension`s
+    metric: str = "val_loss"
+    direction: str = "minimize"
+    trials: int = 20
+    max_minutes: float | None = None
+    sampler: str = "tpe"
+    pruner: str = "median"
+    prune_after_trials: int = 3  # the median pruner judges no trial before this many finish
+    workers: int = 1
+    study: str | None = None
+    storage: str | None = None
+
+    def spec(self):
+        """What every worker of one study must agree on."""
+        return {"space": [d.text() for d in self.space], "metric": self.metric,
+                "direction": self.direction}
+
+
+SAMPLERS = ("tpe", "random")
+PRUNERS = ("median", "hyperband", "none")
+
+
+def default_direction(metric):
+    lower_is_better = ("loss", "perplexity", "error")
+    return "minimize" if any(word in metric for word in lower_is_better) else "maximize"
+
+
+def make_settings(config, space_items, yaml_block=None, **flags):
+    """Checked `SearchSettings`: `flags` (the command line, None where not given) win
+    over the YAML block, which wins over the defaults."""
+    block = dict(yaml_block or {})
+    unknown = set(block) - {f.name for f in dataclasses.fields(SearchSettings)}
+    if unknown:
+        valid = ", ".join(f.name for f in dataclasses.fields(SearchSettings))
+        raise ConfigError(f"Unknown key(s) in the search: block: {', '.join(sorted(unknown))}; "
+                          f"valid: {valid}.")
+    space = parse_space(space_items) if space_items else parse_space(block.pop("space", {}))
+    block.pop("space", None)
+    values = {**block, **{key: value for key, value in flags.items() if value is not None}}
+    metric = str(values.get("metric", "val_loss"))
+    if not metric.startswith("val_"):
+        raise ConfigError(f"--metric must be a validation metric (val_loss, val_accuracy, "
+                          f"...): a search never looks at the test set; got {metric!r}.")
+    values.setdefault("direction", default_direction(metric))
+    settings = SearchSettings(space=tuple(check_space(space, config)), metric=metric,
+                              **{k: v for k, v in values.items() if k != "metric"})
+    _check_settings(settings)
+    return settings
+
+
+def _check_settings(settings):
+    rules = [(settings.direction in ("minimize", "maximize"),
+              "--direction is minimize or maximize"),
+             (settings.sampler in SAMPLERS, f"--sampler is one of {', '.join(SAMPLERS)}"),
+             (settings.pruner in PRUNERS, f"--pruner is one of {', '.join(PRUNERS)}"),
+             (isinstance(settings.trials, int) and settings.trials >= 1, "--trials is at least 1"),
+             (isinstance(settings.workers, int) and settings.workers >= 1,
+              "--workers is at least 1"),
+             (settings.max_minutes is None or settings.max_minutes > 0,
+              "--max-minutes is positive"),
+             (settings.prune_after_trials >= 0, "prune_after_trials is at least 0")]
+    for holds, rule in rules:
+        if not holds:
+            raise ConfigError(f"{rule}.")

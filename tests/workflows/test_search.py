@@ -13,7 +13,7 @@ import pytest
 
 from tests.workflows.conftest import COMMON
 from workflows import imdb_sentiment as workflow
-from workflows import search
+from workflows import search, search_space
 from workflows.config import ConfigError
 from workflows.search_space import check_space, parse_space
 from workflows.sentiment.presets import CATALOG
@@ -125,7 +125,7 @@ def test_two_workers_share_one_study_and_each_trial_is_a_child_run(own_store, ca
 def test_the_pruner_stops_a_trial_forced_to_be_poor(own_store):
     argv = search_argv(41, "--trials", "2", "--prune-after-trials", "1", "--epochs", "4",
                        "--set", "patience=4", "--metric", "val_loss")
-    settings = search.make_settings(CATALOG.make("bow", overrides={
+    settings = search_space.make_settings(CATALOG.make("bow", overrides={
         "max_tokens": 300, "batch_size": 8, "seed": 41, "epochs": 4, "patience": 4}),
         SPACE[1::2], metric="val_loss")
     storage = search.open_storage(f"sqlite:///{own_store / 'optuna.db'}")
