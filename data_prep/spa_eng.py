@@ -1,10 +1,12 @@
 """English-Spanish sentence pairs (Tatoeba via manythings.org/anki): parse, split, tokenize.
 
-The split is grouped by English sentence: all translations of one English sentence
-land in the same split, so no test sentence was seen in training, and the test set
-keeps every Spanish reference of each sentence for multi-reference BLEU. Two
-tokenizations are saved: the tutorial's word-level vocabularies and keras-hub
-WordPiece subword vocabularies, both learned on the train split only.
+The split keeps every sentence, of either language, in one split only: pairs are
+grouped by connected component of the pair graph (sentences linked by being
+translations of each other), so no test sentence, English or Spanish, was seen in
+training in either direction, and the test set keeps every reference of each source
+sentence for multi-reference BLEU. Two tokenizations are saved for each direction
+(`en-es`, `es-en`): the tutorial's word-level vocabularies and keras-hub WordPiece
+subword vocabularies (one per language), all learned on the train split only.
 
     python -m data_prep.spa_eng --spa-eng-path ../shared/data/spa-eng.zip
 """
@@ -16,7 +18,7 @@ import data_prep.quiet_start  # noqa: F401  first: hides TensorFlow's start-up n
 import argparse
 import json
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -40,6 +42,21 @@ SPA_ENG = DatasetSource(
 )
 START, END = "[start]", "[end]"
 SUBWORD_SPECIAL_TOKENS = SPECIAL_TOKENS
+DIRECTIONS = ("en-es", "es-en")
+LANGUAGE_NAMES = {"en": "English", "es": "Spanish"}
+
+
+def languages(direction):
+    """`"es-en"` -> `("es", "en")` (source, target); a `ValueError` for other names."""
+    if direction not in DIRECTIONS:
+        raise ValueError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
+    return tuple(direction.split("-"))
+
+
+def orient(pairs, direction):
+    """(English, Spanish) pairs as (source, target) pairs for `direction`."""
+    return [tuple(pair) for pair in pairs] if direction == "en-es" else \
+        [(spanish, english) for english, spanish in pairs]
 
 
 @dataclass(frozen=True)
@@ -51,6 +68,8 @@ class SpaEngSettings:
     fractions: tuple = (0.70, 0.15, 0.15)
     seed: int = 1337
     subword_vocabulary_size: int = 8000
+    # how the split keeps sentences apart: connected components of the pair graph
+    grouping: str = "pair_components"
 
 
 @dataclass(frozen=True)
@@ -90,53 +109,81 @@ def parse_pairs(text):
     return pairs, malformed
 
 
-def grouping_key(english):
+def grouping_key(sentence):
     """Sentences that differ only in case or spacing count as the same sentence."""
-    return " ".join(english.lower().split())
+    return " ".join(sentence.lower().split())
 
 
-def split_by_source_sentence(pairs, fractions=(0.70, 0.15, 0.15), seed=1337):
-    """Seeded split into train/val/test with each English sentence in one split only.
+def pair_components(pairs):
+    """Components of the graph whose nodes are sentences (English and Spanish, by
+    `grouping_key`) and whose edges are the pairs: one list of pairs per component."""
+    parent = {}
 
-    Sentences (with all their translations) are shuffled and dealt out until each
-    split holds its fraction of the pairs.
+    def root(node):
+        parent.setdefault(node, node)
+        while parent[node] != node:
+            parent[node] = parent[parent[node]]
+            node = parent[node]
+        return node
+
+    for english, spanish in pairs:
+        a, b = root(("en", grouping_key(english))), root(("es", grouping_key(spanish)))
+        if a != b:
+            parent[max(a, b)] = min(a, b)  # the smaller node names the component
+    components = defaultdict(list)
+    for pair in pairs:
+        components[root(("en", grouping_key(pair[0])))].append(pair)
+    return [components[name] for name in sorted(components)]
+
+
+def split_by_component(pairs, fractions=(0.70, 0.15, 0.15), seed=1337):
+    """Seeded split into train/val/test; no sentence of either language is in two splits.
+
+    Components of the pair graph (`pair_components`) are shuffled and dealt out until
+    each split holds its fraction of the pairs.
     """
     if len(fractions) != 3 or abs(sum(fractions) - 1.0) > 1e-6 or min(fractions) < 0:
         raise ValueError(f"`fractions` must be three non-negative numbers summing to 1, "
                          f"got {fractions}.")
-    groups = defaultdict(list)
-    for pair in pairs:
-        groups[grouping_key(pair[0])].append(pair)
-    keys = sorted(groups)
-    order = np.random.default_rng(seed).permutation(len(keys))
+    components = pair_components(pairs)
+    order = np.random.default_rng(seed).permutation(len(components))
     bounds = np.cumsum(fractions)[:2] * len(pairs)
     splits, count = {"train": [], "val": [], "test": []}, 0
     for index in order:
-        group = groups[keys[index]]
+        component = components[index]
         name = "train" if count < bounds[0] else "val" if count < bounds[1] else "test"
-        splits[name].extend(group)
-        count += len(group)
+        splits[name].extend(component)
+        count += len(component)
     return splits
 
 
+def component_sizes(pairs):
+    """`{pairs in a component: how many components}`, smallest first."""
+    return dict(sorted(Counter(len(c) for c in pair_components(pairs)).items()))
+
+
 def references_by_source(pairs):
-    """`{English: [all Spanish translations]}` in first-seen order."""
+    """`{source: [all its translations]}` in first-seen order."""
     references = defaultdict(list)
-    for english, spanish in pairs:
-        references[english].append(spanish)
+    for source, target in pairs:
+        references[source].append(target)
     return dict(references)
 
 
-def make_vectorizers(settings, source_vocabulary=None, target_vocabulary=None):
-    """The tutorial's word-level `TextVectorization` pair.
+def make_vectorizers(settings, source_vocabulary=None, target_vocabulary=None,
+                     direction="en-es"):
+    """The tutorial's word-level `TextVectorization` pair for `direction`.
 
-    English: lowercase, punctuation stripped, `sequence_length` tokens. Spanish: the
-    same plus `¿`/`¡`, keeping the `[start]`/`[end]` markers, `sequence_length + 1`
-    tokens (the decoder input and the labels are this shifted by one).
+    Source: lowercase, punctuation stripped (Spanish: `¿`/`¡` too), `sequence_length`
+    tokens. Target: the same, keeping the `[start]`/`[end]` markers, `sequence_length
+    + 1` tokens (the decoder input and the labels are this shifted by one).
     """
+    source_language, _ = languages(direction)
     source = keras.layers.TextVectorization(
         max_tokens=settings.max_tokens, output_mode="int",
         output_sequence_length=settings.sequence_length, vocabulary=source_vocabulary,
+        standardize="lower_and_strip_punctuation" if source_language == "en"
+        else standardize_spanish,
     )
     target = keras.layers.TextVectorization(
         max_tokens=settings.max_tokens, output_mode="int",
@@ -146,8 +193,8 @@ def make_vectorizers(settings, source_vocabulary=None, target_vocabulary=None):
     return source, target
 
 
-def mark_target(spanish):
-    return f"{START} {spanish} {END}"
+def mark_target(sentence):
+    return f"{START} {sentence} {END}"
 
 
 @dataclass
@@ -156,14 +203,20 @@ class PreparedSpaEng:
     settings: SpaEngSettings
     summary: dict
 
-    def pairs(self, split):
-        return [tuple(pair) for pair in json.loads((self.directory / f"{split}.json").read_text())]
+    def pairs(self, split, direction="en-es"):
+        """The split's pairs as (source, target) for `direction`."""
+        return orient(json.loads((self.directory / f"{split}.json").read_text()), direction)
 
-    def vocabulary(self, side):
-        return (self.directory / f"{side}_vocabulary.txt").read_text(encoding="utf-8").split("\n")
+    def vocabulary(self, side, direction="en-es"):
+        """The word vocabulary of `side` ("source" or "target") for `direction`."""
+        return self._read(f"word_{direction}_{side}.txt")
 
-    def wordpiece_vocabulary(self, side):
-        return (self.directory / f"{side}_wordpiece.txt").read_text(encoding="utf-8").split("\n")
+    def wordpiece_vocabulary(self, side, direction="en-es"):
+        """The WordPiece vocabulary of `side`'s language (one per language)."""
+        return self._read(f"wordpiece_{languages(direction)[side == 'target']}.txt")
+
+    def _read(self, name):
+        return (self.directory / name).read_text(encoding="utf-8").split("\n")
 
 
 def prepare(path=None, settings=SpaEngSettings(), root=None, verbose=True):
@@ -185,34 +238,42 @@ def _write_prepared(spa_txt, settings, tmp, verbose):
     pairs, malformed = parse_pairs(spa_txt.read_bytes())
     for bad in malformed[:10]:
         print(f"{spa_txt}:{bad.line_number}: skipped ({bad.reason}): {bad.line[:80]!r}")
-    splits = split_by_source_sentence(pairs, settings.fractions, settings.seed)
+    splits = split_by_component(pairs, settings.fractions, settings.seed)
     for name, split_pairs in splits.items():
         (tmp / f"{name}.json").write_text(json.dumps(split_pairs, ensure_ascii=False))
     if verbose:
         print("Adapting the word vocabularies on the train split")
-    source, target = make_vectorizers(settings)
-    source.adapt([english for english, _ in splits["train"]], batch_size=1024)
-    target.adapt([mark_target(spanish) for _, spanish in splits["train"]], batch_size=1024)
-    for side, vectorizer in (("source", source), ("target", target)):
-        (tmp / f"{side}_vocabulary.txt").write_text(
-            "\n".join(vectorizer.get_vocabulary()), encoding="utf-8")
+    vocabulary_sizes = {}
+    for direction in DIRECTIONS:
+        source, target = make_vectorizers(settings, direction=direction)
+        train = orient(splits["train"], direction)
+        source.adapt([s for s, _ in train], batch_size=1024)
+        target.adapt([mark_target(t) for _, t in train], batch_size=1024)
+        for side, vectorizer in (("source", source), ("target", target)):
+            (tmp / f"word_{direction}_{side}.txt").write_text(
+                "\n".join(vectorizer.get_vocabulary()), encoding="utf-8")
+        vocabulary_sizes[direction] = {"source": source.vocabulary_size(),
+                                       "target": target.vocabulary_size()}
     if verbose:
         print(f"Learning WordPiece vocabularies ({settings.subword_vocabulary_size} tokens)")
-    for side, index in (("source", 0), ("target", 1)):
+    wordpiece_sizes = {}
+    for language, index in (("en", 0), ("es", 1)):
         vocabulary = learn_wordpiece([pair[index] for pair in splits["train"]],
                                      settings.subword_vocabulary_size)
-        (tmp / f"{side}_wordpiece.txt").write_text("\n".join(vocabulary), encoding="utf-8")
+        (tmp / f"wordpiece_{language}.txt").write_text("\n".join(vocabulary), encoding="utf-8")
+        wordpiece_sizes[language] = len(vocabulary)
+    sizes = component_sizes(pairs)
     summary = {
         "pairs": len(pairs),
         "malformed_lines": len(malformed),
         "counts": {name: len(split) for name, split in splits.items()},
-        "english_sentences": {name: len({grouping_key(e) for e, _ in split})
-                              for name, split in splits.items()},
-        "vocabulary_sizes": {"source": source.vocabulary_size(),
-                             "target": target.vocabulary_size()},
-        "wordpiece_vocabulary_sizes": {
-            side: len((tmp / f"{side}_wordpiece.txt").read_text(encoding="utf-8").split("\n"))
-            for side in ("source", "target")},
+        "sentences": {name: {language: len({grouping_key(pair[index]) for pair in split})
+                             for language, index in (("en", 0), ("es", 1))}
+                      for name, split in splits.items()},
+        "pair_components": {"count": sum(sizes.values()), "largest": max(sizes),
+                            "pairs_per_component": sizes},
+        "vocabulary_sizes": vocabulary_sizes,
+        "wordpiece_vocabulary_sizes": wordpiece_sizes,
         "prepare_seconds": round(time.perf_counter() - started, 1),
     }
     (tmp / "summary.json").write_text(json.dumps(summary, indent=2))

@@ -2,7 +2,8 @@
 
 Written once here: the data location flags (from `data_prep`), model, preset and
 config selection, `train` with sweeps and `--register`, run selection (`--run-id`,
-`--model-uri`), texts from arguments or a file, `compare`, `register`, and the error
+`--model-uri`, narrowed by a lesson's run filters), texts from arguments or a file,
+`search`, `compare`, `register`, `serve`, and the error
 policy (a user error is one line and exit status 2; anything else is a bug and keeps
 its traceback).
 """
@@ -14,7 +15,7 @@ from pathlib import Path
 
 from data_prep.errors import run_command
 from data_prep.sources import add_location_arguments
-from workflows import distribution, lifecycle, search, search_space, tracking
+from workflows import distribution, lifecycle, search, search_space, serve_model, tracking
 from workflows.config import (
     ConfigError,
     add_config_arguments,
@@ -29,13 +30,15 @@ class LessonCLI:
     """A lesson's steps as subcommands, each with `--help`.
 
     `shortcuts` maps config fields that get a flag of their own (`epochs` ->
-    `--epochs`) to their help text (or None).
+    `--epochs`) to their help text (or None). `run_filters` (a subset) are also flags of
+    the steps that load a run's model: the latest run trained with that value is taken.
     """
 
-    def __init__(self, lesson, module, description, source, shortcuts=None):
+    def __init__(self, lesson, module, description, source, shortcuts=None, run_filters=()):
         self.lesson, self.source, self.module = lesson, source, module
         self.argv = []
         self.shortcuts = {**(shortcuts or {}), "distribution": distribution.HELP}
+        self.run_filters = run_filters
         self.parser = argparse.ArgumentParser(prog=f"python -m {module}",
                                               description=description)
         self.steps = self.parser.add_subparsers(dest="step", required=True)
@@ -48,7 +51,7 @@ class LessonCLI:
         if data:
             add_location_arguments(parser, self.source)
         if train:
-            self._add_train_arguments(parser, many=train == "many")
+            self._add_train_arguments(parser, many=train == "many", step=name)
         if texts:
             parser.add_argument("texts", nargs="*", help=texts)
             parser.add_argument("--file", help=f"a UTF-8 text file, one per line ({texts})")
@@ -58,6 +61,11 @@ class LessonCLI:
                                                 "`compare` prints it (default: the latest run)")
             which.add_argument("--model-uri", help="a registered model, e.g. models:/NAME/latest "
                                                    "or models:/NAME@ALIAS")
+            for field in self.run_filters:
+                parser.add_argument("--" + field.replace("_", "-"),
+                                    choices=self.lesson.catalog.choices(field),
+                                    help="the latest run trained with this (default: the "
+                                         "latest run)")
         self.handlers[name] = handler
         return parser
 
@@ -74,6 +82,10 @@ class LessonCLI:
         step.add_argument("--model", help="only runs of this model")
         step.add_argument("--since", help="only runs started on or after this date")
         step.add_argument("--format", choices=("text", "csv", "markdown"), default="text")
+        for field in self.run_filters:
+            step.add_argument("--" + field.replace("_", "-"),
+                              choices=self.lesson.catalog.choices(field),
+                              help=f"only runs with this {field}")
         step = self.step("register", "register a run's model in the model registry",
                          self.register)
         step.add_argument("name", help="registered model name; each call adds a version")
@@ -81,6 +93,9 @@ class LessonCLI:
                                            "`compare` prints it (default: the latest run)")
         step.add_argument("--alias", help="also point this alias at the new version "
                                           "(models:/NAME@ALIAS)")
+        step = self.step("serve", "serve a run's model over HTTP (mlflow models serve)",
+                         self.serve, model=True)
+        serve_model.add_server_arguments(step)
 
     def main(self, argv=None):
         """Parses `argv` and runs the step; returns the exit status."""
@@ -143,20 +158,39 @@ class LessonCLI:
 
     def compare(self, args):
         lifecycle.compare(self.lesson, args.sort_by, args.model, args.since, args.format,
-                          args.ascending)
+                          args.ascending, self.run_params(args))
 
     def register(self, args):
         lifecycle.register(self.lesson, args.run_id, args.name, args.alias)
+
+    def serve(self, args):
+        run = lifecycle.check_has_model(lifecycle.model_run(
+            self.lesson, args.run_id, args.model_uri, self.run_params(args)))
+        serve_model.serve(args.model_uri or tracking.model_uri(run.info.run_id), args.host,
+                          args.port, args.workers)
 
     # ## Reading arguments
 
     def data_path(self, args):
         return getattr(args, self.source.flag.lstrip("-").replace("-", "_"))
 
+    def run_params(self, args):
+        """`{field: value}` of the run filters given on the command line."""
+        return {name: getattr(args, name) for name in self.run_filters
+                if getattr(args, name, None) is not None}
+
+    def step_shortcuts(self, step):
+        """The shortcut flags of a training step; in `search`, its own `--direction`
+        (the metric's) wins over a config field of that name (set it with --set)."""
+        if step != "search":
+            return self.shortcuts
+        return {name: text for name, text in self.shortcuts.items()
+                if name not in SEARCH_OWN_FLAGS}
+
     def configs(self, args, models=None):
         """One config per model; with several models, each override goes to those it applies to."""
         overrides = overrides_from_args(args)
-        for name in self.shortcuts:
+        for name in self.step_shortcuts(args.step):
             value = getattr(args, name)
             if value not in (None, False):
                 overrides[name] = value
@@ -175,7 +209,7 @@ class LessonCLI:
                               f"{', '.join(models)}; valid fields: {', '.join(fields)}.")
         return [complete(catalog.make(model, preset, applicable[model])) for model in models]
 
-    def _add_train_arguments(self, parser, many):
+    def _add_train_arguments(self, parser, many, step):
         catalog = self.lesson.catalog
         names = ", ".join(catalog.models)
         if catalog.has_presets:
@@ -187,7 +221,7 @@ class LessonCLI:
                                 help=f"one of: {names} (repeatable)")
         else:
             parser.add_argument("--model", required=True, help=f"one of: {names}")
-        for name, help_text in self.shortcuts.items():
+        for name, help_text in self.step_shortcuts(step).items():
             flag = "--" + name.replace("_", "-")
             if _field_type(catalog, name) is bool:
                 parser.add_argument(flag, action="store_true", help=help_text)
@@ -199,6 +233,9 @@ class LessonCLI:
         parser.add_argument("--register", metavar="NAME",
                             help="register the trained model in the MLflow model registry")
         add_config_arguments(parser)
+
+
+SEARCH_OWN_FLAGS = ("direction",)
 
 
 def add_search_arguments(parser):

@@ -81,6 +81,11 @@ class Catalog:
         changed = apply_overrides(base, known, check_applies=False)
         return {key: value for key, value in known.items() if field_applies(changed, key)}
 
+    def choices(self, name):
+        """The values a field accepts (`option(choices=...)`), from any model's config."""
+        config = next(iter(self.presets[self.models[0]].values()))
+        return _field(config, name).metadata["choices"]
+
     def from_params(self, params):
         """The config a run logged as MLflow params (fields it does not know are ignored)."""
         base = self.base(params["model"], params.get("preset"))

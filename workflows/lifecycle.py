@@ -30,6 +30,7 @@ from workflows import distribution, figures, tracking
 from workflows.config import Catalog, ConfigError, apply_overrides, describe
 from workflows.training import (
     TrainingFolder,
+    average_weights,
     fit_resumably,
     remove_partial_files,
     starting_state,
@@ -81,6 +82,8 @@ class TrainingPlan:
     epoch_end: Callable[[int, dict], None] | None = None  # adds metrics to an epoch's dict
     curves: tuple = ("loss", "accuracy")  # metrics drawn in the learning curves
     time_budget_seconds: float | None = None
+    average_last_epochs: int = 0  # >1: export the mean of the last N epochs' weights if
+    # its validation loss beats the best epoch's
 
 
 # ## Train
@@ -152,8 +155,11 @@ def _train_in(lesson, config, data, folder, retrain, run_tags, after_epoch, plac
             config.patience, config.checkpoint_every_steps, train_examples=plan.train_examples,
             epoch_metrics=lambda epoch, metrics: add_epoch_metrics(plan, epoch, metrics),
             on_epoch_end=lambda epoch, metrics: log_epoch(epoch, metrics, after_epoch),
-            verbose=progress_verbosity(), time_budget_seconds=plan.time_budget_seconds)
+            verbose=progress_verbosity(), time_budget_seconds=plan.time_budget_seconds,
+            keep_epoch_weights=plan.average_last_epochs)
         log_training_summary(plan, state)
+        if plan.average_last_epochs > 1:
+            choose_averaged_weights(plan, placement, folder, state)
         export_and_log_model(plan.export, folder)
         TrainingFolder(folder).mark_finished(state)
     print(f"Run {state.run_id}: best val_loss {state.best_val_loss:.4f} at epoch "
@@ -241,6 +247,37 @@ def log_training_summary(plan, state):
             type(schedule).__name__), "lr_schedule.png")
 
 
+def choose_averaged_weights(plan, placement, folder, state):
+    """Checkpoint averaging: the mean of the last epochs' weights replaces the best
+    epoch's (which the model holds) when its validation loss is lower. Both are logged
+    (`averaged_val_*` beside `best_val_*`) and the `exported_weights` tag says which won."""
+    folder = TrainingFolder(folder)
+    epochs = [epoch for epoch in range(state.epoch - plan.average_last_epochs + 1,
+                                       state.epoch + 1)
+              if epoch >= 1 and folder.epoch_weights(epoch).exists()]
+    if len(epochs) < 2:
+        mlflow.set_tag("exported_weights", f"best epoch {state.best_epoch} (fewer than two "
+                                           "epochs to average)")
+        return
+    average_weights(plan.model, [folder.epoch_weights(epoch) for epoch in epochs])
+    metrics = {"val_loss": plan.model.evaluate(placement.batches(plan.validation_batches),
+                                               verbose=0, return_dict=True)["loss"]}
+    if plan.epoch_end:
+        plan.epoch_end(state.epoch, metrics)
+    mlflow.log_metrics({f"averaged_{name}": value for name, value in metrics.items()
+                        if name.startswith("val_")})
+    span = f"epochs {epochs[0]}-{epochs[-1]}"
+    if metrics["val_loss"] < state.best_val_loss:
+        mlflow.set_tag("exported_weights", f"average of {span}")
+        print(f"Exporting the average of {span}: val_loss {metrics['val_loss']:.4f} < "
+              f"{state.best_val_loss:.4f} (best epoch {state.best_epoch})")
+    else:
+        plan.model.load_weights(folder.best_weights)
+        mlflow.set_tag("exported_weights", f"best epoch {state.best_epoch}")
+        print(f"Keeping the best epoch {state.best_epoch}: the average of {span} has val_loss "
+              f"{metrics['val_loss']:.4f} >= {state.best_val_loss:.4f}")
+
+
 def export_and_log_model(export, folder):
     """Saves the model into the run folder (atomically), then logs it as a pyfunc."""
     target = folder / export.artifact
@@ -271,14 +308,25 @@ def _remove(path):
 # ## Find, evaluate and register
 
 
-def model_run(lesson, run_id=None, model_uri=None):
+def model_run(lesson, run_id=None, model_uri=None, params=None):
     """The run whose model `model_uri` (e.g. `models:/NAME@alias`) is, else the run
-    `run_id` (an id or prefix), else the latest run with a model."""
+    `run_id` (an id or prefix), else the latest run with a model; with `params`
+    (config field -> value), the run must have been trained with those values."""
+    def accept(run):
+        if not params:
+            return True
+        config = config_of(lesson, run)
+        return all(str(getattr(config, name)) == str(value) for name, value in params.items())
+
+    wanted = ", ".join(f"{name} {value}" for name, value in (params or {}).items())
     if model_uri:
         run = tracking.find_run(lesson.experiment, tracking.source_run_id(model_uri))
     else:
-        run = best_trial_of(tracking.find_run(lesson.experiment, run_id))
+        run = best_trial_of(tracking.find_run(lesson.experiment, run_id, accept, wanted))
         model_uri = tracking.model_uri(run.info.run_id)
+    if not accept(run):
+        raise ConfigError(f"{model_uri} was not trained with {wanted}; pick a run that was "
+                          "(see compare), or leave the option out to use this one.")
     params = run.data.params
     print(f"Loading {model_uri} (run {run.info.run_id}, {params.get('model')}"
           + (f", preset {params['preset']})" if "preset" in params else ")"))
@@ -332,10 +380,13 @@ def check_has_model(run):
 # ## Compare and sweep
 
 
-def compare(lesson, sort_by=None, model=None, since=None, style="text", ascending=None):
-    """Prints the lesson's runs as a table (filtered, best first); returns the rows."""
+def compare(lesson, sort_by=None, model=None, since=None, style="text", ascending=None,
+            params=None):
+    """Prints the lesson's runs as a table (filtered by model, start date and `params`,
+    best first); returns the rows."""
     ascending = lesson.ascending if ascending is None else ascending
-    filters = [f"params.model = '{model}'"] if model else []
+    params = {**({"model": model} if model else {}), **(params or {})}
+    filters = [f"params.{name} = '{value}'" for name, value in params.items()]
     if since:
         filters.append(f"attributes.start_time >= {timestamp_ms(since)}")
     columns = lesson.compare_columns

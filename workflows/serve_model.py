@@ -52,15 +52,19 @@ def serve(model_uri, host="127.0.0.1", port=5001, workers=1):
                                  "Model server", banner, env=server_environment())
 
 
+def add_server_arguments(parser):
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="interface to bind (default: loopback; 0.0.0.0 exposes it)")
+    parser.add_argument("--port", type=int, default=5001)
+    parser.add_argument("--workers", type=int, default=1)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m workflows.serve_model",
                                      description=__doc__.split("\n")[0])
     parser.add_argument("model_uri", help="models:/NAME/latest, models:/NAME@alias, "
                                           "models:/NAME/VERSION or runs:/RUN_ID/model")
-    parser.add_argument("--host", default="127.0.0.1",
-                        help="interface to bind (default: loopback; 0.0.0.0 exposes it)")
-    parser.add_argument("--port", type=int, default=5001)
-    parser.add_argument("--workers", type=int, default=1)
+    add_server_arguments(parser)
     args = parser.parse_args(argv)
     return run_command(lambda a: serve(a.model_uri, a.host, a.port, a.workers), args)
 

@@ -227,8 +227,9 @@ def register_model(run_id, name, alias=None):
     return version.version
 
 
-def find_run(experiment_name, run_id=None):
-    """The run `run_id`, or the latest finished run that logged a model.
+def find_run(experiment_name, run_id=None, accept=None, wanted=""):
+    """The run `run_id`, or the latest finished run that logged a model (and, given the
+    predicate `accept`, that it accepts; `wanted` says which in the error).
 
     Raises `RunNotFoundError` (a user error) when nothing or several runs match.
     """
@@ -238,13 +239,15 @@ def find_run(experiment_name, run_id=None):
     experiment = use_experiment(experiment_name)
     runs = mlflow.search_runs([experiment.experiment_id], order_by=["attributes.start_time DESC"],
                               output_format="list")
-    with_model = [run for run in runs if run.data.tags.get("model_logged") == "true"]
+    with_model = [run for run in runs if run.data.tags.get("model_logged") == "true"
+                  and (accept is None or accept(run))]
     if run_id is None and with_model:
         return with_model[0]
     matches = [run for run in runs if run.info.run_id.startswith(run_id or "\0")]
     if len(matches) == 1:
         return matches[0]
-    what = f"No run matches --run-id {run_id!r}" if run_id else "No trained model yet"
+    what = f"No run matches --run-id {run_id!r}" if run_id else \
+        f"No trained model{' ' + wanted if wanted else ''} yet"
     raise RunNotFoundError(f"{what} in experiment {experiment_name!r} ({tracking_uri()}); "
                            f"{len(runs)} run(s) there, listed by the compare step.")
 

@@ -87,6 +87,34 @@ class TrainingFolder:
     def best_weights(self):
         return self.directory / BEST_WEIGHTS
 
+    def epoch_weights(self, epoch):
+        """The weights at the end of `epoch` (1-based), kept for checkpoint averaging."""
+        return self.directory / f"epoch-{epoch}.weights.h5"
+
+    def save_epoch_weights(self, model, epoch, keep):
+        """Saves `epoch`'s weights and drops those older than the last `keep` epochs."""
+        _replace_atomically(self.epoch_weights(epoch), lambda tmp: model.save_weights(tmp))
+        for path in self.directory.glob("epoch-*.weights.h5"):
+            if int(path.name.split("-")[1].split(".")[0]) <= epoch - keep:
+                path.unlink(missing_ok=True)
+
+
+def average_weights(model, paths):
+    """Loads into `model` the mean of the weight files `paths` (checkpoint averaging).
+
+    Floating-point variables are averaged; others (e.g. seed-generator states) keep the
+    last file's values.
+    """
+    sums = None
+    for path in paths:
+        model.load_weights(path)
+        values = [keras.ops.convert_to_numpy(variable.value) for variable in model.weights]
+        sums = [value.astype("float64") for value in values] if sums is None else \
+            [total + value for total, value in zip(sums, values, strict=True)]
+    for variable, total, last in zip(model.weights, sums, values, strict=True):
+        if "float" in str(variable.dtype):
+            variable.assign((total / len(paths)).astype(last.dtype))
+
 
 def starting_state(folder, retrain=False):
     """The run folder's saved state; with `retrain`, the folder is wiped first."""
@@ -132,7 +160,8 @@ class _BatchCheckpoint(keras.callbacks.Callback):
 
 def fit_resumably(model, epoch_dataset, validation_data, folder, epochs, patience=2,
                   checkpoint_every_steps=200, train_examples=None, on_epoch_end=None,
-                  callbacks=(), verbose="auto", time_budget_seconds=None, epoch_metrics=None):
+                  callbacks=(), verbose="auto", time_budget_seconds=None, epoch_metrics=None,
+                  keep_epoch_weights=0):
     """Trains `model` for up to `epochs`, resuming from `folder` if it holds a checkpoint.
 
     `epoch_dataset(epoch)` returns that epoch's batches, the same ones on every call
@@ -145,9 +174,10 @@ def fit_resumably(model, epoch_dataset, validation_data, folder, epochs, patienc
     replayed). `callbacks` are passed to every `fit`. With `time_budget_seconds`, no
     epoch starts that would end past the budget (judged by the slowest epoch so far, the
     first excepted once there are others: it includes compiling the steps;
-    training time is summed over resumptions). Ctrl-C saves a checkpoint before
-    re-raising. Returns the final state, not yet marked finished: the caller does that
-    once its end-of-run work is done, so a crash there is redone by a rerun, which
+    training time is summed over resumptions). `keep_epoch_weights`: keep the weights of
+    the last that many epochs (`epoch-N.weights.h5`) to average. Ctrl-C saves a
+    checkpoint before re-raising. Returns the final state, not yet marked finished: the
+    caller does that once its end-of-run work is done, so a crash there is redone by a rerun, which
     finds no epoch left to train.
     """
     folder = TrainingFolder(folder)
@@ -185,6 +215,8 @@ def fit_resumably(model, epoch_dataset, validation_data, folder, epochs, patienc
         _update_early_stopping(model, folder, state, metrics)
         state.history.append(metrics)
         state.epoch, state.step = state.epoch + 1, 0
+        if keep_epoch_weights:  # before the state: an epoch done is an epoch kept
+            folder.save_epoch_weights(model, state.epoch, keep_epoch_weights)
         folder.checkpoint(model, state)
         if on_epoch_end:
             on_epoch_end(state.epoch - 1, metrics)

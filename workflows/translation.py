@@ -1,10 +1,16 @@
-"""English-to-Spanish translation: the tutorial's Transformer and GRU, made fast and measured.
+"""English-Spanish translation: the tutorial's Transformer and GRU, made fast and measured.
 
     python -m workflows.translation prepare --spa-eng-path ../shared/data/spa-eng.zip
     python -m workflows.translation train --model transformer --preset cpu
     python -m workflows.translation evaluate
     python -m workflows.translation translate "I love reading books."
+    python -m workflows.translation train --preset cpu --direction es-en
+    python -m workflows.translation translate --direction es-en "Me encanta leer."
     python -m workflows.translation compare
+
+`--direction en-es` (the default) or `es-en` picks the languages: each direction has
+its own vocabularies, runs and metrics; the steps that load a model take the latest
+run of the direction given.
 
 Presets: `tutorial` reproduces Deep Learning with Python (2e, ch. 11) exactly (word
 vocabularies, length 20, one block each, `key_dim=embed_dim`, rmsprop); `cpu` is the
@@ -12,7 +18,7 @@ best model this project trains in about an hour on a 2-core CPU (WordPiece, 2+2
 pre-LN blocks, label smoothing, Noam schedule, length bucketing, bfloat16); `gpu`
 is a larger model with mixed precision for a GPU. Each training is one MLflow run
 with per-epoch BLEU/chrF on a fixed validation sample; `evaluate` scores the test
-split (all references of each English sentence) with greedy and beam decoding.
+split (all references of each source sentence) with greedy and beam decoding.
 The machinery (tokenization, batches, models, cached decoding) is `workflows/seq2seq/`.
 """
 
@@ -43,30 +49,42 @@ from workflows.seq2seq.presets import (  # noqa: F401  the lesson's API: make_co
     make_config,
 )
 from workflows.seq2seq.tokenization import Tokenizer, load_tokenizer, references, token_arrays
-from workflows.seq2seq.translator import MAX_BEAM_WIDTH, PYFUNC_PARAMS, Translator
+from workflows.seq2seq.translator import MAX_BEAM_WIDTH, PYFUNC_PARAMS, Translator, parse_pair
 
 EXPERIMENT = "translation"
 PYFUNC_FILE = Path(__file__).parent / "seq2seq" / "pyfunc.py"
-EXAMPLES = ["I love reading books.", "How are you?", "Where is the train station?",
-            "She didn't want to go to school today."]
+EXAMPLES = {
+    "en-es": ["I love reading books.", "How are you?", "Where is the train station?",
+              "She didn't want to go to school today."],
+    "es-en": ["Me encanta leer libros.", "¿Cómo estás?", "¿Dónde está la estación de tren?",
+              "Ella no quería ir a la escuela hoy."],
+}
 
 
 # ## Prepare the data
-# Pairs, a split grouped by English sentence, vocabularies, then token ids (cached).
+# Pairs, a split that keeps every sentence of either language in one split,
+# vocabularies per direction, then token ids (cached).
 
 
-def prepare(spa_eng_path=None, work_dir=None, tokenizations=("word", "wordpiece")):
+def prepare(spa_eng_path=None, work_dir=None, tokenizations=("word", "wordpiece"),
+            directions=spa_eng.DIRECTIONS):
     """Pairs, splits, vocabularies and cached token ids; prints a summary."""
     started = time.perf_counter()
     prepared = spa_eng.prepare(spa_eng_path, spa_eng.SpaEngSettings(), work_dir)
-    for kind in tokenizations:
-        tokenizer = load_tokenizer(prepared, kind)
-        arrays = token_arrays(prepared, tokenizer, work_dir)
-        lengths = [len(row) for row in arrays["train"][1]]
-        print(f"{kind}: vocabularies {tokenizer.vocabulary_sizes[0]:,} English / "
-              f"{tokenizer.vocabulary_sizes[1]:,} Spanish; Spanish train sentences "
-              f"{np.mean(lengths) - 2:.1f} tokens on average, 99th percentile "
-              f"{np.percentile(lengths, 99) - 2:.0f}")
+    components = prepared.summary["pair_components"]
+    print(f"Split by {components['count']:,} connected components of the pair graph "
+          f"(largest: {components['largest']} pairs); no sentence of either language is in "
+          "two splits")
+    for direction in directions:
+        source, target = (spa_eng.LANGUAGE_NAMES[code] for code in spa_eng.languages(direction))
+        for kind in tokenizations:
+            tokenizer = load_tokenizer(prepared, kind, direction=direction)
+            arrays = token_arrays(prepared, tokenizer, work_dir)
+            lengths = [len(row) for row in arrays["train"][1]]
+            print(f"{direction} {kind}: vocabularies {tokenizer.vocabulary_sizes[0]:,} {source} "
+                  f"/ {tokenizer.vocabulary_sizes[1]:,} {target}; {target} train sentences "
+                  f"{np.mean(lengths) - 2:.1f} tokens on average, 99th percentile "
+                  f"{np.percentile(lengths, 99) - 2:.0f}")
     cache.print_summary(prepared, started)
     return prepared
 
@@ -96,7 +114,8 @@ class TranslationData:
 
 def load_data(config, spa_eng_path=None, work_dir=None):
     prepared = spa_eng.prepare(spa_eng_path, spa_eng.SpaEngSettings(), work_dir, verbose=False)
-    tokenizer = load_tokenizer(prepared, config.tokenization, config.sequence_length)
+    tokenizer = load_tokenizer(prepared, config.tokenization, config.sequence_length,
+                               config.direction)
     return TranslationData(prepared, tokenizer, token_arrays(prepared, tokenizer, work_dir))
 
 
@@ -118,8 +137,8 @@ def make_translator(config, model, tokenizer):
 def plan_training(config, data):
     model = build_model(config, *data.tokenizer.vocabulary_sizes)
     translator = make_translator(config, model, data.tokenizer)
-    english, refs = references(data.prepared.pairs("val"))
-    sample = english[:config.bleu_sentences], refs[:config.bleu_sentences]
+    sources, refs = references(data.prepared.pairs("val", config.direction))
+    sample = sources[:config.bleu_sentences], refs[:config.bleu_sentences]
     train_tokens = data.batches(config, "train", epoch=0).target_tokens()
 
     def epoch_end(epoch, metrics):
@@ -142,21 +161,25 @@ def plan_training(config, data):
         export=lifecycle.ModelExport("translator", translator.save, PYFUNC_FILE,
                                      ["How are you?"], packages=("seq2seq",),
                                      params=PYFUNC_PARAMS),
-        tags={"model_family": config.model, "preset": config.preset},
+        tags={"model_family": config.model, "preset": config.preset,
+              "direction": config.direction},
         params={"parameters": model.count_params()},
         artifacts={"vocabulary/source.txt": "\n".join(tokenizer.source_vocabulary),
                    "vocabulary/target.txt": "\n".join(tokenizer.target_vocabulary)},
         epoch_end=epoch_end, curves=("loss", "accuracy", "normalized_bleu"),
-        time_budget_seconds=config.max_train_minutes and config.max_train_minutes * 60)
+        time_budget_seconds=config.max_train_minutes and config.max_train_minutes * 60,
+        average_last_epochs=config.average_epochs)
 
 
 # ## Evaluate and translate
 
 
-def load_run_translator(run_id=None, model_uri=None, beam_width=None):
-    """(run, Translator) for a registered `model_uri`, a `run_id`, or the latest run."""
+def load_run_translator(run_id=None, model_uri=None, beam_width=None, direction=None):
+    """(run, Translator) for a registered `model_uri`, a `run_id`, or the latest run (of
+    `direction`, if given)."""
     check_beam_width(beam_width)
-    run = lifecycle.model_run(LESSON, run_id, model_uri)
+    run = lifecycle.model_run(LESSON, run_id, model_uri,
+                              {"direction": direction} if direction else None)
     with tracking.verified_model(run) as local:
         return run, Translator.load(local / "artifacts" / "translator", beam_width)
 
@@ -174,47 +197,47 @@ def check_beam_width(beam_width):
 
 
 def evaluate(run_id=None, spa_eng_path=None, work_dir=None, model_uri=None, limit=None,
-             beam_width=None, length_penalty=None):
+             beam_width=None, length_penalty=None, direction=None):
     """Test BLEU/chrF (greedy, beam, and beam re-ranked with `length_penalty` if given),
     masked token accuracy, samples; logged to the run."""
     check_beam_width(beam_width)
     check_length_penalty(length_penalty)
     if limit is not None and limit < 1:
         raise ConfigError(f"--limit must be at least 1, got {limit}.")
-    run, translator = load_run_translator(run_id, model_uri)
+    run, translator = load_run_translator(run_id, model_uri, direction=direction)
     config = lifecycle.config_of(LESSON, run)
     beam_width = beam_width or config.beam_width
     data = load_data(config, spa_eng_path, work_dir)
-    english, refs = references(data.prepared.pairs("test"))
-    english, refs = english[:limit], refs[:limit]
+    sources, refs = references(data.prepared.pairs("test", config.direction))
+    sources, refs = sources[:limit], refs[:limit]
     results, outputs = {}, {}
     decodings = [("greedy", 1, 0.0), (f"beam{beam_width}", beam_width, 0.0)]
     if length_penalty:
         decodings.append((f"beam{beam_width}_lp{length_penalty:g}", beam_width, length_penalty))
     for name, width, alpha in decodings:
         started = time.perf_counter()
-        outputs[name] = translate_in_batches(translator, english, width, f"Decoding ({name})",
+        outputs[name] = translate_in_batches(translator, sources, width, f"Decoding ({name})",
                                              alpha)
         seconds = time.perf_counter() - started
         scores = bleu_scores(outputs[name], refs)
         results.update({f"test_{name}_{key}": value for key, value in scores.items()})
-        results[f"test_{name}_ms_per_sentence"] = 1000 * seconds / len(english)
+        results[f"test_{name}_ms_per_sentence"] = 1000 * seconds / len(sources)
         print(f"{name}: BLEU {scores['bleu']:.2f}, chrF {scores['chrf']:.2f}, normalized BLEU "
               f"{scores['normalized_bleu']:.2f}, chrF {scores['normalized_chrf']:.2f} "
-              f"({1000 * seconds / len(english):.1f} ms/sentence)", flush=True)
+              f"({1000 * seconds / len(sources):.1f} ms/sentence)", flush=True)
     translator.model.compile(loss=MaskedCrossentropy(config.label_smoothing),
                              weighted_metrics=["accuracy"])
     _, results["test_masked_accuracy"] = translator.model.evaluate(
         for_backend(data.batches(config, "test")), verbose=0)
-    panels = [(sentence[:40], *translator.cross_attention(sentence)) for sentence in english[:4]]
-    table = {"english": english[:50], "references": [" | ".join(r) for r in refs[:50]],
+    panels = [(sentence[:40], *translator.cross_attention(sentence)) for sentence in sources[:4]]
+    table = {"source": sources[:50], "references": [" | ".join(r) for r in refs[:50]],
              **{name: texts[:50] for name, texts in outputs.items()}}
     lifecycle.log_evaluation(
         run.info.run_id, results, dicts={"test_metrics.json": {**results,
-                                                               "sentences": len(english)}},
+                                                               "sentences": len(sources)}},
         figures={"attention.png": figures.heatmaps(panels)},
         tables={"sample_translations.json": table})
-    print(json.dumps({"run_id": run.info.run_id, "sentences": len(english), **results}, indent=2))
+    print(json.dumps({"run_id": run.info.run_id, "sentences": len(sources), **results}, indent=2))
     return results
 
 
@@ -230,15 +253,16 @@ def translate_in_batches(translator, texts, beam_width, label, length_penalty=0.
 
 
 def translate(texts, run_id=None, model_uri=None, beam_width=None, n_best=None,
-              length_penalty=None):
-    """Prints and returns the Spanish translation of each English text; with `n_best`,
-    its `n_best` best translations and their scores (log-likelihood over Wu et al.'s
-    length penalty with alpha `length_penalty`)."""
-    lifecycle.check_texts(texts, "English sentence")
+              length_penalty=None, direction=None):
+    """Prints and returns the translation of each text (by the latest run of `direction`
+    unless a run or model is given); with `n_best`, its `n_best` best translations and
+    their scores (log-likelihood over Wu et al.'s length penalty with alpha
+    `length_penalty`)."""
+    lifecycle.check_texts(texts, "sentence")
     if n_best is not None and not 1 <= n_best <= MAX_BEAM_WIDTH:
         raise ConfigError(f"--n-best must be from 1 to {MAX_BEAM_WIDTH}, got {n_best}.")
     check_length_penalty(length_penalty)
-    _, translator = load_run_translator(run_id, model_uri, beam_width)
+    _, translator = load_run_translator(run_id, model_uri, beam_width, direction)
     if n_best:
         outputs = translator.n_best(list(texts), n_best, length_penalty=length_penalty)
         for text, hypotheses in zip(texts, outputs, strict=True):
@@ -250,7 +274,35 @@ def translate(texts, run_id=None, model_uri=None, beam_width=None, n_best=None,
     return outputs
 
 
-COMPARE_COLUMNS = ("run_id", "params.model", "params.preset", "params.tokenization",
+def score(lines, run_id=None, model_uri=None, direction=None):
+    """Prints and returns `(log-likelihood, tokens)` of each `SOURCE<TAB>TARGET` (or
+    `SOURCE ||| TARGET`) line under a run's model: how likely the model finds that
+    translation, to rank or filter pairs."""
+    pairs = read_pairs(lines)
+    _, translator = load_run_translator(run_id, model_uri, direction=direction)
+    scores = translator.score([source for source, _ in pairs], [target for _, target in pairs])
+    print("log_likelihood\ttokens\tper_token\tsource\ttarget")
+    for (source, target), (total, tokens) in zip(pairs, scores, strict=True):
+        print(f"{total:.4f}\t{tokens}\t{total / tokens:.4f}\t{source}\t{target}")
+    mean = sum(total for total, _ in scores) / sum(tokens for _, tokens in scores)
+    print(f"# {len(pairs)} pair(s): mean log-likelihood per token {mean:.4f} "
+          f"(perplexity {np.exp(-mean):.2f})")
+    return scores
+
+
+def read_pairs(lines):
+    """`(source, target)` from `SOURCE<TAB>TARGET` or `SOURCE ||| TARGET` lines."""
+    pairs = []
+    for number, line in enumerate(lines, start=1):
+        try:
+            pairs.append(parse_pair(line))
+        except ValueError as error:
+            raise ConfigError(f"Pair {number}: {error}.") from None
+    return pairs
+
+
+COMPARE_COLUMNS = ("run_id", "params.direction", "params.model", "params.preset",
+                   "params.tokenization",
                    "params.parameters", "metrics.train_minutes", "metrics.best_val_bleu",
                    "metrics.test_greedy_normalized_bleu", "metrics.test_beam4_normalized_bleu",
                    "metrics.test_beam4_bleu", "metrics.test_beam4_chrf",
@@ -259,9 +311,12 @@ LESSON = lifecycle.Lesson(EXPERIMENT, CATALOG, load_data, plan_training, COMPARE
                           sort_by="metrics.test_beam4_normalized_bleu")
 
 
-def compare(sort_by=None, model=None, since=None, style="text", ascending=False):
-    """Prints this lesson's runs as a table, best first; returns the rows."""
-    return lifecycle.compare(LESSON, sort_by, model, since, style, ascending)
+def compare(sort_by=None, model=None, since=None, style="text", ascending=False,
+            direction=None):
+    """Prints this lesson's runs (of `direction`, if given) as a table, best first;
+    returns the rows."""
+    return lifecycle.compare(LESSON, sort_by, model, since, style, ascending,
+                             {"direction": direction} if direction else None)
 
 
 # ## Command line
@@ -270,11 +325,11 @@ def compare(sort_by=None, model=None, since=None, style="text", ascending=False)
 def run_lesson(args):
     """`run`: prepare, train, evaluate, translate the examples, compare."""
     (config,) = CLI.configs(args)
-    prepare(args.spa_eng_path, args.work_dir, tokenizations=(config.tokenization,))
+    prepare(args.spa_eng_path, args.work_dir, (config.tokenization,), (config.direction,))
     run_id = CLI.train_config(args, config)
     evaluate(run_id, args.spa_eng_path, args.work_dir, limit=args.limit)
-    translate(EXAMPLES, run_id)
-    compare()
+    translate(EXAMPLES[config.direction], run_id)
+    compare(direction=config.direction)
     lifecycle.print_where_results_are(LESSON, args.work_dir)
 
 
@@ -289,11 +344,19 @@ def beam_width_flag(parser):
 
 
 CLI = LessonCLI(LESSON, "workflows.translation", __doc__.split("\n")[0], spa_eng.SPA_ENG,
-                shortcuts={"attention": "gru_seq2seq: add additive (Bahdanau) attention",
+                shortcuts={"direction": "en-es (default) or es-en: the source and target "
+                                        "languages",
+                           "attention": "gru_seq2seq: add additive (Bahdanau) attention",
                            "epochs": None, "max_train_minutes": "stop before an epoch that "
-                                                                "would end past this budget"})
-CLI.step("prepare", "pairs, splits, vocabularies, token ids",
-         lambda a: prepare(a.spa_eng_path, a.work_dir), data=True)
+                                                                "would end past this budget",
+                           "average_epochs": "checkpoint averaging: export the mean of the "
+                                             "last N epochs' weights if its val loss is lower"},
+                run_filters=("direction",))
+CLI.step("prepare", "pairs, splits, vocabularies, token ids (both directions, or one)",
+         lambda a: prepare(a.spa_eng_path, a.work_dir,
+                           directions=(a.direction,) if a.direction else spa_eng.DIRECTIONS),
+         data=True).add_argument("--direction", choices=spa_eng.DIRECTIONS,
+                                 help="prepare the token ids of one direction only")
 CLI.step("train", "train one translator (resumes an interrupted run)", CLI.train, data=True,
          train="one")
 CLI.step("run", "prepare, train, evaluate and translate", run_lesson, data=True,
@@ -301,18 +364,23 @@ CLI.step("run", "prepare, train, evaluate and translate", run_lesson, data=True,
                                    help="evaluate on the first N test sentences")
 _evaluate = CLI.step("evaluate", "test BLEU/chrF of a run, logged to it", lambda a: evaluate(
     a.run_id, a.spa_eng_path, a.work_dir, a.model_uri, a.limit, a.beam_width,
-    a.length_penalty), data=True, model=True)
+    a.length_penalty, a.direction), data=True, model=True)
 _evaluate.add_argument("--limit", type=int, help="only the first N test sentences")
 beam_width_flag(_evaluate)
 length_penalty_flag(_evaluate, "also score the beams re-ranked")
 _translate = CLI.step(
-    "translate", "translate English sentences with a run's model", lambda a: translate(
-        read_texts(a.texts, a.file, "English sentences"), a.run_id, a.model_uri, a.beam_width,
-        a.n_best, a.length_penalty), model=True, texts="English sentences")
+    "translate", "translate sentences with a run's model", lambda a: translate(
+        read_texts(a.texts, a.file, "sentences"), a.run_id, a.model_uri, a.beam_width,
+        a.n_best, a.length_penalty, a.direction), model=True,
+    texts="sentences in the run's source language")
 beam_width_flag(_translate)
 _translate.add_argument("--n-best", type=int, metavar="K", help="print the K best "
                         "translations with their scores (beam width at least K)")
 length_penalty_flag(_translate, "rank beams")
+CLI.step("score", "log-likelihood of sentence pairs under a run's model (to rank or filter)",
+         lambda a: score(read_texts(a.texts, a.file, "sentence pairs"), a.run_id, a.model_uri,
+                         a.direction), model=True,
+         texts="pairs as 'SOURCE ||| TARGET' (a --file may also use SOURCE<TAB>TARGET)")
 CLI.shared_steps()
 main = CLI.main
 

@@ -13,18 +13,38 @@ def test_parse_reports_malformed_lines_with_numbers():
         (3, "no tab between English and Spanish"), (5, "empty English or Spanish side")]
 
 
-def test_split_is_grouped_by_english_sentence_and_seeded():
-    pairs = [(f"Sentence {i % 40}.", f"Frase {i}") for i in range(200)]
-    pairs += [("sentence 1.", "otra")]  # same sentence, other case
-    splits = spa_eng.split_by_source_sentence(pairs, seed=5)
-    assert sum(len(s) for s in splits.values()) == len(pairs)
-    keys = {name: {spa_eng.grouping_key(e) for e, _ in s} for name, s in splits.items()}
-    assert keys["train"].isdisjoint(keys["val"]) and keys["train"].isdisjoint(keys["test"])
-    assert keys["val"].isdisjoint(keys["test"])
+def test_split_keeps_every_sentence_of_either_language_in_one_split_and_is_seeded():
+    # English sentences share Spanish ones (and vice versa), chaining pairs together
+    pairs = [(f"Sentence {i % 40}.", f"Frase {i % 55}.") for i in range(300)]
+    pairs += [(f"Alone {i}.", f"Sola {i}.") for i in range(300)]
+    pairs += [("sentence 1.", "otra"), ("Other.", "frase 2.")]  # other case, same sentence
+    splits = spa_eng.split_by_component(pairs, seed=5)
+    assert sorted(p for s in splits.values() for p in s) == sorted(pairs)
+    for index in (0, 1):  # English, then Spanish
+        keys = {name: {spa_eng.grouping_key(pair[index]) for pair in s}
+                for name, s in splits.items()}
+        assert keys["train"].isdisjoint(keys["val"]) and keys["train"].isdisjoint(keys["test"])
+        assert keys["val"].isdisjoint(keys["test"])
     assert abs(len(splits["train"]) / len(pairs) - 0.7) < 0.06
-    assert spa_eng.split_by_source_sentence(pairs, seed=5) == splits
+    assert spa_eng.split_by_component(pairs, seed=5) == splits
     with pytest.raises(ValueError, match="summing to 1"):
-        spa_eng.split_by_source_sentence(pairs, fractions=(0.5, 0.5, 0.5))
+        spa_eng.split_by_component(pairs, fractions=(0.5, 0.5, 0.5))
+
+
+def test_pair_components_join_sentences_linked_through_either_language():
+    pairs = [("A.", "x"), ("B.", "x"), ("B.", "y"), ("C.", "z"), ("c.", "w"), ("D.", "v")]
+    components = spa_eng.pair_components(pairs)
+    assert sorted(map(len, components)) == [1, 2, 3]
+    assert sorted(sorted(c) for c in components)[0] == [("A.", "x"), ("B.", "x"), ("B.", "y")]
+    assert spa_eng.component_sizes(pairs) == {1: 1, 2: 1, 3: 1}
+
+
+def test_pairs_are_oriented_by_direction():
+    pairs = [("Go.", "Ve.")]
+    assert spa_eng.orient(pairs, "en-es") == [("Go.", "Ve.")]
+    assert spa_eng.orient(pairs, "es-en") == [("Ve.", "Go.")]
+    with pytest.raises(ValueError, match="direction"):
+        spa_eng.languages("en-fr")
 
 
 def test_test_references_keep_every_translation():
@@ -50,6 +70,15 @@ def test_prepare_vectorizers_round_trip_and_cache(tmp_path, monkeypatch):
     assert ids.shape == (9,) and vocabulary[ids[0]] == "[start]"
     assert np.asarray(source(["How are you?"])).shape == (1, 8)
     assert spa_eng.prepare(archive, settings, verbose=False).directory == prepared.directory
+    # es-en: Spanish source without ¿¡, English target with the markers
+    source, target = spa_eng.make_vectorizers(
+        settings, prepared.vocabulary("source", "es-en"), prepared.vocabulary("target", "es-en"),
+        "es-en")
+    assert not any("¿" in word for word in prepared.vocabulary("source", "es-en"))
+    assert "[start]" in prepared.vocabulary("target", "es-en")
+    assert prepared.pairs("test", "es-en") == [(s, e) for e, s in prepared.pairs("test")]
+    components = prepared.summary["pair_components"]
+    assert components["count"] == sum(components["pairs_per_component"].values())
 
 
 def test_wordpiece_vocabularies_are_learned_saved_and_reversible(tmp_path, monkeypatch):
@@ -61,7 +90,8 @@ def test_wordpiece_vocabularies_are_learned_saved_and_reversible(tmp_path, monke
     vocabulary = prepared.wordpiece_vocabulary("target")
     assert vocabulary[:4] == list(spa_eng.SUBWORD_SPECIAL_TOKENS)
     assert len(vocabulary) <= 120 and "¿" in vocabulary
-    assert prepared.summary["wordpiece_vocabulary_sizes"]["target"] == len(vocabulary)
+    assert prepared.summary["wordpiece_vocabulary_sizes"]["es"] == len(vocabulary)
+    assert prepared.wordpiece_vocabulary("source", "es-en") == vocabulary
     target = subwords.make_wordpiece_tokenizer(prepared.wordpiece_vocabulary("target"))
     spanish = prepared.pairs("train")[0][1]
     ids = target([spanish])

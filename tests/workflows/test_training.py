@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from workflows.training import TrainingFolder, fit_resumably
+from workflows.training import TrainingFolder, average_weights, fit_resumably
 
 STEPS = 8  # batches per epoch
 
@@ -116,3 +116,20 @@ def test_time_budget_stops_before_an_epoch_that_would_not_fit(tmp_path):
     resumed = fit_resumably(small_model(), epoch_dataset, epoch_dataset(99), tmp_path, epochs=5,
                             patience=9, verbose=0, time_budget_seconds=0.5)
     assert len(resumed.history) == 1  # the budget counts the time already spent
+
+
+def test_epoch_weights_are_kept_for_the_last_epochs_and_average_to_their_mean(tmp_path):
+    model = small_model()
+    fit_resumably(model, epoch_dataset, epoch_dataset(99), tmp_path, epochs=4, patience=9,
+                  verbose=0, keep_epoch_weights=3)
+    folder = TrainingFolder(tmp_path)
+    kept = sorted(path.name for path in tmp_path.glob("epoch-*.weights.h5"))
+    assert kept == ["epoch-2.weights.h5", "epoch-3.weights.h5", "epoch-4.weights.h5"]
+    checkpoints = []
+    for epoch in (2, 3, 4):
+        model.load_weights(folder.epoch_weights(epoch))
+        checkpoints.append([variable.numpy() for variable in model.weights])
+    assert not np.allclose(checkpoints[0][0], checkpoints[2][0])  # the epochs differ
+    average_weights(model, [folder.epoch_weights(epoch) for epoch in (2, 3, 4)])
+    for variable, *values in zip(model.weights, *checkpoints, strict=True):
+        np.testing.assert_allclose(variable.numpy(), np.mean(values, axis=0), rtol=1e-6)

@@ -16,10 +16,11 @@ from workflows import translation as workflow
 from workflows.seq2seq.batching import PairBatches
 from workflows.seq2seq.decoding import NEG_INF, Decoder, length_penalty, rank_hypotheses
 from workflows.seq2seq.models import PAD_ID
-from workflows.seq2seq.tokenization import normalize, tidy_spanish
+from workflows.seq2seq.tokenization import normalize, tidy
 
 TINY_TRANSFORMER = ["--epochs", "2", "--set", "embed_dim=16", "--set", "dense_dim=32",
-                    "--set", "num_heads=2", "--set", "batch_size=16", "--set", "bleu_sentences=8"]
+                    "--set", "num_heads=2", "--set", "batch_size=16", "--set", "bleu_sentences=8",
+                    "--average-epochs", "2"]
 TINY_GRU = ["--epochs", "2", "--set", "embed_dim=8", "--set", "latent_dim=16",
             "--set", "batch_size=16", "--set", "bleu_sentences=8"]
 
@@ -38,14 +39,15 @@ def translation_store(tmp_path_factory):
         yield root
 
 
-def runs():
+def runs(direction="en-es"):
     import mlflow
 
     from workflows import tracking
 
     experiment = tracking.use_experiment(workflow.EXPERIMENT)
     return {run.data.params["model"]: run for run in mlflow.search_runs(
-        [experiment.experiment_id], output_format="list")}
+        [experiment.experiment_id], output_format="list")
+        if run.data.params["direction"] == direction}
 
 
 def test_run_logs_params_metrics_and_artifacts(translation_store):
@@ -71,6 +73,10 @@ def test_run_logs_params_metrics_and_artifacts(translation_store):
         assert {"config.json", "learning_curves.png", "sample_translations.json",
                 "attention.png", "test_metrics.json", "vocabulary"} <= artifacts
     assert "lr_schedule.png" in {a.path for a in client.list_artifacts(transformer.info.run_id)}
+    # checkpoint averaging of the last 2 epochs: measured, and the winner named
+    assert {"averaged_val_loss", "averaged_val_bleu"} <= set(transformer.data.metrics)
+    assert transformer.data.tags["exported_weights"] in (
+        "average of epochs 1-2", f"best epoch {int(transformer.data.metrics['best_epoch'])}")
 
 
 def test_exported_translator_round_trips_strings_in_a_fresh_process(translation_store, tmp_path):
@@ -97,7 +103,7 @@ def test_translate_and_compare_from_the_command_line(translation_store, capsys):
     assert capsys.readouterr().out.count("  -> ") == 2
     assert workflow.main(["compare", "--format", "csv"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
-    assert lines[0].startswith("run_id,model,preset") and len(lines) == 3
+    assert lines[0].startswith("run_id,direction,model,preset") and len(lines) == 3
 
 
 def test_decoding_benchmark_matches_the_tutorial_loop(translation_store, tmp_path):
@@ -240,6 +246,32 @@ def test_translate_prints_n_best_with_scores(translation_store, capsys):
     assert workflow.main(["translate", "Hi.", "--length-penalty", "-1"]) == 2
 
 
+def test_score_is_the_log_likelihood_that_the_training_loss_averages(translation_store,
+                                                                      capsys):
+    from layers import MaskedCrossentropy
+
+    run, translator = workflow.load_run_translator(runs()["transformer"].info.run_id)
+    data = workflow.load_data(workflow.lifecycle.config_of(workflow.LESSON, run))
+    pairs = data.prepared.pairs("test")[:12]
+    scores = translator.score([s for s, _ in pairs], [t for _, t in pairs])
+    tokenizer = translator.tokenizer
+    target = tokenizer.target_ids([t for _, t in pairs])
+    assert [tokens for _, tokens in scores] == [len(row) - 1 for row in target]
+    inputs, labels, _ = PairBatches(tokenizer.source_ids([s for s, _ in pairs]), target,
+                                    len(pairs))[0]
+    loss = float(MaskedCrossentropy()(labels, translator.model(inputs, training=False)))
+    mean = -sum(total for total, _ in scores) / sum(tokens for _, tokens in scores)
+    assert mean == pytest.approx(loss, rel=1e-4)
+    assert workflow.main(["score", "How are you? ||| ¿Cómo estás?",
+                          "How are you? ||| El gato come pan rojo."]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    header = lines.index("log_likelihood\ttokens\tper_token\tsource\ttarget")
+    assert lines[-1].startswith("# 2 pair(s)")
+    assert [float(line.split("\t")[0]) < 0 for line in lines[header + 1:-1]] == [True, True]
+    assert workflow.main(["score", "How are you?"]) == 2
+    assert "Pair 1: 'How are you?' is not" in capsys.readouterr().err
+
+
 def test_decoded_rows_stop_at_end_and_never_emit_padding_or_start():
     keras.utils.set_random_seed(7)
     model = workflow.build_model(tiny_config(), 40, 50)
@@ -264,10 +296,11 @@ def test_bleu_of_a_perfect_hypothesis_is_100_with_any_reference():
     assert loose["normalized_bleu"] == pytest.approx(100.0) and loose["bleu"] < 100.0
 
 
-def test_normalize_and_tidy_spanish():
+def test_normalize_and_tidy():
     assert normalize("¡Hola, Mundo!  ¿Qué tal?") == "hola mundo qué tal"
-    assert tidy_spanish("¿ Qué hora es ?") == "¿Qué hora es?"
-    assert tidy_spanish("Sí , claro . ¡ Vamos !") == "Sí, claro. ¡Vamos!"
+    assert tidy("¿ Qué hora es ?") == "¿Qué hora es?"
+    assert tidy("Sí , claro . ¡ Vamos !") == "Sí, claro. ¡Vamos!"
+    assert tidy("I don ' t know a well - known man .") == "I don't know a well-known man."
 
 
 def test_batches_shift_targets_mask_labels_and_bucket_lengths():
@@ -319,7 +352,20 @@ def test_beam_width_param_is_declared_validated_and_reaches_the_decoder(translat
 
     run_id = runs()["transformer"].info.run_id
     model = mlflow.pyfunc.load_model(f"runs:/{run_id}/model")
-    assert [p.name for p in model.metadata.signature.params] == ["beam_width", "length_penalty"]
+    assert [p.name for p in model.metadata.signature.params] == [
+        "beam_width", "length_penalty", "n_best", "score"]
+    (best,) = model.predict(["How are you?"], params={"n_best": 2})
+    assert 1 <= len(best) <= 2 and set(best[0]) == {"translation", "score"}
+    assert [h["score"] for h in best] == sorted((h["score"] for h in best), reverse=True)
+    scored = model.predict(["How are you?\t¿Cómo estás?", "Hi. ||| Hola."],
+                           params={"score": True})
+    assert [set(row) for row in scored] == [{"log_likelihood", "tokens"}] * 2
+    assert scored[0]["log_likelihood"] < 0 and scored[0]["tokens"] >= 2
+    for params, message in (({"score": True}, "each input is a sentence pair"),
+                            ({"n_best": -1}, "n_best must be a whole number"),
+                            ({"n_best": 2, "score": True}, "separate requests")):
+        with pytest.raises(MlflowException, match=message):
+            model.predict(["How are you?"], params=params)
     translator = model.unwrap_python_model().translator
     calls, translate = [], translator.translate
 
@@ -369,3 +415,28 @@ def test_bad_files_are_one_line_errors(translation_store, tmp_path, capsys):
         assert workflow.main(argv) == 2, argv
         err = capsys.readouterr().err
         assert message in err and err.count("\n") == 1, (argv, err)
+
+
+def test_es_en_direction_end_to_end_and_runs_chosen_by_direction(translation_store, capsys):
+    assert workflow.main(["run", "--preset", "cpu", "--direction", "es-en", *TINY_TRANSFORMER,
+                          "--limit", "10"]) == 0
+    out = capsys.readouterr().out
+    assert "¿Cómo estás?\n  -> " in out  # the Spanish examples
+    es_en = runs("es-en")["transformer"]
+    en_es = max(runs().values(), key=lambda run: run.info.start_time)  # the latest en-es
+    assert es_en.data.tags["direction"] == "es-en"
+    assert "test_beam4_bleu" in es_en.data.metrics
+    _, translator = workflow.load_run_translator(direction="es-en")
+    assert translator.tokenizer.direction == "es-en"
+    assert translator.tokenizer.source_vocabulary == workflow.load_data(
+        workflow.make_config("transformer", "cpu", {"direction": "es-en"})).tokenizer \
+        .source_vocabulary
+    for direction, run in (("es-en", es_en), ("en-es", en_es)):
+        assert workflow.main(["translate", "--direction", direction, "Hola."]) == 0
+        assert run.info.run_id in capsys.readouterr().out
+    assert workflow.main(["translate", "--direction", "en-es", "--run-id",
+                          es_en.info.run_id[:12], "Hola."]) == 2
+    assert "was not trained with direction en-es" in capsys.readouterr().err
+    assert workflow.main(["compare", "--direction", "es-en", "--format", "csv"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 2 and ",es-en,transformer," in lines[1]

@@ -31,6 +31,7 @@ class TranslationConfig:
 
     model: str = option("transformer", choices=("transformer", "gru_seq2seq"))
     preset: str = "tutorial"
+    direction: str = option("en-es", choices=("en-es", "es-en"))  # source-target languages
     tokenization: str = option("word", choices=("word", "wordpiece"))
     sequence_length: int = option(20, at_least=2)  # longest source / target input, in tokens
     embed_dim: int = option(256, at_least=1)
@@ -65,6 +66,8 @@ class TranslationConfig:
     bleu_sentences: int = option(300, at_least=1)  # val sentences decoded each epoch
     seed: int = 1337
     checkpoint_every_steps: int = option(200, at_least=0)
+    # >1: export the mean of the last N epochs' weights when its val loss is lower
+    average_epochs: int = option(0, at_least=0)
     distribution: str = option("none", choices=CHOICES)  # see workflows/distribution.py
 
 

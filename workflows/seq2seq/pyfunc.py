@@ -1,49 +1,86 @@
-"""The exported translator as an MLflow pyfunc: English strings in, Spanish strings out.
+"""The exported translator as an MLflow pyfunc: source strings in, translations out.
 
 Logged as a models-from-code pyfunc by `workflows.translation` (with `layers/`,
 `data_prep/` and this package as its code); it wraps the saved
 `Translator` folder (Keras model, vocabularies, decoding settings):
 
     mlflow.pyfunc.load_model(uri).predict(["How are you?"])  # -> ["¿Cómo estás?"]
+    (a translator trained `es-en` takes Spanish and answers English)
 
 Params (declared in the model's signature, so a served model takes them too):
-`beam_width` (1 is greedy; default: the translator's own, 1 to `MAX_BEAM_WIDTH`) and
-`length_penalty` (Wu et al.'s alpha, 0 to 5; 0: beams ranked by log-likelihood alone).
+`beam_width` (1 is greedy; default: the translator's own, 1 to `MAX_BEAM_WIDTH`),
+`length_penalty` (Wu et al.'s alpha, 0 to 5; 0: beams ranked by log-likelihood alone),
+`n_best` (K > 0: each prediction is the K best `{"translation", "score"}`, best first)
+and `score` (true: each input is `SOURCE<TAB>TARGET` or `SOURCE ||| TARGET`, and each
+prediction is `{"log_likelihood", "tokens"}` of that target given that source).
 """
+
+import warnings
+from typing import Any
 
 import mlflow
 from mlflow.exceptions import MlflowException
 from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE
 from mlflow.pyfunc import PythonModel
 
-from workflows.seq2seq.translator import MAX_BEAM_WIDTH, Translator
+from workflows.seq2seq.translator import MAX_BEAM_WIDTH, Translator, parse_pair
+
+# predictions are strings, lists of dicts (n_best) or dicts (score): typed as Any
+warnings.filterwarnings("ignore", message=".*Any type hint is inferred as AnyType")
 
 
-class EnglishToSpanish(PythonModel):
+def bad_request(message):
+    return MlflowException(message, error_code=INVALID_PARAMETER_VALUE)
+
+
+class TranslatorModel(PythonModel):
     def load_context(self, context):
         self.translator = Translator.load(context.artifacts["translator"])
 
-    def predict(self, context, model_input: list[str], params: dict | None = None) -> list[str]:
-        """The Spanish translation of each sentence (empty sentences give empty strings).
+    def predict(self, context, model_input: list[str], params: dict | None = None) -> list[Any]:
+        """The translation of each sentence (empty sentences give empty strings), its
+        `n_best` translations, or with `score` the log-likelihood of each pair.
 
-        Raises `MlflowException` (HTTP 400 when served) for an empty list or a beam
-        width out of range.
+        Raises `MlflowException` (HTTP 400 when served) for an empty list or a param
+        out of range.
         """
-        texts = list(model_input)
+        texts, params = list(model_input), params or {}
         if not texts:
-            raise MlflowException('Send at least one sentence, e.g. {"inputs": ["How are you?"]}.',
-                                  error_code=INVALID_PARAMETER_VALUE)
-        beam_width = (params or {}).get("beam_width") or 0
-        if not isinstance(beam_width, int) or not 0 <= beam_width <= MAX_BEAM_WIDTH:
-            raise MlflowException(f"beam_width must be a whole number from 1 to {MAX_BEAM_WIDTH}"
-                                  f" (1 is greedy), got {beam_width!r}.",
-                                  error_code=INVALID_PARAMETER_VALUE)
-        alpha = (params or {}).get("length_penalty") or 0.0
+            raise bad_request('Send at least one sentence, e.g. {"inputs": ["How are you?"]}.')
+        beam_width = params.get("beam_width") or 0
+        if not is_int(beam_width) or not 0 <= beam_width <= MAX_BEAM_WIDTH:
+            raise bad_request(f"beam_width must be a whole number from 1 to {MAX_BEAM_WIDTH} "
+                              f"(1 is greedy), got {beam_width!r}.")
+        alpha = params.get("length_penalty") or 0.0
         if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 <= alpha <= 5:
-            raise MlflowException(f"length_penalty must be a number from 0 to 5 (0.6-1.0 is "
-                                  f"usual), got {alpha!r}.", error_code=INVALID_PARAMETER_VALUE)
+            raise bad_request(f"length_penalty must be a number from 0 to 5 (0.6-1.0 is "
+                              f"usual), got {alpha!r}.")
+        n_best = params.get("n_best") or 0
+        if not is_int(n_best) or not 0 <= n_best <= MAX_BEAM_WIDTH:
+            raise bad_request(f"n_best must be a whole number from 0 to {MAX_BEAM_WIDTH}, "
+                              f"got {n_best!r}.")
+        if params.get("score"):
+            return self.score(texts, n_best)
+        if n_best:
+            return [[{"translation": text, "score": score} for text, score in row]
+                    for row in self.translator.n_best(texts, n_best, beam_width or None,
+                                                      float(alpha))]
         return self.translator.translate(texts, beam_width=beam_width or None,
                                          length_penalty=float(alpha))
 
+    def score(self, lines, n_best):
+        if n_best:
+            raise bad_request("score and n_best are separate requests; send one of them.")
+        try:
+            pairs = [parse_pair(line) for line in lines]
+        except ValueError as error:
+            raise bad_request(f"With score, each input is a sentence pair: {error}.") from None
+        scores = self.translator.score([s for s, _ in pairs], [t for _, t in pairs])
+        return [{"log_likelihood": total, "tokens": tokens} for total, tokens in scores]
 
-mlflow.models.set_model(EnglishToSpanish())
+
+def is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+mlflow.models.set_model(TranslatorModel())

@@ -1,11 +1,12 @@
 """Tokenization of the English-Spanish pairs: token id arrays (cached), detokenization.
 
-Two tokenizations of the prepared spa-eng pairs (`data_prep.spa_eng`):
-`word` is the tutorial's (lowercased, punctuation stripped, 15,000-word
-vocabularies, length 20); `wordpiece` keeps case and punctuation with keras-hub
-WordPiece vocabularies, so the model writes readable Spanish. Token ids are cached as
-numpy arrays (`tokens/spa-eng-<kind>-<key>.npz` under the work folder), which is also
-how a model is trained on another backend: the batches are plain numpy.
+Two tokenizations of the prepared spa-eng pairs (`data_prep.spa_eng`), in either
+direction (`en-es`, `es-en`): `word` is the tutorial's (lowercased, punctuation
+stripped, 15,000-word vocabularies, length 20); `wordpiece` keeps case and punctuation
+with keras-hub WordPiece vocabularies, so the model writes readable text. Token ids
+are cached as numpy arrays (`tokens/spa-eng-<direction>-<kind>-<key>.npz` under the
+work folder), which is also how a model is trained on another backend: the batches
+are plain numpy.
 """
 
 import os
@@ -18,8 +19,10 @@ import numpy as np
 from data_prep import cache
 from data_prep.progress import Progress
 from data_prep.spa_eng import (
+    LANGUAGE_NAMES,
     SUBWORD_SPECIAL_TOKENS,
     SpaEngSettings,
+    languages,
     make_vectorizers,
     mark_target,
     references_by_source,
@@ -31,6 +34,7 @@ SPLITS = ("train", "val", "test")
 _NORMALIZE_DROP = str.maketrans("", "", string.punctuation + "¿¡«»“”‘’…")
 _SPACE_BEFORE = re.compile(r" ([.,!?;:%)\]»”])")
 _SPACE_AFTER = re.compile(r"([¿¡(\[«“]) ")
+_INSIDE_WORD = re.compile(r"(?<=\w) ([-'’]) (?=\w)")  # don ' t -> don't, well - known
 
 
 def normalize(text):
@@ -38,21 +42,25 @@ def normalize(text):
     return " ".join(text.lower().translate(_NORMALIZE_DROP).split())
 
 
-def tidy_spanish(text):
-    """Joins WordPiece output into written Spanish: `¿ Qué hora es ?` -> `¿Qué hora es?`."""
-    return _SPACE_AFTER.sub(r"\1", _SPACE_BEFORE.sub(r"\1", text)).strip()
+def tidy(text):
+    """Joins WordPiece output into written text: `¿ Qué hora es ?` -> `¿Qué hora es?`,
+    `I don ' t know .` -> `I don't know.`"""
+    text = _INSIDE_WORD.sub(r"\1", _SPACE_BEFORE.sub(r"\1", text))
+    return _SPACE_AFTER.sub(r"\1", text).strip()
 
 
 @dataclass
 class Tokenizer:
-    """English -> source ids and target ids -> Spanish for one tokenization."""
+    """Source text -> source ids and target ids -> target text for one tokenization."""
 
     kind: str
     source_vocabulary: list
     target_vocabulary: list
     sequence_length: int  # word tokenization: the tutorial's fixed length
+    direction: str = "en-es"
 
     def __post_init__(self):
+        self.source_language, self.target_language = languages(self.direction)
         if self.kind not in TOKENIZATIONS:
             raise ValueError(f"tokenization must be one of {TOKENIZATIONS}, got {self.kind!r}")
         if self.kind == "word":
@@ -66,12 +74,16 @@ class Tokenizer:
     def vocabulary_sizes(self):
         return len(self.source_vocabulary), len(self.target_vocabulary)
 
+    @property
+    def source_name(self):
+        return LANGUAGE_NAMES[self.source_language]
+
     def source_ids(self, sentences):
-        """A list of int32 arrays, one per English sentence (no padding)."""
+        """A list of int32 arrays, one per source sentence (no padding)."""
         return self._ids(sentences, "source")
 
     def target_ids(self, sentences):
-        """`[start] ... [end]` id arrays, one per Spanish sentence."""
+        """`[start] ... [end]` id arrays, one per target sentence."""
         return self._ids(sentences, "target")
 
     def _ids(self, sentences, side):
@@ -83,7 +95,7 @@ class Tokenizer:
         settings = SpaEngSettings(max_tokens=max(self.vocabulary_sizes),
                                   sequence_length=self.sequence_length)
         source, target = make_vectorizers(settings, self.source_vocabulary,
-                                          self.target_vocabulary)
+                                          self.target_vocabulary, self.direction)
         if side == "target":
             sentences = [mark_target(sentence) for sentence in sentences]
         vectorizer = source if side == "source" else target
@@ -100,7 +112,7 @@ class Tokenizer:
         return ids
 
     def detokenize(self, rows):
-        """Spanish text for each row of target ids (start, end and padding dropped)."""
+        """Target text for each row of target ids (start, end and padding dropped)."""
         texts = []
         for row in rows:
             ids = [int(i) for i in row if i not in (0, self.start_id)]
@@ -114,22 +126,22 @@ class Tokenizer:
         if self.kind == "word":
             return " ".join(words)
         text = " ".join(words).replace(" ##", "").removeprefix("##")
-        return tidy_spanish(text)
+        return tidy(text)
 
 
-def load_tokenizer(prepared, kind, sequence_length=20):
-    if kind == "word":
-        return Tokenizer(kind, prepared.vocabulary("source"), prepared.vocabulary("target"),
-                         sequence_length)
-    return Tokenizer(kind, prepared.wordpiece_vocabulary("source"),
-                     prepared.wordpiece_vocabulary("target"), sequence_length)
+def load_tokenizer(prepared, kind, sequence_length=20, direction="en-es"):
+    vocabulary = prepared.vocabulary if kind == "word" else prepared.wordpiece_vocabulary
+    return Tokenizer(kind, vocabulary("source", direction), vocabulary("target", direction),
+                     sequence_length, direction)
 
 
 def token_arrays(prepared, tokenizer, work_dir=None):
     """`{split: (source_ids, target_ids)}` for every pair, tokenized once and cached."""
     key = cache.settings_key({"prepared": prepared.directory.name, "kind": tokenizer.kind,
-                              "length": tokenizer.sequence_length})
-    path = cache.work_dir(work_dir) / "tokens" / f"spa-eng-{tokenizer.kind}-{key}.npz"
+                              "length": tokenizer.sequence_length,
+                              "direction": tokenizer.direction})
+    path = (cache.work_dir(work_dir) / "tokens"
+            / f"spa-eng-{tokenizer.direction}-{tokenizer.kind}-{key}.npz")
     with cache.producing(path):  # concurrent runs tokenize once
         if not path.exists():
             partial = cache.partial_path(path)
@@ -141,11 +153,12 @@ def token_arrays(prepared, tokenizer, work_dir=None):
 
 def _tokenize_splits(prepared, tokenizer):
     arrays = {}
-    with Progress(f"Tokenizing pairs ({tokenizer.kind})", 2 * len(SPLITS)) as progress:
+    with Progress(f"Tokenizing pairs ({tokenizer.direction}, {tokenizer.kind})",
+                  2 * len(SPLITS)) as progress:
         for split in SPLITS:
-            pairs = prepared.pairs(split)
-            for side, ids in (("source", tokenizer.source_ids([e for e, _ in pairs])),
-                              ("target", tokenizer.target_ids([s for _, s in pairs]))):
+            pairs = prepared.pairs(split, tokenizer.direction)
+            for side, ids in (("source", tokenizer.source_ids([s for s, _ in pairs])),
+                              ("target", tokenizer.target_ids([t for _, t in pairs]))):
                 arrays[f"{split}_{side}_flat"] = np.concatenate(ids).astype("int32")
                 arrays[f"{split}_{side}_lengths"] = np.asarray([len(r) for r in ids], "int32")
                 progress.advance()
@@ -162,6 +175,6 @@ def _unflatten(stored):
 
 
 def references(pairs):
-    """(English sentences, [Spanish references]) grouped by English sentence."""
+    """(source sentences, [their references]) grouped by source sentence."""
     grouped = references_by_source(pairs)
     return list(grouped), list(grouped.values())

@@ -1,9 +1,10 @@
-"""The exported English-to-Spanish translator: a folder that turns raw English into Spanish.
+"""The exported translator: a folder that turns raw source sentences into target ones.
 
 `Translator.save(folder)` writes the trained model (`model.keras`), both vocabularies
 and `translator.json`; `Translator.load(folder)` gives back an object whose
-`translate(["How are you?"])` returns `["¿Cómo estás?"]`. The MLflow pyfunc
-(`pyfunc.py`) and the lesson's `evaluate`/`translate` steps all go through it.
+`translate(["How are you?"])` returns `["¿Cómo estás?"]` (an `en-es` translator) and
+whose `score` gives the log-likelihood of sentence pairs. The MLflow pyfunc
+(`pyfunc.py`) and the lesson's `evaluate`/`translate`/`score` steps all go through it.
 """
 
 import json
@@ -17,7 +18,7 @@ import layers  # noqa: F401  registers the layers and the loss a saved model use
 from data_prep.padding import pad_rows
 from data_prep.runtime import compiled
 from workflows.seq2seq import legacy
-from workflows.seq2seq.batching import truncate
+from workflows.seq2seq.batching import PairBatches, truncate
 from workflows.seq2seq.decoding import Decoder, rank_hypotheses
 from workflows.seq2seq.models import GRUTranslator, TransformerTranslator
 from workflows.seq2seq.tokenization import Tokenizer
@@ -27,9 +28,27 @@ MAX_BEAM_WIDTH = 64  # wider beams cost time for no gain on sentences this short
 # Source batches are padded to a multiple of this: few shapes for a compiler (XLA) to
 # trace, and padding is masked, so translations are unchanged.
 LENGTH_MULTIPLE = 8
-# the logged model's params; beam width 0: the translator's own
-PYFUNC_PARAMS = {"beam_width": 0, "length_penalty": 0.0}
+# the logged model's params; beam width 0: the translator's own; n_best 0: one translation;
+# score: inputs are "source<TAB>target" pairs to score
+PYFUNC_PARAMS = {"beam_width": 0, "length_penalty": 0.0, "n_best": 0, "score": False}
 log = logging.getLogger(__name__)
+
+
+def parse_pair(line):
+    """`(source, target)` from `SOURCE<TAB>TARGET` or `SOURCE ||| TARGET`; a `ValueError`
+    when a side is missing or empty."""
+    fields = line.split("\t") if "\t" in line else line.split("|||")
+    if len(fields) < 2 or not fields[0].strip() or not fields[1].strip():
+        raise ValueError(f"{line[:60]!r} is not 'SOURCE<TAB>TARGET' or 'SOURCE ||| TARGET' "
+                         "with both sides non-empty")
+    return fields[0].strip(), fields[1].strip()
+
+
+def check_strings(texts):
+    bad = [i for i, text in enumerate(texts) if not isinstance(text, str)]
+    if bad:
+        raise TypeError(f"Sentences must be strings; items {bad[:10]} are not "
+                        f"(e.g. {type(texts[bad[0]]).__name__}).")
 
 
 class Translator:
@@ -43,7 +62,7 @@ class Translator:
         self._generate = {}
 
     def translate(self, texts, beam_width=None, length_penalty=None):
-        """Spanish for each English string; empty input gives an empty string.
+        """The translation of each string; empty input gives an empty string.
 
         Sentences longer than the model's source length are truncated (with a
         warning). Raises `TypeError` for items that are not strings.
@@ -55,7 +74,7 @@ class Translator:
         return outputs
 
     def n_best(self, texts, n, beam_width=None, length_penalty=None):
-        """Per English string, up to `n` distinct `(Spanish, score)` pairs, best first
+        """Per string, up to `n` distinct `(translation, score)` pairs, best first
         (beam search of width at least `n`; scores as in `decoding.rank_hypotheses`)."""
         outputs, todo, source = self._read(texts)
         outputs = [[("", 0.0)] for _ in outputs]
@@ -64,12 +83,37 @@ class Translator:
             outputs[i] = row
         return outputs
 
+    def score(self, sources, targets):
+        """Per pair, `(log-likelihood, tokens)`: the model's log-probability (nats) of the
+        target's tokens and its end given the source, and how many tokens that is. Its
+        negative sum over a batch, divided by the tokens, is the model's (unsmoothed)
+        loss. Sentences longer than the model's lengths are truncated."""
+        check_strings(sources)
+        check_strings(targets)
+        source = [row if len(row) else np.asarray([1], "int32")  # empty: one [UNK]
+                  for row in truncate(self.tokenizer.source_ids(list(sources)),
+                                      self.max_source_length)]
+        target = truncate(self.tokenizer.target_ids(list(targets)), self.max_output_length,
+                          keep_last=True)
+        batches = PairBatches(source, target, self.batch_size)
+        scores = [None] * len(source)
+        for index, rows in enumerate(batches.order):
+            inputs, labels, weights = batches[index]
+            for row, pair in zip(rows, self._token_log_probs(inputs, labels, weights),
+                                 strict=True):
+                scores[row] = pair
+        return scores
+
+    def _token_log_probs(self, inputs, labels, weights):
+        logits = keras.ops.cast(self.model(inputs, training=False), "float32")
+        log_probs = keras.ops.convert_to_numpy(keras.ops.log_softmax(logits, axis=-1))
+        chosen = np.take_along_axis(log_probs, labels[..., None].astype("int64"), -1)[..., 0]
+        return [(float(total), int(count)) for total, count in
+                zip((chosen * weights).sum(axis=1), weights.sum(axis=1), strict=True)]
+
     def _read(self, texts):
         """(an empty output per text, the indexes of the non-empty ones, their ids)."""
-        bad = [i for i, text in enumerate(texts) if not isinstance(text, str)]
-        if bad:
-            raise TypeError(f"Sentences must be strings; items {bad[:10]} are not "
-                            f"(e.g. {type(texts[bad[0]]).__name__}).")
+        check_strings(texts)
         texts = [" ".join(text.split()) for text in texts]
         todo = [i for i, text in enumerate(texts) if text]
         source = self.tokenizer.source_ids([texts[i] for i in todo]) if todo else []
@@ -80,7 +124,7 @@ class Translator:
         return [""] * len(texts), todo, source
 
     def translate_ids(self, source, beam_width=None, length_penalty=None):
-        """Spanish for each English sentence given as source token ids (truncated to the
+        """The translation of each sentence given as source token ids (truncated to the
         model's source length); with a length penalty, the best re-ranked beam."""
         width = beam_width or self.beam_width
         alpha = self.length_penalty if length_penalty is None else length_penalty
@@ -163,7 +207,7 @@ class Translator:
         for side, vocabulary in (("source", self.tokenizer.source_vocabulary),
                                  ("target", self.tokenizer.target_vocabulary)):
             (folder / f"{side}_vocabulary.txt").write_text("\n".join(vocabulary), "utf-8")
-        settings = {"tokenization": self.tokenizer.kind,
+        settings = {"tokenization": self.tokenizer.kind, "direction": self.tokenizer.direction,
                     "sequence_length": self.tokenizer.sequence_length,
                     "max_source_length": self.max_source_length,
                     "max_output_length": self.max_output_length, "beam_width": self.beam_width}
@@ -180,7 +224,7 @@ class Translator:
         vocabularies = [(folder / f"{side}_vocabulary.txt").read_text("utf-8").split("\n")
                         for side in ("source", "target")]
         tokenizer = Tokenizer(settings["tokenization"], *vocabularies,
-                              settings["sequence_length"])
+                              settings["sequence_length"], settings.get("direction", "en-es"))
         model = keras.saving.load_model(folder / "model.keras", compile=False)
         if not isinstance(model, (TransformerTranslator, GRUTranslator)):
             model = legacy.from_functional(model)
