@@ -5,12 +5,11 @@ A lesson supplies what is its own: its configs (`Catalog`), its data, a
 exported) and its evaluation. This module does everything about runs: start or
 resume the MLflow run, train resumably, log each epoch, the summary and the learning
 curves, export and log the model, mark the run finished; find a run or a model by id,
-prefix or URI; register; compare; sweep.
+prefix or URI; register; compare; sweep. What a run logs is `run_logging.py`.
 """
 
 import contextlib
 import dataclasses
-import shutil
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,11 +25,19 @@ import numpy as np
 
 from data_prep import cache
 from data_prep.progress import Progress
-from workflows import distribution, figures, tracking
+from workflows import distribution, tracking
 from workflows.config import Catalog, ConfigError, apply_overrides, describe
+from workflows.run_logging import (
+    add_epoch_metrics,
+    choose_averaged_weights,
+    export_and_log_model,
+    log_epoch,
+    log_missing_epochs,
+    log_run_setup,
+    log_training_summary,
+)
 from workflows.training import (
     TrainingFolder,
-    average_weights,
     fit_resumably,
     remove_partial_files,
     starting_state,
@@ -188,121 +195,6 @@ def progress_verbosity():
 def child_tags(parent_run_id):
     """Tags that nest a new run under `parent_run_id` in the MLflow UI (none if None)."""
     return {"mlflow.parentRunId": parent_run_id} if parent_run_id else None
-
-
-def log_epoch(epoch, metrics, after_epoch=None):
-    mlflow.log_metrics(metrics, step=epoch + 1)
-    if after_epoch:
-        after_epoch(epoch, metrics)
-
-
-def log_run_setup(config, plan, fingerprint, folder):
-    mlflow.log_params({**tracking.flat_params(config), **plan.params})
-    mlflow.set_tags(tracking.run_tags(fingerprint, run_folder=str(folder), **plan.tags))
-    mlflow.log_dict(dataclasses.asdict(config), "config.json")
-    for name, content in plan.artifacts.items():
-        (mlflow.log_dict if isinstance(content, dict) else mlflow.log_text)(content, name)
-    if plan.metrics:
-        mlflow.log_metrics(plan.metrics)
-
-
-def add_epoch_metrics(plan, epoch, metrics):
-    """The lesson's own epoch metrics and the learning rate, before the checkpoint."""
-    if plan.epoch_end:
-        plan.epoch_end(epoch, metrics)
-    metrics["learning_rate"] = float(keras.ops.convert_to_numpy(plan.model.optimizer.learning_rate))
-
-
-def log_missing_epochs(run_id, history):
-    """Logs the epochs the run folder has but the run lacks (a crash or an unreachable
-    server between a checkpoint and its logging); each epoch is logged once."""
-    logged = {m.step for m in mlflow.MlflowClient().get_metric_history(run_id, "loss")}
-    for epoch, metrics in enumerate(history, start=1):
-        if epoch not in logged:
-            mlflow.log_metrics(metrics, step=epoch)
-
-
-def log_training_summary(plan, state):
-    """Best epoch, its validation metrics, mean timings and rates; curves and schedule."""
-    best = state.history[state.best_epoch - 1]
-    summary = {"best_epoch": state.best_epoch, "trained_epochs": len(state.history),
-               "best_val_loss": state.best_val_loss, "train_minutes": state.train_seconds / 60}
-    summary.update({f"best_{name}": value for name, value in best.items()
-                    if name.startswith("val_") and name != "val_loss"})
-    timed = [epoch for epoch in state.history if "epoch_seconds" in epoch]
-    rates = sorted({name for epoch in timed for name in epoch if name.endswith("_per_second")})
-    for name in ("epoch_seconds", *rates):
-        values = [epoch[name] for epoch in timed if name in epoch]
-        if values:
-            summary[f"mean_{name}"] = float(np.mean(values))
-    mlflow.log_metrics(summary)
-    curves = figures.learning_curves(state.history, plan.curves)
-    mlflow.log_figure(curves, "learning_curves.png")
-    plt.close(curves)
-    schedule = plan.model.optimizer.get_config()["learning_rate"]
-    if isinstance(schedule, dict):  # a serialized LearningRateSchedule, not a constant
-        schedule = keras.optimizers.schedules.deserialize(schedule)
-        mlflow.log_figure(figures.learning_rate_schedule(
-            schedule, keras.ops.convert_to_numpy(plan.model.optimizer.iterations),
-            type(schedule).__name__), "lr_schedule.png")
-
-
-def choose_averaged_weights(plan, placement, folder, state):
-    """Checkpoint averaging: the mean of the last epochs' weights replaces the best
-    epoch's (which the model holds) when its validation loss is lower. Both are logged
-    (`averaged_val_*` beside `best_val_*`) and the `exported_weights` tag says which won."""
-    folder = TrainingFolder(folder)
-    epochs = [epoch for epoch in range(state.epoch - plan.average_last_epochs + 1,
-                                       state.epoch + 1)
-              if epoch >= 1 and folder.epoch_weights(epoch).exists()]
-    if len(epochs) < 2:
-        mlflow.set_tag("exported_weights", f"best epoch {state.best_epoch} (fewer than two "
-                                           "epochs to average)")
-        return
-    average_weights(plan.model, [folder.epoch_weights(epoch) for epoch in epochs])
-    metrics = {"val_loss": plan.model.evaluate(placement.batches(plan.validation_batches),
-                                               verbose=0, return_dict=True)["loss"]}
-    if plan.epoch_end:
-        plan.epoch_end(state.epoch, metrics)
-    mlflow.log_metrics({f"averaged_{name}": value for name, value in metrics.items()
-                        if name.startswith("val_")})
-    span = f"epochs {epochs[0]}-{epochs[-1]}"
-    if metrics["val_loss"] < state.best_val_loss:
-        mlflow.set_tag("exported_weights", f"average of {span}")
-        print(f"Exporting the average of {span}: val_loss {metrics['val_loss']:.4f} < "
-              f"{state.best_val_loss:.4f} (best epoch {state.best_epoch})")
-    else:
-        plan.model.load_weights(folder.best_weights)
-        mlflow.set_tag("exported_weights", f"best epoch {state.best_epoch}")
-        print(f"Keeping the best epoch {state.best_epoch}: the average of {span} has val_loss "
-              f"{metrics['val_loss']:.4f} >= {state.best_val_loss:.4f}")
-
-
-def export_and_log_model(export, folder):
-    """Saves the model into the run folder (atomically), then logs it as a pyfunc."""
-    target = folder / export.artifact
-    partial = folder / f".partial-{export.artifact}"
-    _remove(partial)
-    export.save(partial)
-    _remove(target)
-    partial.rename(target)
-    tracking.log_pyfunc_model(
-        export.python_model, {export.artifact.split(".")[0]: target}, export.input_example,
-        model_requirements(), packages=export.packages, params=export.params)
-    mlflow.set_tag("model_logged", "true")
-
-
-def model_requirements():
-    """The pinned packages a logged model needs where it is loaded or served."""
-    return tracking.pinned_requirements("keras", "keras-hub", "tensorflow", "tensorflow-text",
-                                        "mlflow")
-
-
-def _remove(path):
-    if path.is_dir():
-        shutil.rmtree(path)
-    else:
-        path.unlink(missing_ok=True)
 
 
 # ## Find, evaluate and register

@@ -10,7 +10,7 @@ from pathlib import Path
 import mlflow
 import numpy as np
 
-from workflows import lifecycle, tracking
+from workflows import lifecycle, run_logging, tracking
 from workflows.classification import binary_metrics
 from workflows.config import ConfigError
 from workflows.sentiment.ensemble import combine, fit_weights
@@ -72,7 +72,7 @@ def _log(experiment, runs, names, probabilities, labels, fitted, folder, fingerp
         mlflow.log_metrics({**val, "best_val_accuracy": combined["accuracy"],
                             "best_val_roc_auc": combined["roc_auc"]})
         tracking.log_pyfunc_model(PYFUNC_FILE, {"ensemble": folder}, input_example,
-                                  lifecycle.model_requirements(),
+                                  run_logging.model_requirements(),
                                   packages=("sentiment", "causal_lm"))
         mlflow.set_tag("model_logged", "true")
     print(json.dumps({"run_id": run.info.run_id, "weights": dict(zip(names, weights,
