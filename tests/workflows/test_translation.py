@@ -12,6 +12,7 @@ import pytest
 
 from tests.data_prep.fixtures import generated_spa_lines, write_spa_eng_zip
 from tests.workflows.serving import post, served
+from workflows import serve_model
 from workflows import translation as workflow
 from workflows.seq2seq.batching import PairBatches
 from workflows.seq2seq.decoding import NEG_INF, Decoder, length_penalty, rank_hypotheses
@@ -334,6 +335,12 @@ def test_served_translator_answers_strings_and_rejects_bad_payloads(translation_
             status, body = post(url, payload)
             assert 400 <= status < 500 and hint in json.dumps(body)
         assert post(url, json.dumps({"inputs": ["I see the cat."]}).encode())[0] == 200
+        status, body = post(url, json.dumps({"inputs": ["I see the cat."],
+                                             "params": {"n_best": 2}}).encode())
+        assert status == 200 and {"translation", "score"} == set(body["predictions"][0][0])
+        status, body = post(url, json.dumps({"inputs": ["I see the cat. ||| Veo el gato."],
+                                             "params": {"score": True}}).encode())
+        assert status == 200 and body["predictions"][0]["log_likelihood"] < 0
 
 
 def test_logged_translator_ships_only_the_code_it_needs(translation_store, tmp_path):
@@ -417,7 +424,8 @@ def test_bad_files_are_one_line_errors(translation_store, tmp_path, capsys):
         assert message in err and err.count("\n") == 1, (argv, err)
 
 
-def test_es_en_direction_end_to_end_and_runs_chosen_by_direction(translation_store, capsys):
+def test_es_en_direction_end_to_end_and_runs_chosen_by_direction(translation_store, capsys,
+                                                                  monkeypatch):
     assert workflow.main(["run", "--preset", "cpu", "--direction", "es-en", *TINY_TRANSFORMER,
                           "--limit", "10"]) == 0
     out = capsys.readouterr().out
@@ -437,6 +445,10 @@ def test_es_en_direction_end_to_end_and_runs_chosen_by_direction(translation_sto
     assert workflow.main(["translate", "--direction", "en-es", "--run-id",
                           es_en.info.run_id[:12], "Hola."]) == 2
     assert "was not trained with direction en-es" in capsys.readouterr().err
+    served = []
+    monkeypatch.setattr(serve_model, "serve", lambda uri, *args: served.append(uri))
+    assert workflow.main(["serve", "--direction", "es-en", "--port", "5099"]) == 0
+    assert served == [f"runs:/{es_en.info.run_id}/model"]
     assert workflow.main(["compare", "--direction", "es-en", "--format", "csv"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert len(lines) == 2 and ",es-en,transformer," in lines[1]
