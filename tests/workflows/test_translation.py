@@ -449,6 +449,7 @@ def test_es_en_direction_end_to_end_and_runs_chosen_by_direction(translation_sto
     monkeypatch.setattr(serve_model, "serve", lambda uri, *args: served.append(uri))
     assert workflow.main(["serve", "--direction", "es-en", "--port", "5099"]) == 0
     assert served == [f"runs:/{es_en.info.run_id}/model"]
+    capsys.readouterr()
     assert workflow.main(["compare", "--direction", "es-en", "--format", "csv"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert len(lines) == 2 and ",es-en,transformer," in lines[1]
