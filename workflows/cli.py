@@ -61,11 +61,8 @@ class LessonCLI:
                                                 "`compare` prints it (default: the latest run)")
             which.add_argument("--model-uri", help="a registered model, e.g. models:/NAME/latest "
                                                    "or models:/NAME@ALIAS")
-            for field in self.run_filters:
-                parser.add_argument("--" + field.replace("_", "-"),
-                                    choices=self.lesson.catalog.choices(field),
-                                    help="the latest run trained with this (default: the "
-                                         "latest run)")
+            self._add_run_filters(parser, "the latest run trained with this {} (default: "
+                                          "the latest run)")
         self.handlers[name] = handler
         return parser
 
@@ -82,10 +79,7 @@ class LessonCLI:
         step.add_argument("--model", help="only runs of this model")
         step.add_argument("--since", help="only runs started on or after this date")
         step.add_argument("--format", choices=("text", "csv", "markdown"), default="text")
-        for field in self.run_filters:
-            step.add_argument("--" + field.replace("_", "-"),
-                              choices=self.lesson.catalog.choices(field),
-                              help=f"only runs with this {field}")
+        self._add_run_filters(step, "only runs with this {}")
         step = self.step("register", "register a run's model in the model registry",
                          self.register)
         step.add_argument("name", help="registered model name; each call adds a version")
@@ -208,6 +202,12 @@ class LessonCLI:
             raise ConfigError(f"Unknown config field(s) {', '.join(unused)} for "
                               f"{', '.join(models)}; valid fields: {', '.join(fields)}.")
         return [complete(catalog.make(model, preset, applicable[model])) for model in models]
+
+    def _add_run_filters(self, parser, help_text):
+        for field in self.run_filters:
+            parser.add_argument("--" + field.replace("_", "-"),
+                                choices=self.lesson.catalog.choices(field),
+                                help=help_text.format(field))
 
     def _add_train_arguments(self, parser, many, step):
         catalog = self.lesson.catalog

@@ -44,6 +44,11 @@ def parse_pair(line):
     return fields[0].strip(), fields[1].strip()
 
 
+def non_empty(row):
+    """Source ids, or one [UNK] for a sentence with none (a fully masked source)."""
+    return row if len(row) else np.asarray([1], "int32")
+
+
 def check_strings(texts):
     bad = [i for i, text in enumerate(texts) if not isinstance(text, str)]
     if bad:
@@ -90,9 +95,8 @@ class Translator:
         loss. Sentences longer than the model's lengths are truncated."""
         check_strings(sources)
         check_strings(targets)
-        source = [row if len(row) else np.asarray([1], "int32")  # empty: one [UNK]
-                  for row in truncate(self.tokenizer.source_ids(list(sources)),
-                                      self.max_source_length)]
+        source = [non_empty(row) for row in truncate(self.tokenizer.source_ids(list(sources)),
+                                                      self.max_source_length)]
         target = truncate(self.tokenizer.target_ids(list(targets)), self.max_output_length,
                           keep_last=True)
         batches = PairBatches(source, target, self.batch_size)
@@ -157,7 +161,7 @@ class Translator:
         order = np.argsort([len(row) for row in source], kind="stable")
         for start in range(0, len(order), self.batch_size):
             rows = order[start:start + self.batch_size]
-            batch = [source[i] if len(source[i]) else np.asarray([1], "int32") for i in rows]
+            batch = [non_empty(source[i]) for i in rows]
             length = min(-(-max(map(len, batch)) // LENGTH_MULTIPLE) * LENGTH_MULTIPLE,
                          self.max_source_length)
             for row, output in zip(rows, decode(pad_rows(batch, length)), strict=True):
