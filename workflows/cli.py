@@ -100,6 +100,11 @@ class LessonCLI:
     def _run_step(self, args):
         if getattr(args, "sweep", None) and args.step != "train":
             raise ConfigError("--sweep works with the train step.")
+        if distribution.process_count() > 1 and (args.step in ("run", "search")
+                                                 or getattr(args, "sweep", None)):
+            raise ConfigError(
+                "Several processes (KERAS_DISTRIBUTION_NUM_PROCESSES) train one config: use "
+                "the train step, then evaluate in one process (README: Scale out).")
         self.handlers[args.step](args)
         return 0
 
@@ -118,7 +123,7 @@ class LessonCLI:
     def train_config(self, args, config, parent_run_id=None):
         run_id = lifecycle.train(self.lesson, config, self.data_path(args), args.work_dir,
                                  args.retrain, parent_run_id)
-        if args.register:
+        if args.register and distribution.process_index() == 0:
             tracking.register_model(run_id, args.register)
         return run_id
 

@@ -11,6 +11,7 @@ prefix or URI; register; compare; sweep. What a run logs is `run_logging.py`.
 import contextlib
 import dataclasses
 import sys
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -111,14 +112,20 @@ def train(lesson, config, data_path=None, work_dir=None, retrain=False, parent_r
 
     A new run is nested under `parent_run_id` and gets `tags`; `after_epoch(epoch,
     metrics)` is called once each epoch is checkpointed and logged (a search's pruner).
+    With several processes, every process calls this; only the chief (process 0) writes
+    the run folder and the store, and the others return its run id.
     """
     distribution.check(config.distribution)  # before any data is read
-    data = lesson.load_data(config, data_path, work_dir)
+    processes = distribution.join_processes(config.distribution)
+    data = processes.chief_first(lambda: lesson.load_data(config, data_path, work_dir))
     folder = run_folder(lesson, config, data.fingerprint, work_dir)
-    with distribution.placed(config.distribution) as placement, training_lock(folder):
+    lock = training_lock(folder) if processes.is_chief else contextlib.nullcontext()
+    with distribution.placed(config.distribution) as placement, lock:
         run_tags = {**(child_tags(parent_run_id) or {}), **(tags or {})}
-        return _train_in(lesson, config, data, folder, retrain, run_tags, after_epoch,
-                         placement)
+        run_id = _train_in(lesson, config, data, folder, retrain, run_tags, after_epoch,
+                           placement)
+    processes.leave()
+    return run_id
 
 
 @contextlib.contextmanager
@@ -140,39 +147,80 @@ def training_lock(folder):
 
 
 def _train_in(lesson, config, data, folder, retrain, run_tags, after_epoch, placement):
-    name = lesson.run_name(config)
-    state = starting_state(folder, retrain)
-    remove_partial_files(folder)
+    name, processes = lesson.run_name(config), placement.processes
+    state = processes.chief_first(lambda: _starting_state(folder, retrain, processes))
     if state.finished:
         print(f"{name} with this config is already trained: run {state.run_id} ({folder}). "
               "Pass --retrain to train it again.")
         return state.run_id
-    print(f"Training {name} on {len(placement.devices)} device(s):\n{describe(config)}")
+    print(f"Training {name} on {len(placement.devices)} device(s)"
+          + (f" of {processes.count} processes" if processes.count > 1 else "")
+          + f":\n{describe(config)}")
     keras.utils.set_random_seed(config.seed)
-    experiment = tracking.use_experiment(lesson.experiment)
     plan = lesson.plan_training(config, data)  # may look up runs of other experiments
     print(f"{plan.model.count_params():,} parameters")
-    with mlflow.start_run(run_id=state.run_id or None, run_name=None if state.run_id else name,
-                          experiment_id=experiment.experiment_id,
-                          tags=run_tags or None):
-        start_logging(config, plan, data.fingerprint, folder, state, placement)
+    with _chief_run(lesson, name, state, run_tags, processes), \
+            _training_folder(folder, processes) as training_folder:
+        if processes.is_chief:
+            start_logging(config, plan, data.fingerprint, folder, state, placement)
         state = fit_resumably(
             plan.model, lambda epoch: placement.batches(plan.train_batches(epoch)),
-            placement.batches(plan.validation_batches), folder, config.epochs,
+            placement.batches(plan.validation_batches), training_folder, config.epochs,
             config.patience, config.checkpoint_every_steps, train_examples=plan.train_examples,
             epoch_metrics=lambda epoch, metrics: add_epoch_metrics(plan, epoch, metrics),
-            on_epoch_end=lambda epoch, metrics: log_epoch(epoch, metrics, after_epoch),
-            verbose=progress_verbosity(), time_budget_seconds=plan.time_budget_seconds,
-            keep_epoch_weights=plan.average_last_epochs)
-        log_training_summary(plan, state)
+            on_epoch_end=(lambda epoch, metrics: log_epoch(epoch, metrics, after_epoch))
+            if processes.is_chief else None,
+            verbose=progress_verbosity() if processes.is_chief else 0,
+            time_budget_seconds=plan.time_budget_seconds,
+            keep_epoch_weights=plan.average_last_epochs, agree=processes.chiefs_word)
+        if processes.is_chief:
+            log_training_summary(plan, state)
         if plan.average_last_epochs > 1:
-            choose_averaged_weights(plan, placement, folder, state)
-        export_and_log_model(plan.export, folder)
-        TrainingFolder(folder).mark_finished(state)
+            choose_averaged_weights(plan, placement, training_folder, state)
+        export_and_log_model(plan.export, training_folder.output, log=processes.is_chief)
+        if processes.is_chief:
+            TrainingFolder(folder).mark_finished(state)
+    processes.barrier("finished")
+    if not processes.is_chief:  # its own state never had the chief's run id
+        state = TrainingFolder(folder).load_state()
     print(f"Run {state.run_id}: best val_loss {state.best_val_loss:.4f} at epoch "
           f"{state.best_epoch}, {state.train_seconds / 60:.1f} training minutes; model in "
           f"{folder / plan.export.artifact}")
     return state.run_id
+
+
+def _starting_state(folder, retrain, processes):
+    """The run folder's state; the chief first clears it (`retrain`) and its partial
+    files."""
+    if processes.is_chief:
+        state = starting_state(folder, retrain)
+        remove_partial_files(folder)
+        return state
+    return TrainingFolder(folder).load_state()
+
+
+@contextlib.contextmanager
+def _chief_run(lesson, name, state, tags, processes):
+    """The chief starts (or resumes) the MLflow run; the other processes log nothing."""
+    if not processes.is_chief:
+        yield
+        return
+    experiment = tracking.use_experiment(lesson.experiment)
+    with mlflow.start_run(run_id=state.run_id or None, run_name=None if state.run_id else name,
+                          experiment_id=experiment.experiment_id, tags=tags or None):
+        yield
+
+
+@contextlib.contextmanager
+def _training_folder(folder, processes):
+    """The run folder as this process trains in it: the chief writes it; another
+    process reads it and writes to a scratch folder, removed at the end."""
+    if processes.count == 1:
+        yield TrainingFolder(folder)
+        return
+    with tempfile.TemporaryDirectory(prefix="nlpkit-process-") as scratch:
+        yield TrainingFolder(folder, None if processes.is_chief else scratch,
+                             processes.barrier)
 
 
 def start_logging(config, plan, fingerprint, folder, state, placement):

@@ -13,8 +13,8 @@ import matplotlib.pyplot as plt
 import mlflow
 import numpy as np
 
-from workflows import figures, tracking
-from workflows.training import TrainingFolder, average_weights
+from workflows import distribution, figures, tracking
+from workflows.training import average_weights
 
 
 def log_epoch(epoch, metrics, after_epoch=None):
@@ -76,46 +76,57 @@ def log_training_summary(plan, state):
 
 def choose_averaged_weights(plan, placement, folder, state):
     """Checkpoint averaging: the mean of the last epochs' weights replaces the best
-    epoch's (which the model holds) when its validation loss is lower. Both are logged
-    (`averaged_val_*` beside `best_val_*`) and the `exported_weights` tag says which won."""
-    folder = TrainingFolder(folder)
+    epoch's (which the model holds) when its validation loss is lower. The chief logs
+    both (`averaged_val_*` beside `best_val_*`) and an `exported_weights` tag saying
+    which won. `folder` is the `TrainingFolder` the run trained in."""
+    choice, metrics = _average_if_better(plan, placement, folder, state)
+    if placement.processes.is_chief:
+        mlflow.log_metrics({f"averaged_{name}": value for name, value in metrics.items()
+                            if name.startswith("val_")})
+        mlflow.set_tag("exported_weights", choice)
+
+
+def _average_if_better(plan, placement, folder, state):
+    """Loads the average of the last epochs if its validation loss beats the best
+    epoch's; returns what the model holds and the average's validation metrics."""
     epochs = [epoch for epoch in range(state.epoch - plan.average_last_epochs + 1,
                                        state.epoch + 1)
               if epoch >= 1 and folder.epoch_weights(epoch).exists()]
     if len(epochs) < 2:
-        mlflow.set_tag("exported_weights", f"best epoch {state.best_epoch} (fewer than two "
-                                           "epochs to average)")
-        return
+        return f"best epoch {state.best_epoch} (fewer than two epochs to average)", {}
     average_weights(plan.model, [folder.epoch_weights(epoch) for epoch in epochs])
     metrics = {"val_loss": plan.model.evaluate(placement.batches(plan.validation_batches),
                                                verbose=0, return_dict=True)["loss"]}
     if plan.epoch_end:
         plan.epoch_end(state.epoch, metrics)
-    mlflow.log_metrics({f"averaged_{name}": value for name, value in metrics.items()
-                        if name.startswith("val_")})
     span = f"epochs {epochs[0]}-{epochs[-1]}"
     if metrics["val_loss"] < state.best_val_loss:
-        mlflow.set_tag("exported_weights", f"average of {span}")
         print(f"Exporting the average of {span}: val_loss {metrics['val_loss']:.4f} < "
               f"{state.best_val_loss:.4f} (best epoch {state.best_epoch})")
-    else:
-        plan.model.load_weights(folder.best_weights)
-        mlflow.set_tag("exported_weights", f"best epoch {state.best_epoch}")
-        print(f"Keeping the best epoch {state.best_epoch}: the average of {span} has val_loss "
-              f"{metrics['val_loss']:.4f} >= {state.best_val_loss:.4f}")
+        return f"average of {span}", metrics
+    plan.model.load_weights(folder.best_weights)
+    print(f"Keeping the best epoch {state.best_epoch}: the average of {span} has val_loss "
+          f"{metrics['val_loss']:.4f} >= {state.best_val_loss:.4f}")
+    return f"best epoch {state.best_epoch}", metrics
 
 
-def export_and_log_model(export, folder):
-    """Saves the model into the run folder (atomically), then logs it as a pyfunc."""
+def export_and_log_model(export, folder, log=True):
+    """Saves the model into the run folder (atomically), then logs it as a pyfunc
+    (unless `log` is false: another process than the chief saves its copy, since saving
+    weights is a step every process takes together)."""
     target = folder / export.artifact
     partial = folder / f".partial-{export.artifact}"
     _remove(partial)
     export.save(partial)
     _remove(target)
     partial.rename(target)
-    tracking.log_pyfunc_model(
-        export.python_model, {export.artifact.split(".")[0]: target}, export.input_example,
-        model_requirements(), packages=export.packages, params=export.params)
+    if not log:
+        return
+    with distribution.on_this_process():  # MLflow loads and tries the model: alone
+        tracking.log_pyfunc_model(
+            export.python_model, {export.artifact.split(".")[0]: target},
+            export.input_example, model_requirements(), packages=export.packages,
+            params=export.params)
     mlflow.set_tag("model_logged", "true")
 
 

@@ -42,10 +42,23 @@ class TrainingState:
 
 
 class TrainingFolder:
-    """A run's folder: `state.json`, the latest checkpoint and the best weights."""
+    """A run's folder: `state.json`, the latest checkpoint and the best weights.
 
-    def __init__(self, directory):
+    With several processes, only the chief writes the folder: the others read it (the
+    state and checkpoint they resume from, the weights they end with) but write their
+    copies, which saving weights makes them produce in step, to `writes_to`, a scratch
+    folder of their own. `barrier(name)` waits for every process (see `synchronize`).
+    """
+
+    def __init__(self, directory, writes_to=None, barrier=None):
         self.directory = Path(directory)
+        self.output = Path(writes_to or directory)
+        self.barrier = barrier
+
+    def synchronize(self, name):
+        """Before reading what another process wrote: waits until every process is here."""
+        if self.barrier:
+            self.barrier(name)
 
     def load_state(self):
         path = self.directory / STATE_FILE
@@ -54,8 +67,8 @@ class TrainingFolder:
         return TrainingState(**json.loads(path.read_text()))
 
     def save_state(self, state):
-        self.directory.mkdir(parents=True, exist_ok=True)
-        _replace_atomically(self.directory / STATE_FILE,
+        self.output.mkdir(parents=True, exist_ok=True)
+        _replace_atomically(self.output / STATE_FILE,
                             lambda tmp: tmp.write_text(json.dumps(asdict(state), indent=2)))
 
     def checkpoint(self, model, state):
@@ -63,13 +76,13 @@ class TrainingFolder:
 
         A crash at any point leaves a state whose checkpoint file is complete.
         """
-        self.directory.mkdir(parents=True, exist_ok=True)
+        self.output.mkdir(parents=True, exist_ok=True)
         previous = state.checkpoint
         state.checkpoint = f"checkpoint-e{state.epoch}-s{state.step}.weights.h5"
-        _replace_atomically(self.directory / state.checkpoint, lambda tmp: model.save_weights(tmp))
+        _replace_atomically(self.output / state.checkpoint, lambda tmp: model.save_weights(tmp))
         self.save_state(state)
         if previous and previous != state.checkpoint:
-            (self.directory / previous).unlink(missing_ok=True)
+            (self.output / previous).unlink(missing_ok=True)
 
     def mark_finished(self, state):
         """Records that the run is complete; call it after the model is logged."""
@@ -87,16 +100,23 @@ class TrainingFolder:
     def best_weights(self):
         return self.directory / BEST_WEIGHTS
 
+    def save_best_weights(self, model):
+        _replace_atomically(self.output / BEST_WEIGHTS, lambda tmp: model.save_weights(tmp))
+
     def epoch_weights(self, epoch):
         """The weights at the end of `epoch` (1-based), kept for checkpoint averaging."""
-        return self.directory / f"epoch-{epoch}.weights.h5"
+        return self.directory / _epoch_file(epoch)
 
     def save_epoch_weights(self, model, epoch, keep):
         """Saves `epoch`'s weights and drops those older than the last `keep` epochs."""
-        _replace_atomically(self.epoch_weights(epoch), lambda tmp: model.save_weights(tmp))
-        for path in self.directory.glob("epoch-*.weights.h5"):
+        _replace_atomically(self.output / _epoch_file(epoch), lambda tmp: model.save_weights(tmp))
+        for path in self.output.glob("epoch-*.weights.h5"):
             if int(path.name.split("-")[1].split(".")[0]) <= epoch - keep:
                 path.unlink(missing_ok=True)
+
+
+def _epoch_file(epoch):
+    return f"epoch-{epoch}.weights.h5"
 
 
 def average_weights(model, paths):
@@ -161,8 +181,9 @@ class _BatchCheckpoint(keras.callbacks.Callback):
 def fit_resumably(model, epoch_dataset, validation_data, folder, epochs, patience=2,
                   checkpoint_every_steps=200, train_examples=None, on_epoch_end=None,
                   callbacks=(), verbose="auto", time_budget_seconds=None, epoch_metrics=None,
-                  keep_epoch_weights=0):
-    """Trains `model` for up to `epochs`, resuming from `folder` if it holds a checkpoint.
+                  keep_epoch_weights=0, agree=bool):
+    """Trains `model` for up to `epochs`, resuming from `folder` (a path or a
+    `TrainingFolder`) if it holds a checkpoint.
 
     `epoch_dataset(epoch)` returns that epoch's batches, the same ones on every call
     (seed the shuffle with the epoch) so a resumed epoch skips exactly what was done.
@@ -175,17 +196,19 @@ def fit_resumably(model, epoch_dataset, validation_data, folder, epochs, patienc
     epoch starts that would end past the budget (judged by the slowest epoch so far, the
     first excepted once there are others: it includes compiling the steps;
     training time is summed over resumptions). `keep_epoch_weights`: keep the weights of
-    the last that many epochs (`epoch-N.weights.h5`) to average. Ctrl-C saves a
+    the last that many epochs (`epoch-N.weights.h5`) to average. `agree(flag)` turns
+    whether to train another epoch into one decision for every process (the chief's,
+    since each times its own epochs). Ctrl-C saves a
     checkpoint before re-raising. Returns the final state, not yet marked finished: the
     caller does that once its end-of-run work is done, so a crash there is redone by a rerun, which
     finds no epoch left to train.
     """
-    folder = TrainingFolder(folder)
-    folder.directory.mkdir(parents=True, exist_ok=True)
+    folder = folder if isinstance(folder, TrainingFolder) else TrainingFolder(folder)
+    folder.output.mkdir(parents=True, exist_ok=True)
     state = folder.load_state()
     folder.restore(model, state)
-    while (state.epoch < epochs and state.epochs_without_improvement < patience
-           and _within_budget(state, time_budget_seconds)):
+    while agree(state.epoch < epochs and state.epochs_without_improvement < patience
+                and _within_budget(state, time_budget_seconds)):
         resumed_at = state.step
         print(f"Epoch {state.epoch + 1}/{epochs}"
               + (f" (resuming after batch {resumed_at})" if resumed_at else ""), flush=True)
@@ -220,6 +243,7 @@ def fit_resumably(model, epoch_dataset, validation_data, folder, epochs, patienc
         folder.checkpoint(model, state)
         if on_epoch_end:
             on_epoch_end(state.epoch - 1, metrics)
+    folder.synchronize("trained")
     if folder.best_weights.exists():
         model.load_weights(folder.best_weights)
     return state
@@ -243,6 +267,6 @@ def _update_early_stopping(model, folder, state, metrics):
     if val_loss < state.best_val_loss:
         state.best_val_loss, state.best_epoch = val_loss, state.epoch + 1
         state.epochs_without_improvement = 0
-        _replace_atomically(folder.best_weights, lambda tmp: model.save_weights(tmp))
+        folder.save_best_weights(model)
     else:
         state.epochs_without_improvement += 1

@@ -10,55 +10,107 @@ run and one logged model per training.
 import concurrent.futures
 import json
 import os
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from tests.data_prep.fixtures import generated_spa_lines, write_spa_eng_zip
+from tests.data_prep.fixtures import generated_spa_lines, write_imdb_folder, write_spa_eng_zip
 
 ROOT = Path(__file__).resolve().parents[2]
 # Per-replica means of a token-weighted loss, float32 sums in another order: close, not equal.
 RELATIVE_TOLERANCE = 0.02
 SCRIPT = """
-import json, sys
-from pathlib import Path
+import json, os, sys
 if sys.argv[1] == "mirrored":  # two logical CPU devices, before TensorFlow starts
     import tensorflow as tf
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(
         cpu, [tf.config.LogicalDeviceConfiguration(), tf.config.LogicalDeviceConfiguration()])
+import importlib
 import mlflow
-from workflows import translation
-code = translation.main(["train", "--preset", "cpu", "--epochs", "2", "--set", "embed_dim=16",
-                         "--set", "dense_dim=32", "--set", "num_heads=2", "--set", "batch_size=16",
-                         "--set", "bleu_sentences=8", "--set", "dropout=0", "--set",
-                         "bucketing=false", "--distribution", sys.argv[1]])  # one shape
-runs = mlflow.search_runs(experiment_names=["translation"], output_format="list")
+lesson = importlib.import_module(f"workflows.{sys.argv[2]}")
+code = lesson.main([*json.loads(sys.argv[3]), "--distribution", sys.argv[1]])
+if os.environ.get("KERAS_DISTRIBUTION_PROCESS_ID", "0") != "0":
+    print(json.dumps({"code": code}))
+    sys.exit()
+runs = mlflow.search_runs(experiment_names=[lesson.EXPERIMENT], output_format="list")
 models = mlflow.search_logged_models(experiment_ids=[runs[0].info.experiment_id],
                                      output_format="list")
 print(json.dumps({"code": code, "runs": len(runs), "models": len(models),
-                  "loss": [runs[0].data.metrics["loss"]],
                   "history": [m.value for m in mlflow.MlflowClient().get_metric_history(
                       runs[0].info.run_id, "loss")],
                   "devices": runs[0].data.tags.get("devices"),
                   "distribution": runs[0].data.params.get("distribution")}))
 """
+TRANSLATOR = ["train", "--preset", "cpu", "--set", "embed_dim=16", "--set", "dense_dim=32",
+              "--set", "num_heads=2", "--set", "batch_size=16", "--set", "bleu_sentences=2",
+              "--set", "dropout=0", "--set", "bucketing=false"]  # one shape: one compile
+IMDB = ["train", "--model", "bilstm", "--epochs", "2", "--set", "max_tokens=300", "--set",
+        "batch_size=8", "--set", "embed_dim=8", "--set", "units=4"]  # token ids: any backend
+
+
+def environment(root, backend="jax", host_devices=1, processes=None):
+    """A lesson's environment under `root` (its own work folder and store); `processes`
+    is `(process id, count, coordinator port)` for one of several JAX processes."""
+    spa_eng, imdb = root.parent / "spa-eng.zip", root.parent / "imdb"
+    if not spa_eng.exists():
+        write_spa_eng_zip(spa_eng, generated_spa_lines())
+    if not imdb.exists():
+        write_imdb_folder(imdb, reviews_per_class=24, unlabelled=4)
+    values = {**os.environ, "KERAS_BACKEND": backend, "PYTHONPATH": str(ROOT),
+              "NLPKIT_WORK_DIR": str(root / "work"), "NLPKIT_SPA_ENG_PATH": str(spa_eng),
+              "NLPKIT_IMDB_PATH": str(imdb),
+              "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}",
+              "XLA_FLAGS": f"--xla_force_host_platform_device_count={host_devices}"}
+    if processes:
+        index, count, port = processes
+        values.update(KERAS_DISTRIBUTION_PROCESS_ID=str(index),
+                      KERAS_DISTRIBUTION_NUM_PROCESSES=str(count),
+                      KERAS_DISTRIBUTION_JOB_ADDRESSES=f"127.0.0.1:{port}")
+    return values
+
+
+def start(root, lesson, argv, distribution, **settings):
+    """A lesson's `main(argv)` in a fresh process (see `environment` for `settings`)."""
+    return subprocess.Popen(
+        [sys.executable, "-c", SCRIPT, distribution, lesson, json.dumps(argv)], cwd=ROOT,
+        env=environment(root, **settings), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True)
+
+
+def finish(process, timeout=900):
+    """The summary a lesson process printed last, and its whole output."""
+    output, _ = process.communicate(timeout=timeout)
+    assert process.returncode == 0, output[-4000:]
+    return json.loads(output.strip().splitlines()[-1]), output
 
 
 def train_tiny_translator(root, distribution, backend, host_devices=1):
-    archive = root.parent / "spa-eng.zip"
-    if not archive.exists():
-        write_spa_eng_zip(archive, generated_spa_lines())
-    environment = {**os.environ, "KERAS_BACKEND": backend, "PYTHONPATH": str(ROOT),
-                   "NLPKIT_WORK_DIR": str(root / "work"), "NLPKIT_SPA_ENG_PATH": str(archive),
-                   "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}",
-                   "XLA_FLAGS": f"--xla_force_host_platform_device_count={host_devices}"}
-    result = subprocess.run([sys.executable, "-c", SCRIPT, distribution], cwd=ROOT,
-                            env=environment, capture_output=True, text=True, timeout=900)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    return finish(start(root, "translation", [*TRANSLATOR, "--epochs", "2"], distribution,
+                        backend=backend, host_devices=host_devices))[0]
+
+
+def start_processes(root, lesson, argv, count=2):
+    """`count` JAX processes of one data-parallel run, coordinated on a free local port."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return [start(root, lesson, argv, "data_parallel", processes=(index, count, port))
+            for index in range(count)]
+
+
+def check_trained_like_one_device(parallel, single, devices, distribution, epochs=2):
+    """One run and one model in each store, a loss per epoch, the same losses."""
+    for result in (single, parallel):
+        assert (result["code"], result["runs"], result["models"]) == (0, 1, 1)
+        assert len(result["history"]) == epochs  # one loss per epoch, logged once
+    assert parallel["distribution"] == distribution
+    assert len(parallel["devices"].split(", ")) == devices
+    assert parallel["history"] == pytest.approx(single["history"], rel=RELATIVE_TOLERANCE)
 
 
 @pytest.mark.slow
@@ -66,18 +118,45 @@ def train_tiny_translator(root, distribution, backend, host_devices=1):
     ("tensorflow", "mirrored", 2), ("jax", "data_parallel", 2)])
 def test_two_devices_train_like_one(tmp_path, backend, distribution, devices):
     pytest.importorskip(backend)
-    write_spa_eng_zip(tmp_path / "spa-eng.zip", generated_spa_lines())
     with concurrent.futures.ThreadPoolExecutor(2) as pool:  # two processes at once
         single = pool.submit(train_tiny_translator, tmp_path / "single", "none", backend)
         parallel = pool.submit(train_tiny_translator, tmp_path / "parallel", distribution,
                                backend, host_devices=devices)
-        single, parallel = single.result(), parallel.result()
-    for result in (single, parallel):
-        assert (result["code"], result["runs"], result["models"]) == (0, 1, 1)
-        assert len(result["history"]) == 2  # one loss per epoch, logged once
-    assert parallel["distribution"] == distribution
-    assert len(parallel["devices"].split(", ")) == devices
-    assert parallel["history"] == pytest.approx(single["history"], rel=RELATIVE_TOLERANCE)
+        check_trained_like_one_device(parallel.result(), single.result(), devices, distribution)
+
+
+@pytest.mark.slow
+def test_two_jax_processes_train_one_run_like_one_device_and_resume_after_a_kill(tmp_path):
+    """Two local processes (CPU collectives, coordinator on 127.0.0.1) train the tiny
+    translator; both are killed once the first epoch is checkpointed, then restarted."""
+    pytest.importorskip("jax")
+    argv = [*TRANSLATOR, "--epochs", "3", "--set", "patience=3"]
+    single = start(tmp_path / "single", "translation", argv, "none")
+    processes = start_processes(tmp_path / "parallel", "translation", argv)
+    runs = tmp_path / "parallel" / "work" / "runs" / "translation"
+    deadline = time.monotonic() + 600
+    while not any(json.loads(path.read_text())["epoch"] >= 1
+                  for path in runs.glob("*/state.json")):
+        assert time.monotonic() < deadline and all(p.poll() is None for p in processes), \
+            [p.communicate()[0][-3000:] for p in processes]
+        time.sleep(0.05)
+    for process in processes:
+        process.kill()
+        process.communicate()
+    (chief, output), (worker, _) = map(finish, start_processes(tmp_path / "parallel",
+                                                               "translation", argv))
+    assert "Resuming run" in output and worker == {"code": 0}
+    check_trained_like_one_device(chief, finish(single)[0], 2, "data_parallel", epochs=3)
+
+
+@pytest.mark.slow
+def test_two_jax_processes_train_the_imdb_model_like_one_device(tmp_path):
+    pytest.importorskip("jax")
+    single = start(tmp_path / "single", "imdb_sentiment", IMDB, "none")
+    chief, worker = (finish(process)[0]
+                     for process in start_processes(tmp_path / "parallel", "imdb_sentiment", IMDB))
+    assert worker == {"code": 0}
+    check_trained_like_one_device(chief, finish(single)[0], 2, "data_parallel")
 
 
 def test_unsupported_placements_are_refused_with_the_way_out(monkeypatch):
