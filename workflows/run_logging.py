@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt
 import mlflow
 import numpy as np
 
-from workflows import distribution, figures, tracking
+from workflows import distribution, figures, precision, tracking
 from workflows.training import average_weights
 
 
@@ -26,6 +26,8 @@ def log_epoch(epoch, metrics, after_epoch=None):
 def log_run_setup(config, plan, fingerprint, folder):
     mlflow.log_params({**tracking.flat_params(config), **plan.params})
     mlflow.set_tags(tracking.run_tags(fingerprint, run_folder=str(folder), **plan.tags))
+    if hasattr(config, "dtype_policy"):  # "auto" as this device resolved it
+        mlflow.set_tag("dtype_policy_used", precision.resolve(config.dtype_policy))
     mlflow.log_dict(dataclasses.asdict(config), "config.json")
     for name, content in plan.artifacts.items():
         (mlflow.log_dict if isinstance(content, dict) else mlflow.log_text)(content, name)

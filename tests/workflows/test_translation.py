@@ -78,6 +78,7 @@ def test_run_logs_params_metrics_and_artifacts(translation_store):
     assert {"averaged_val_loss", "averaged_val_bleu"} <= set(transformer.data.metrics)
     assert transformer.data.tags["exported_weights"] in (
         "average of epochs 1-2", f"best epoch {int(transformer.data.metrics['best_epoch'])}")
+    assert transformer.data.tags["dtype_policy_used"] == transformer.data.params["dtype_policy"]
 
 
 def test_exported_translator_round_trips_strings_in_a_fresh_process(translation_store, tmp_path):

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import keras
 
 from layers import MaskedCrossentropy, WarmupLinearDecay
+from workflows import precision
 from workflows.causal_lm.models import GPT
 from workflows.config import Catalog, option
 from workflows.distribution import CHOICES
@@ -41,8 +42,7 @@ class LMConfig:
     max_train_minutes: float | None = option(60.0, above=0)
     validation_windows: int = option(512, at_least=1)  # fixed val windows, each epoch
     sample_tokens: int = option(30, at_least=1)  # generated from each prompt, each epoch
-    dtype_policy: str = option("mixed_bfloat16", choices=("float32", "mixed_bfloat16",
-                                                          "mixed_float16"))
+    dtype_policy: str = option("mixed_bfloat16", choices=precision.POLICIES)  # auto: precision.py
     seed: int = 1337
     checkpoint_every_steps: int = option(200, at_least=0)
     distribution: str = option("none", choices=CHOICES)  # see workflows/distribution.py
@@ -52,13 +52,14 @@ CATALOG = Catalog({"gpt": {
     "cpu": LMConfig(),
     "gpu": LMConfig(preset="gpu", sequence_length=256, embed_dim=512, dense_dim=2048,
                     num_heads=8, num_layers=8, batch_size=64, steps_per_epoch=1000,
-                    learning_rate=6e-4, warmup_steps=2000, max_train_minutes=None),
+                    learning_rate=6e-4, warmup_steps=2000, max_train_minutes=None,
+                    dtype_policy="auto"),
 }}, default_preset="cpu")
 
 
 def build_model(config, vocabulary_size, source=None):
     """A new GPT, or the model to fine-tune; compiled with AdamW and warmup + decay."""
-    keras.config.set_dtype_policy(config.dtype_policy)
+    precision.use(config.dtype_policy)
     model = source.model if source else GPT(
         vocabulary_size, config.sequence_length, config.embed_dim, config.dense_dim,
         config.num_heads, config.num_layers, config.dropout)

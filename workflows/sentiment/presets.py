@@ -16,6 +16,7 @@ from layers import (
     TransformerEncoder,
     WarmupLinearDecay,
 )
+from workflows import precision
 from workflows.causal_lm.models import GPT, GPTClassifier
 from workflows.config import Catalog, option
 from workflows.distribution import CHOICES
@@ -136,8 +137,7 @@ class LMClassifierConfig(TrainConfig):
     dense_dim: int = option(1024, at_least=8)
     num_heads: int = option(4, at_least=1)
     num_layers: int = option(4, at_least=1)
-    dtype_policy: str = option("float32", choices=("float32", "mixed_bfloat16",
-                                                   "mixed_float16"))
+    dtype_policy: str = option("float32", choices=precision.POLICIES)  # auto: precision.py
 
 
 LM_ARCHITECTURE = ("vocabulary_size", "sequence_length", "embed_dim", "dense_dim",
@@ -181,7 +181,8 @@ def lm_classifier_model(config, pretrained_gpt, steps_per_epoch):
     layers unfreeze top-down, evenly over the first `unfreeze_epochs`."""
     gpt = pretrained_gpt if config.pretrained else GPT(
         config.vocabulary_size, config.sequence_length, config.embed_dim, config.dense_dim,
-        config.num_heads, config.num_layers, dropout=0.1, dtype=config.dtype_policy)
+        config.num_heads, config.num_layers, dropout=0.1,
+        dtype=precision.resolve(config.dtype_policy))
     model = GPTClassifier(gpt, config.dropout)
     names = ["final_norm", *(f"decoder_{i}" for i in reversed(range(config.num_layers))),
              "embedding"]  # top-down

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import keras
 
 from layers import MaskedCrossentropy, NoamSchedule
+from workflows import precision
 from workflows.config import Catalog, option
 from workflows.distribution import CHOICES
 from workflows.seq2seq.models import build_translator
@@ -59,8 +60,7 @@ class TranslationConfig:
     epochs: int = option(30, at_least=1)
     patience: int = option(3, at_least=1)
     max_train_minutes: float | None = option(None, above=0)
-    dtype_policy: str = option("float32", choices=("float32", "mixed_bfloat16",
-                                                   "mixed_float16"))
+    dtype_policy: str = option("float32", choices=precision.POLICIES)  # auto: precision.py
     beam_width: int = option(4, at_least=1, at_most=MAX_BEAM_WIDTH)
     validation_pairs: int = option(3000, at_least=1)  # fixed val subset for the val loss
     bleu_sentences: int = option(300, at_least=1)  # val sentences decoded each epoch
@@ -80,7 +80,7 @@ CPU = {"preset": "cpu", "tokenization": "wordpiece", "sequence_length": 40, "emb
        "max_train_minutes": 60.0, "dtype_policy": "mixed_bfloat16"}
 GPU = {**CPU, "preset": "gpu", "embed_dim": 512, "dense_dim": 2048, "num_heads": 8,
        "encoder_layers": 6, "decoder_layers": 6, "batch_size": 256, "warmup_steps": 4000,
-       "max_train_minutes": None, "epochs": 60, "dtype_policy": "mixed_float16"}
+       "max_train_minutes": None, "epochs": 60, "dtype_policy": "auto"}
 GRU = {"model": "gru_seq2seq", "tokenization": "wordpiece", "sequence_length": 40,
        "attention": True, "optimizer": "adam", "output_dropout": 0.3, "bucketing": True,
        "epochs": 40}
@@ -92,7 +92,7 @@ CATALOG = Catalog({
         "cpu": TranslationConfig(**GRU, preset="cpu", latent_dim=512, batch_size=128,
                                  max_train_minutes=60.0),
         "gpu": TranslationConfig(**GRU, preset="gpu", latent_dim=1024, batch_size=256,
-                                 dtype_policy="mixed_float16"),
+                                 dtype_policy="auto"),
     },
 }, default_preset="tutorial")
 make_config = CATALOG.make
@@ -101,7 +101,7 @@ make_config = CATALOG.make
 def build_model(config, source_vocab_size, target_vocab_size):
     """The compiled translator: masked (label-smoothed) cross-entropy, Adam + Noam or
     the tutorial's RMSprop."""
-    keras.config.set_dtype_policy(config.dtype_policy)
+    precision.use(config.dtype_policy)
     model = build_translator(config, source_vocab_size, target_vocab_size)
     rate = NoamSchedule(config.embed_dim, config.warmup_steps, scale=config.learning_rate) \
         if config.schedule == "noam" else config.learning_rate
