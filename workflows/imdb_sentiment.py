@@ -25,15 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import keras
-import numpy as np
 import tensorflow as tf
 
 from data_prep import cache, glove, imdb, word2vec
 from data_prep.labelled_texts import read_labelled_texts
 from data_prep.padding import pad_rows
 from data_prep.runtime import run_main
-from data_prep.standardize import separate_review_punctuation, standardize_review
-from data_prep.text import sentence_slices
 from layers.naive_bayes_linear import log_count_ratios
 from workflows import figures, lifecycle
 from workflows.classification import (
@@ -45,6 +42,12 @@ from workflows.classification import (
 from workflows.cli import LessonCLI, read_texts
 from workflows.config import ConfigError
 from workflows.sentiment import ensemble_run, subword_classifier
+from workflows.sentiment.ngrams import (
+    NGRAM_CONFIGS,
+    class_feature_counts,
+    ngram_vectorizer,
+    split_texts,
+)
 from workflows.sentiment.presets import (  # noqa: F401  the lesson's API
     CATALOG,
     LM_ARCHITECTURE,
@@ -152,46 +155,8 @@ def embedding_matrix_for(config, prepared):
 # Sequence models read the cached token ids; RNNs batch reviews of similar length
 # together (bucketing), which skips most padding and leaves per-review outputs unchanged.
 # The n-gram models (`bow`, `nbsvm`) vectorize text on the fly with their own adapted
-# vectorizer; NBSVM's is binary and sparse (400k uni/bi/trigrams by default).
-
-NGRAM_CONFIGS = (BowConfig, NBSVMConfig)
-
-
-def ngram_vectorizer(config, prepared):
-    """The n-gram `TextVectorization` of `bow` or `nbsvm`, adapted on the train split
-    (deterministic, so a resumed run gets the same vectorizer back)."""
-    print(f"Adapting the 1- to {config.ngrams}-gram vocabulary ({config.max_tokens} entries) "
-          "on train")
-    nbsvm = isinstance(config, NBSVMConfig)
-    separate = nbsvm and config.punctuation == "separate"
-    vectorizer = keras.layers.TextVectorization(
-        max_tokens=config.max_tokens, ngrams=config.ngrams,
-        standardize=separate_review_punctuation if separate else standardize_review,
-        output_mode="multi_hot" if nbsvm else config.output_mode, sparse=nbsvm)
-    vectorizer.adapt(imdb.text_dataset(*split_texts(config, prepared, "train"), 512)
-                     .map(lambda text, label: text))
-    return vectorizer
-
-
-def split_texts(config, prepared, split):
-    """(texts, labels) of `split`; for train, plus `sentence_slices` slices of one or two
-    sentences of each review, labelled as the review (short text seen in training)."""
-    texts, labels = prepared.texts(split), prepared.labels(split)
-    count = getattr(config, "sentence_slices", 0) if split == "train" else 0
-    if count:
-        sliced = sentence_slices(texts, count, config.seed)
-        texts, labels = texts + sliced, np.concatenate([labels, np.repeat(labels, count)])
-    return texts, labels
-
-
-def class_feature_counts(config, vectorizer, prepared):
-    """(negative, positive) counts of each n-gram's presence over the training texts."""
-    counts = 0
-    for texts, labels in imdb.text_dataset(*split_texts(config, prepared, "train"), 512):
-        one_hot = tf.one_hot(labels, 2, dtype=tf.float32)
-        present = tf.cast(vectorizer(texts), tf.float32)
-        counts += tf.sparse.sparse_dense_matmul(present, one_hot, adjoint_a=True)
-    return counts[:, 0], counts[:, 1]
+# vectorizer (`sentiment/ngrams.py`); NBSVM's is binary and sparse (400k
+# uni/bi/trigrams by default).
 
 
 def batches(config, prepared, split, vectorizer=None, epoch=None):
