@@ -159,17 +159,28 @@ def test_two_jax_processes_train_the_imdb_model_like_one_device(tmp_path):
     check_trained_like_one_device(chief, finish(single)[0], 2, "data_parallel")
 
 
-def test_unsupported_placements_are_refused_with_the_way_out(monkeypatch):
-    from workflows.distribution import DistributionError, placed
+def test_unsupported_placements_are_refused_with_the_way_out(monkeypatch, capsys):
+    from workflows.distribution import DistributionError, _check_process_settings, check, placed
 
     with pytest.raises(DistributionError, match="KERAS_BACKEND=jax"), placed("data_parallel"):
         pass
     monkeypatch.setenv("KERAS_DISTRIBUTION_NUM_PROCESSES", "2")
     with pytest.raises(DistributionError, match="keras-team/keras#20585"), placed("mirrored"):
         pass
-    monkeypatch.delenv("KERAS_DISTRIBUTION_NUM_PROCESSES")
+    with pytest.raises(DistributionError, match="needs --distribution data_parallel"):
+        check("none")
+    with pytest.raises(DistributionError, match="KERAS_DISTRIBUTION_JOB_ADDRESSES and "
+                                                "KERAS_DISTRIBUTION_PROCESS_ID"):
+        _check_process_settings()
+    monkeypatch.setenv("KERAS_DISTRIBUTION_JOB_ADDRESSES", "127.0.0.1:1234")
+    monkeypatch.setenv("KERAS_DISTRIBUTION_PROCESS_ID", "2")
+    with pytest.raises(DistributionError, match="must be 0 to 1, got '2'"):
+        _check_process_settings()
     from workflows import translation  # refused before any data is looked for
 
+    assert translation.main(["run", "--distribution", "data_parallel"]) == 2
+    assert "use the train step" in capsys.readouterr().err
+    monkeypatch.delenv("KERAS_DISTRIBUTION_NUM_PROCESSES")
     assert translation.main(["train", "--distribution", "data_parallel"]) == 2
     with placed("none") as placement:
         assert len(placement.devices) == 1
