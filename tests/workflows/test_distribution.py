@@ -147,16 +147,6 @@ def test_two_jax_devices_and_two_jax_processes_train_like_one_and_resume_after_a
     check_trained_like_one_device(chief, single, 2, "data_parallel")
 
 
-@pytest.mark.slow
-def test_two_jax_processes_train_the_imdb_model_like_one_device(tmp_path):
-    pytest.importorskip("jax")
-    single = start(tmp_path / "single", "imdb_sentiment", IMDB, "none")
-    chief, worker = (finish(process)[0]
-                     for process in start_processes(tmp_path / "parallel", "imdb_sentiment", IMDB))
-    assert worker == {"code": 0}
-    check_trained_like_one_device(chief, finish(single)[0], 2, "data_parallel")
-
-
 def test_unsupported_placements_are_refused_with_the_way_out(monkeypatch, capsys):
     from workflows.distribution import DistributionError, _check_process_settings, check, placed
 

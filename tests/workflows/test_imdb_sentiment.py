@@ -196,7 +196,7 @@ def test_a_crash_after_training_is_finished_by_the_rerun_without_training_again(
     argv = ["train", "--model", "bow", *COMMON, "--set", "hidden_units=5"]
     export = lifecycle.export_and_log_model
 
-    def crash_once(*args):
+    def crash_once(*args, **kwargs):
         monkeypatch.setattr(lifecycle, "export_and_log_model", export)
         raise OSError("disk full")
 
