@@ -32,7 +32,7 @@ from data_prep.labelled_texts import read_labelled_texts
 from data_prep.padding import pad_rows
 from data_prep.runtime import run_main
 from layers.naive_bayes_linear import log_count_ratios
-from workflows import figures, lifecycle
+from workflows import figures, lifecycle, logged_models
 from workflows.classification import (
     binary_metrics,
     calibration,
@@ -254,14 +254,14 @@ def evaluate(run_id=None, imdb_path=None, work_dir=None, model_uri=None, top_wro
         texts, labels = read_labelled_texts(texts_file, text_column, label_column)
         name = "texts_" + re.sub(r"[^0-9a-zA-Z]+", "_", Path(texts_file).stem).strip("_").lower()
     run = lifecycle.model_run(LESSON, run_id, model_uri)
-    model = lifecycle.load_pyfunc(run)
+    model = logged_models.load_pyfunc(run)
     if not texts_file:  # an ensemble has no config: any settings give the same test reviews
         config = lifecycle.config_of(LESSON, run) if run.data.params.get("model") in \
             CATALOG.models else None
         prepared = imdb.prepare(imdb_path, data_settings(config), work_dir, verbose=False)
         texts, labels, name = prepared.texts("test"), prepared.labels("test"), "test"
     started = time.perf_counter()
-    probabilities = lifecycle.predict_in_chunks(model, texts, f"Scoring {len(texts)} texts")
+    probabilities = logged_models.predict_in_chunks(model, texts, f"Scoring {len(texts)} texts")
     seconds = time.perf_counter() - started
     metrics = {**binary_metrics(labels, probabilities),
                **class_f1_scores(labels, probabilities)}
@@ -284,9 +284,9 @@ def evaluate(run_id=None, imdb_path=None, work_dir=None, model_uri=None, top_wro
 
 def predict(texts, run_id=None, model_uri=None):
     """Label and probability for each text, printed; returns the probabilities."""
-    lifecycle.check_texts(texts, "review")
+    logged_models.check_texts(texts, "review")
     run = lifecycle.model_run(LESSON, run_id, model_uri)
-    probabilities = lifecycle.load_pyfunc(run).predict(list(texts))
+    probabilities = logged_models.load_pyfunc(run).predict(list(texts))
     for text, probability in zip(texts, probabilities, strict=True):
         label = "positive" if probability >= 0.5 else "negative"
         preview = " ".join(text.split())
@@ -333,7 +333,7 @@ def run_lesson(args):
         evaluate(run_id, args.imdb_path, args.work_dir)
         predict(EXAMPLES, run_id)
     compare()
-    lifecycle.print_where_results_are(LESSON, args.work_dir)
+    logged_models.print_where_results_are(LESSON, args.work_dir)
 
 
 CLI = LessonCLI(LESSON, "workflows.imdb_sentiment", __doc__.split("\n")[0], imdb.ACL_IMDB,

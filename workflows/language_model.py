@@ -30,7 +30,7 @@ import numpy as np
 from data_prep import corpus, imdb
 from data_prep.runtime import run_main
 from layers import MaskedCrossentropy
-from workflows import lifecycle, tracking
+from workflows import lifecycle, logged_models, tracking
 from workflows.causal_lm import vocabulary as vocabulary_extension
 from workflows.causal_lm.batching import WindowBatches, for_backend
 from workflows.causal_lm.generator import PYFUNC_PARAMS, SAMPLERS, Generator, Sampling
@@ -223,7 +223,7 @@ def evaluate(run_id=None, imdb_path=None, work_dir=None, model_uri=None):
 
 def generate(prompts, run_id=None, model_uri=None, sampling=DEFAULT_SAMPLING):
     """Prints and returns the continuation of each prompt."""
-    lifecycle.check_texts(prompts, "prompt")
+    logged_models.check_texts(prompts, "prompt")
     try:
         sampling.check()
     except ValueError as error:
@@ -260,7 +260,7 @@ def run_lesson(args):
     evaluate(run_id, args.imdb_path, args.work_dir)
     generate(PROMPTS, run_id, sampling=Sampling("top_p", 40, temperature=0.8, seed=1))
     compare()
-    lifecycle.print_where_results_are(LESSON, args.work_dir)
+    logged_models.print_where_results_are(LESSON, args.work_dir)
 
 
 def sampling_from_args(args):

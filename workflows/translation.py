@@ -37,7 +37,7 @@ from data_prep import cache, spa_eng
 from data_prep.progress import Progress
 from data_prep.runtime import run_main
 from layers import MaskedCrossentropy
-from workflows import figures, lifecycle, tracking
+from workflows import figures, lifecycle, logged_models, tracking
 from workflows.cli import LessonCLI, read_texts
 from workflows.config import ConfigError
 from workflows.seq2seq.batching import PairBatches, for_backend, truncate
@@ -258,7 +258,7 @@ def translate(texts, run_id=None, model_uri=None, beam_width=None, n_best=None,
     unless a run or model is given); with `n_best`, its `n_best` best translations and
     their scores (log-likelihood over Wu et al.'s length penalty with alpha
     `length_penalty`)."""
-    lifecycle.check_texts(texts, "sentence")
+    logged_models.check_texts(texts, "sentence")
     if n_best is not None and not 1 <= n_best <= MAX_BEAM_WIDTH:
         raise ConfigError(f"--n-best must be from 1 to {MAX_BEAM_WIDTH}, got {n_best}.")
     check_length_penalty(length_penalty)
@@ -330,7 +330,7 @@ def run_lesson(args):
     evaluate(run_id, args.spa_eng_path, args.work_dir, limit=args.limit)
     translate(EXAMPLES[config.direction], run_id)
     compare(direction=config.direction)
-    lifecycle.print_where_results_are(LESSON, args.work_dir)
+    logged_models.print_where_results_are(LESSON, args.work_dir)
 
 
 def length_penalty_flag(parser, what):

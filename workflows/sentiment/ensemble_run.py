@@ -10,7 +10,7 @@ from pathlib import Path
 import mlflow
 import numpy as np
 
-from workflows import lifecycle, run_logging, tracking
+from workflows import lifecycle, logged_models, run_logging, tracking
 from workflows.classification import binary_metrics
 from workflows.config import ConfigError
 from workflows.sentiment.ensemble import combine, fit_weights
@@ -43,7 +43,7 @@ def ensemble(experiment, run_ids, validation, input_example):
         for index, run in enumerate(runs):
             names.append(f"member_{index}_{run.data.params.get('model')}")
             with tracking.verified_model(run) as local:
-                columns.append(lifecycle.predict_in_chunks(
+                columns.append(logged_models.predict_in_chunks(
                     mlflow.pyfunc.load_model(str(local)), texts,
                     f"Scoring the validation reviews with {names[-1]}"))
                 shutil.copytree(local, folder / names[-1])
