@@ -174,8 +174,9 @@ def wait_for_a_reported_epoch(folder, process, seconds=120):
     while time.monotonic() < deadline and process.poll() is None:
         if (folder / "optuna.db").exists():
             try:
-                study = optuna.load_study(study_name="killed",
-                                          storage=f"sqlite:///{folder / 'optuna.db'}")
+                # open_storage, as the worker does: the tables are created under its lock
+                study = optuna.load_study(study_name="killed", storage=search.open_storage(
+                    f"sqlite:///{folder / 'optuna.db'}"))
             except KeyError:
                 study = None
             if study and any(t.intermediate_values for t in study.get_trials()):
