@@ -13,3 +13,19 @@ def float32_policy():
     keras.config.set_dtype_policy("float32")
     yield
     keras.config.set_dtype_policy("float32")
+
+
+def pytest_collection_modifyitems(items):
+    """Files with slow tests first, then the files with the most tests.
+
+    The test runner hands whole files to its workers in this order (pyproject sets
+    `--no-loadscope-reorder`), so both start on the longest work and the short files
+    fill in at the end instead of one worker finishing a long file alone.
+    """
+    files = {}
+    for item in items:
+        files.setdefault(item.nodeid.split("::")[0], []).append(item)
+    slow = {name for name, tests in files.items()
+            if any(test.get_closest_marker("slow") for test in tests)}
+    order = sorted(files, key=lambda name: (name not in slow, -len(files[name])))
+    items[:] = [item for name in order for item in files[name]]

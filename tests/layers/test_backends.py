@@ -25,9 +25,11 @@ def test_layer_suite_on_backend(backend):
                    for path in (ROOT / "tests" / "layers").glob("test_*.py"))
     halves = [["--doctest-modules", "layers", *files[0::2]], files[1::2]]  # two processes at once
     environment = {**os.environ, "KERAS_BACKEND": backend}
-    runs = [subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                              *half], cwd=ROOT, env=environment, stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True) for half in halves]
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+               "-n", "0"]  # each half in one process, not in two workers of its own
+    runs = [subprocess.Popen([*command, *half], cwd=ROOT, env=environment,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            for half in halves]
     for run in runs:
         output = run.communicate()[0]
         assert run.returncode == 0, output[-6000:]

@@ -1,11 +1,11 @@
 """Data parallelism: the same training on two devices as on one, one run, one model.
 
-Each check trains a tiny model in fresh processes: the translator on TensorFlow with two
-logical CPU devices (`MirroredStrategy`), on JAX with two host devices (`DataParallel`)
-and with two JAX processes (killed and resumed); the IMDB BiLSTM with two JAX
-processes. The loss of each epoch must match single-device training on the same global
-batches within a stated tolerance, and the store must hold exactly one run and one
-logged model per training.
+Each check trains a tiny model in fresh processes: the translator on JAX with two host
+devices (`DataParallel`) and with two JAX processes (killed and resumed); on TensorFlow
+with two logical CPU devices (`MirroredStrategy`, test_distribution_mirrored.py); the
+IMDB BiLSTM with two JAX processes (test_distribution_imdb.py). The loss of each epoch
+must match single-device training on the same global batches within a stated tolerance,
+and the store must hold exactly one run and one logged model per training.
 """
 
 import json
@@ -65,7 +65,11 @@ def environment(root, backend="jax", host_devices=1, processes=None):
               "NLPKIT_WORK_DIR": str(root / "work"), "NLPKIT_SPA_ENG_PATH": str(spa_eng),
               "NLPKIT_IMDB_PATH": str(imdb),
               "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}",
-              "XLA_FLAGS": f"--xla_force_host_platform_device_count={host_devices}"}
+              "XLA_FLAGS": f"--xla_force_host_platform_device_count={host_devices}",
+              # compiled steps shared by the processes of a test: a restart does not recompile
+              "JAX_COMPILATION_CACHE_DIR": str(root.parent / "jax-cache"),
+              "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+              "JAX_COMPILATION_CACHE_MAX_SIZE": str(2**30)}  # a size limit: writes are locked
     if processes:
         index, count, port = processes
         values.update(KERAS_DISTRIBUTION_PROCESS_ID=str(index),
@@ -106,16 +110,6 @@ def check_trained_like_one_device(parallel, single, devices, distribution, epoch
     assert parallel["distribution"] == distribution
     assert len(parallel["devices"].split(", ")) == devices
     assert parallel["history"] == pytest.approx(single["history"], rel=RELATIVE_TOLERANCE)
-
-
-@pytest.mark.slow
-def test_two_tensorflow_devices_train_like_one(tmp_path):
-    pytest.importorskip("tensorflow")
-    argv = [*TRANSLATOR, "--epochs", "2"]
-    single = start(tmp_path / "single", "translation", argv, "none", backend="tensorflow")
-    mirrored = start(tmp_path / "mirrored", "translation", argv, "mirrored",
-                     backend="tensorflow")
-    check_trained_like_one_device(finish(mirrored)[0], finish(single)[0], 2, "mirrored")
 
 
 @pytest.mark.slow
