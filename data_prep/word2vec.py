@@ -14,10 +14,10 @@ import time
 from pathlib import Path
 
 from gensim.models import FastText, KeyedVectors, Word2Vec
-from gensim.models.callbacks import CallbackAny2Vec
 
 from data_prep import imdb
 from data_prep.cache import partial_path, producing
+from data_prep.gensim_progress import EpochProgress
 from data_prep.progress import Progress
 from data_prep.runtime import run_main
 from data_prep.text import clean_html
@@ -46,17 +46,8 @@ def train_word2vec(texts, vector_size=100, window=5, min_count=5, epochs=5, seed
     with Progress(f"{algorithm} epochs", epochs) as progress:
         model = models[algorithm](sentences, vector_size=vector_size, window=window,
                                   min_count=min_count, sg=1, epochs=epochs, seed=seed,
-                                  workers=workers, callbacks=[_EpochProgress(progress)])
+                                  workers=workers, callbacks=[EpochProgress(progress)])
     return model.wv
-
-
-class _EpochProgress(CallbackAny2Vec):
-    def __init__(self, progress):
-        super().__init__()
-        self.progress = progress
-
-    def on_epoch_end(self, model):
-        self.progress.advance()
 
 
 def neighbours_report(keyed_vectors, words=PROBE_WORDS, topn=5):

@@ -27,7 +27,7 @@ from pathlib import Path
 import keras
 import tensorflow as tf
 
-from data_prep import cache, glove, imdb, word2vec
+from data_prep import cache, glove, imdb, paragraph_vectors, word2vec
 from data_prep.labelled_texts import read_labelled_texts
 from data_prep.padding import pad_rows
 from data_prep.runtime import run_main
@@ -48,12 +48,14 @@ from workflows.sentiment.ngrams import (
     ngram_vectorizer,
     split_texts,
 )
+from workflows.sentiment.paragraph_classifier import ParagraphVectorClassifier
 from workflows.sentiment.presets import (  # noqa: F401  the lesson's API
     CATALOG,
     LM_ARCHITECTURE,
     BowConfig,
     LMClassifierConfig,
     NBSVMConfig,
+    ParagraphVectorConfig,
     RNNConfig,
     TransformerConfig,
     build_model,
@@ -61,7 +63,7 @@ from workflows.sentiment.presets import (  # noqa: F401  the lesson's API
 
 EXPERIMENT = "imdb_sentiment"
 PYFUNC_FILE = Path(__file__).with_name("imdb_pyfunc.py")
-SUBWORD_PYFUNC_FILE = Path(__file__).parent / "sentiment" / "pyfunc.py"
+FOLDER_PYFUNC_FILE = Path(__file__).parent / "sentiment" / "pyfunc.py"  # saved classifiers
 SUBWORD_BUCKETS = tuple(range(64, 1024, 64))  # review lengths in subword tokens
 BUCKET_BOUNDARIES = tuple(range(50, 600, 50))  # review lengths (tokens) batched together
 EXAMPLES = ["A gripping, beautifully shot film.", "Dull, predictable and far too long."]
@@ -187,6 +189,8 @@ def end_to_end_model(model, vectorizer):
 def plan_training(config, data):
     if isinstance(config, LMClassifierConfig):
         return plan_lm_classifier(config, data.prepared)
+    if isinstance(config, ParagraphVectorConfig):
+        return plan_paragraph_vectors(config, data.prepared)
     prepared = data.prepared
     prior, coverage = embedding_matrix_for(config, prepared)
     vectorizer = (ngram_vectorizer(config, prepared) if isinstance(config, NGRAM_CONFIGS)
@@ -232,10 +236,41 @@ def plan_lm_classifier(config, prepared):
     return lifecycle.TrainingPlan(
         model, split_batches["train"], split_batches["val"](None),
         len(prepared.labels("train")),
-        export=lifecycle.ModelExport("classifier", classifier.save, SUBWORD_PYFUNC_FILE,
+        export=lifecycle.ModelExport("classifier", classifier.save, FOLDER_PYFUNC_FILE,
                                      EXAMPLES[:1], packages=("sentiment", "causal_lm")),
         tags={"model_family": "lm_classifier", "pretrained": str(config.pretrained).lower()},
         artifacts={"vocabulary.txt": "\n".join(generator.vocabulary)})
+
+
+def paragraph_vector_settings(config):
+    return paragraph_vectors.ParagraphVectorSettings(
+        config.vector_size, config.dm, config.dbow_words, config.window, config.min_count,
+        config.negative, config.sample, config.doc2vec_epochs, config.seed)
+
+
+def plan_paragraph_vectors(config, prepared):
+    """Doc2Vec trained once on the unlabelled and train reviews; every review's vector
+    inferred (and cached), so training sees vectors made as the served model makes them."""
+    settings = paragraph_vector_settings(config)
+    vectors, _ = paragraph_vectors.load_or_train(prepared, settings)
+    inputs = {split: paragraph_vectors.split_vectors(prepared, split, settings)
+              for split in ("train", "val")}
+
+    def split_batches(split, epoch=None):
+        dataset = tf.data.Dataset.from_tensor_slices((inputs[split], prepared.labels(split)))
+        if epoch is not None:
+            dataset = dataset.shuffle(len(inputs[split]), seed=config.seed + epoch)
+        return dataset.batch(config.batch_size).prefetch(tf.data.AUTOTUNE)
+
+    model = build_model(config, vectors.vector_size)
+    classifier = ParagraphVectorClassifier(model, vectors)
+    return lifecycle.TrainingPlan(
+        model, lambda epoch: split_batches("train", epoch), split_batches("val"),
+        len(inputs["train"]),
+        export=lifecycle.ModelExport("classifier", classifier.save, FOLDER_PYFUNC_FILE,
+                                     EXAMPLES[:1], packages=("sentiment",)),
+        tags={"model_family": "paragraph_vectors"},
+        metrics={"doc2vec_vocabulary_size": len(vectors.model.wv)})
 
 
 # ## Evaluate and use the model

@@ -133,9 +133,10 @@ def export_and_log_model(export, folder, log=True):
 
 
 def model_requirements():
-    """The pinned packages a logged model needs where it is loaded or served."""
+    """The pinned packages a logged model needs where it is loaded or served (gensim:
+    the paragraph-vector classifier, and any ensemble that holds one)."""
     return tracking.pinned_requirements("keras", "keras-hub", "tensorflow", "tensorflow-text",
-                                        "mlflow")
+                                        "mlflow", "gensim")
 
 
 def _remove(path):

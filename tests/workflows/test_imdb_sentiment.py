@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 
 import layers
-from data_prep import imdb
+from data_prep import imdb, paragraph_vectors
 from tests.workflows.conftest import BOW, COMMON, RNN
 from workflows import imdb_sentiment as workflow
 from workflows import lifecycle, training
@@ -363,3 +363,22 @@ def test_ensemble_weights_favour_the_informative_model():
     assert weights[1] > 5 * abs(weights[0])
     combined = ensemble.combine(probabilities, weights, bias)
     assert np.mean((combined >= 0.5) == labels) >= np.mean((informative >= 0.5) == labels)
+
+
+def test_doc2vec_learns_from_unlabelled_and_train_reviews_and_scores_any_text_alike(store):
+    doc2vec = ["--set", "vector_size=8", "--set", "doc2vec_epochs=3", "--set", "min_count=1"]
+    assert workflow.main(["train", "--model", "doc2vec", "--epochs", "2", *doc2vec]) == 0
+    run = runs_by_model()["doc2vec"]
+    assert run.data.tags["model_family"] == "paragraph_vectors"
+    config = lifecycle.config_of(workflow.LESSON, run)
+    prepared = workflow.load_data(config).prepared
+    vectors, _ = paragraph_vectors.load_or_train(prepared,
+                                                 workflow.paragraph_vector_settings(config))
+    assert vectors.model.corpus_count == len(prepared.unlabelled_texts()) + len(
+        prepared.texts("train"))  # never val or test
+    assert workflow.main(["evaluate", "--run-id", run.info.run_id]) == 0
+    assert 0 <= mlflow.get_run(run.info.run_id).data.metrics["test_accuracy"] <= 1
+    model = mlflow.pyfunc.load_model(f"runs:/{run.info.run_id}/model")
+    texts = ["Wonderful and moving", "", "dull " * 3000]
+    alone = [model.predict([text])[0] for text in texts]
+    assert np.allclose(model.predict(texts), alone) and all(0 <= p <= 1 for p in alone)

@@ -74,6 +74,27 @@ class NBSVMConfig(TrainConfig):
     batch_size: int = option(64, at_least=1)
 
 
+@dataclass(frozen=True)
+class ParagraphVectorConfig(TrainConfig):
+    """Paragraph vectors (gensim Doc2Vec, PV-DBOW by default; Le & Mikolov 2014) trained
+    on the unlabelled and train reviews, inferred for every review -> logistic
+    regression (or one hidden layer). See `data_prep.paragraph_vectors`."""
+
+    vector_size: int = option(100, at_least=1)
+    dm: bool = False  # True: PV-DM instead of PV-DBOW
+    dbow_words: bool = False  # PV-DBOW: train skip-gram word vectors alongside (slower)
+    window: int = option(10, at_least=1)
+    min_count: int = option(2, at_least=1)
+    negative: int = option(5, at_least=1)
+    sample: float = option(0.0, at_least=0)
+    doc2vec_epochs: int = option(20, at_least=1)
+    hidden_units: int = option(0, at_least=0)  # 0: logistic regression on the vectors
+    dropout: float = option(0.0, at_least=0, below=1)
+    optimizer: str = option("adam", choices=OPTIMIZERS)
+    epochs: int = option(20, at_least=1)
+    batch_size: int = option(64, at_least=1)
+
+
 def _pretrained(config):
     return config.embedding != "learned"
 
@@ -155,19 +176,22 @@ CATALOG = Catalog({name: {"default": config} for name, config in {
     "transformer_sine": TransformerConfig(model="transformer_sine", position="sine"),
     "nbsvm": NBSVMConfig(model="nbsvm"),
     "lm_classifier": LMClassifierConfig(model="lm_classifier"),
+    "doc2vec": ParagraphVectorConfig(model="doc2vec"),
 }.items()})
 
 
 def build_model(config, vocabulary_size, prior=None, steps_per_epoch=None):
     """The compiled Keras model for `config` (backend-agnostic: keras, keras.ops, layers/).
 
+    `vocabulary_size`: the paragraph vectors' size for `ParagraphVectorConfig`.
     `prior`: pretrained embedding vectors (`RNNConfig`), NBSVM's log-count ratios, or
     the pretrained GPT (`LMClassifierConfig`, which also needs `steps_per_epoch`).
     """
     if isinstance(config, LMClassifierConfig):
         return lm_classifier_model(config, prior, steps_per_epoch)
     builders = {BowConfig: bow_model, NBSVMConfig: nbsvm_model, RNNConfig: rnn_model,
-                TransformerConfig: transformer_model}
+                TransformerConfig: transformer_model,
+                ParagraphVectorConfig: paragraph_vector_model}
     model = builders[type(config)](config, vocabulary_size, prior)
     optimizer = keras.optimizers.get({"class_name": config.optimizer,
                                       "config": {"learning_rate": config.learning_rate}})
@@ -200,6 +224,17 @@ def bow_model(config, vocabulary_size, embedding_matrix):
     inputs = keras.Input(shape=(vocabulary_size,), name="ngrams")
     x = keras.layers.Dense(config.hidden_units, activation="relu")(inputs)
     x = keras.layers.Dropout(config.dropout)(x)
+    outputs = keras.layers.Dense(1, activation="sigmoid")(x)
+    return keras.Model(inputs, outputs, name=config.model)
+
+
+def paragraph_vector_model(config, vector_size, _):
+    """Paragraph vector -> [Dense(relu) -> Dropout] -> sigmoid."""
+    inputs = keras.Input(shape=(vector_size,), name="paragraph_vector")
+    x = inputs
+    if config.hidden_units:
+        x = keras.layers.Dense(config.hidden_units, activation="relu")(x)
+        x = keras.layers.Dropout(config.dropout)(x)
     outputs = keras.layers.Dense(1, activation="sigmoid")(x)
     return keras.Model(inputs, outputs, name=config.model)
 

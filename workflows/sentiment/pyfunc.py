@@ -1,21 +1,36 @@
-"""The fine-tuned language-model classifier as an MLflow pyfunc: reviews in, P(positive) out.
+"""The sentiment classifiers saved as folders, as an MLflow pyfunc: reviews in, P(positive) out.
 
-Logged as a models-from-code pyfunc by `workflows.imdb_sentiment` (`lm_classifier`),
-with `layers/`, `data_prep/` and the `sentiment` and `causal_lm` packages as its code:
+Logged as a models-from-code pyfunc by `workflows.imdb_sentiment` for `lm_classifier`
+(`SubwordClassifier`) and `doc2vec` (`ParagraphVectorClassifier`), with `layers/`,
+`data_prep/` and the `sentiment` (and `causal_lm`) packages as its code:
 
     mlflow.pyfunc.load_model(uri).predict(["A gripping, beautifully shot film."])
 """
+
+import json
+from pathlib import Path
 
 import mlflow
 from mlflow.pyfunc import PythonModel
 
 from workflows.sentiment.reviews import requested_reviews
-from workflows.sentiment.subword_classifier import SubwordClassifier
 
 
-class SubwordReviewSentiment(PythonModel):
+def load_classifier(folder):
+    """The classifier saved in `folder`, by the `kind` its classifier.json names."""
+    settings = json.loads((Path(folder) / "classifier.json").read_text())
+    if settings.get("kind") == "paragraph_vectors":
+        from workflows.sentiment.paragraph_classifier import ParagraphVectorClassifier
+
+        return ParagraphVectorClassifier.load(folder)
+    from workflows.sentiment.subword_classifier import SubwordClassifier
+
+    return SubwordClassifier.load(folder)
+
+
+class FolderReviewSentiment(PythonModel):
     def load_context(self, context):
-        self.classifier = SubwordClassifier.load(context.artifacts["classifier"])
+        self.classifier = load_classifier(context.artifacts["classifier"])
 
     def predict(self, context, model_input: list[str], params=None) -> list[float]:
         """The probability that each review is positive (empty reviews included).
@@ -26,4 +41,4 @@ class SubwordReviewSentiment(PythonModel):
         return self.classifier.predict(texts).tolist()
 
 
-mlflow.models.set_model(SubwordReviewSentiment())
+mlflow.models.set_model(FolderReviewSentiment())

@@ -1,0 +1,135 @@
+"""Paragraph vectors: gensim Doc2Vec (PV-DBOW by default) trained on IMDB reviews.
+
+Le & Mikolov (2014); Mesnil et al. (2014) ensemble them with NBSVM. The model learns
+one vector per training review; any other text gets its vector by inference (a few
+passes of gradient steps on that text alone, the word weights frozen). Inference is
+seeded by the text itself, so a review gets the same vector whatever it is batched
+with, and a model scores the same in `evaluate`, in an ensemble and when served.
+"""
+
+import contextlib
+import re
+import zlib
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+from gensim.models import doc2vec_inner
+from gensim.models.doc2vec import Doc2Vec, TaggedDocument
+
+from data_prep import cache
+from data_prep.gensim_progress import EpochProgress
+from data_prep.progress import Progress
+from data_prep.text import clean_html
+
+TOKEN = re.compile(r"[\w']+|[!?]")  # words, and the punctuation that carries sentiment
+MODEL_FILE = "doc2vec.model"
+
+
+def tokenize(text):
+    """Lowercased words of the text without HTML; `!` and `?` kept as tokens."""
+    return TOKEN.findall(clean_html(text).lower())
+
+
+@dataclass(frozen=True)
+class ParagraphVectorSettings:
+    vector_size: int = 100
+    dm: bool = False  # False: PV-DBOW (distributed bag of words); True: PV-DM
+    dbow_words: bool = False  # PV-DBOW: also train skip-gram word vectors (slower)
+    window: int = 10
+    min_count: int = 2
+    negative: int = 5
+    sample: float = 0.0  # down-sampling of frequent words
+    epochs: int = 20
+    seed: int = 1337
+
+
+class ParagraphVectors:
+    """A trained Doc2Vec model that turns any text into a vector."""
+
+    def __init__(self, model):
+        self.model = model
+
+    @property
+    def vector_size(self):
+        return self.model.vector_size
+
+    @classmethod
+    def train(cls, texts, settings=ParagraphVectorSettings(), workers=2):
+        documents = [TaggedDocument(tokenize(text), [i]) for i, text in enumerate(texts)]
+        model = Doc2Vec(vector_size=settings.vector_size, dm=int(settings.dm),
+                        dbow_words=int(settings.dbow_words), window=settings.window,
+                        min_count=settings.min_count, negative=settings.negative, hs=0,
+                        sample=settings.sample, epochs=settings.epochs, seed=settings.seed,
+                        workers=workers)
+        model.build_vocab(documents)
+        with Progress("Doc2Vec epochs", settings.epochs) as progress:
+            model.train(documents, total_examples=len(documents), epochs=settings.epochs,
+                        callbacks=[EpochProgress(progress)])
+        return cls(model)
+
+    def infer(self, texts, label=None):
+        """One float32 vector per text (rows of a `(len(texts), vector_size)` array);
+        progress is shown under `label` if given."""
+        vectors = np.zeros((len(texts), self.vector_size), "float32")
+        with Progress(label, len(texts)) if label else contextlib.nullcontext() as progress:
+            for i, text in enumerate(texts):
+                vectors[i] = self._infer_one(text)
+                if progress:
+                    progress.advance()
+        return vectors
+
+    def _infer_one(self, text):
+        """`Doc2Vec.infer_vector` with every random draw seeded by the text: gensim's own
+        seeds the starting vector with Python's `hash`, which differs between processes."""
+        model, seed = self.model, zlib.crc32(text.encode("utf-8"))
+        model.random = np.random.RandomState(seed)
+        start = np.random.default_rng(seed).random(model.vector_size, dtype="float32")
+        vector = ((start - 0.5) / model.vector_size).reshape(1, -1)
+        train = doc2vec_inner.train_document_dm if model.dm else \
+            doc2vec_inner.train_document_dbow
+        extra = (np.zeros(model.layer1_size, "float32"),) if model.dm else ()
+        words, work = tokenize(text), np.zeros(model.layer1_size, "float32")
+        for alpha in np.linspace(model.alpha, model.min_alpha, model.epochs):
+            train(model, words, [0], alpha, work, *extra, learn_words=False,
+                  learn_hidden=False, doctag_vectors=vector,
+                  doctags_lockf=np.ones(1, "float32"))
+        return vector[0]
+
+    def save(self, folder):
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        self.model.save(str(folder / MODEL_FILE))
+        return folder
+
+    @classmethod
+    def load(cls, folder):
+        return cls(Doc2Vec.load(str(Path(folder) / MODEL_FILE)))
+
+
+def load_or_train(prepared_imdb, settings=ParagraphVectorSettings()):
+    """The Doc2Vec model of the prepared reviews for `settings`, trained once on the
+    unlabelled and train reviews (never val or test) and kept beside them."""
+    folder = Path(prepared_imdb.directory) / f"doc2vec-{cache.settings_key(asdict(settings))}"
+
+    def train(tmp):
+        texts = prepared_imdb.unlabelled_texts() + prepared_imdb.texts("train")
+        print(f"Training Doc2Vec on {len(texts)} reviews (once; saved to {folder})", flush=True)
+        ParagraphVectors.train(texts, settings).save(tmp)
+
+    cache.write_atomically(folder, asdict(settings), train)
+    return ParagraphVectors.load(folder), folder
+
+
+def split_vectors(prepared_imdb, split, settings=ParagraphVectorSettings()):
+    """The inferred vectors of a split's reviews, computed once and cached."""
+    vectors, folder = load_or_train(prepared_imdb, settings)
+    path = folder / f"{split}_vectors.npy"
+    with cache.producing(path):
+        if not path.exists():
+            partial = cache.partial_path(path)
+            with open(partial, "wb") as file:
+                np.save(file, vectors.infer(prepared_imdb.texts(split),
+                                            f"Inferring {split} paragraph vectors"))
+            partial.rename(path)
+    return np.load(path)

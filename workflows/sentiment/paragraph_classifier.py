@@ -1,0 +1,40 @@
+"""A classifier over paragraph vectors: raw reviews in, P(positive) out.
+
+`ParagraphVectorClassifier.save(folder)` writes the Keras model (vector in,
+P(positive) out) and the Doc2Vec model that infers each review's vector;
+`load(folder).predict(texts)` does both steps.
+"""
+
+import json
+from pathlib import Path
+
+import keras
+
+from data_prep.paragraph_vectors import ParagraphVectors
+
+KIND = "paragraph_vectors"  # the `kind` in classifier.json (see `sentiment/pyfunc.py`)
+SETTINGS_FILE = "classifier.json"
+
+
+class ParagraphVectorClassifier:
+    def __init__(self, model, vectors):
+        self.model, self.vectors = model, vectors
+
+    def predict(self, texts, batch_size=256):
+        """P(positive) of each text."""
+        vectors = self.vectors.infer(list(texts))
+        return self.model.predict(vectors, batch_size=batch_size, verbose=0)[:, 0]
+
+    def save(self, folder):
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        self.model.save(folder / "model.keras")
+        self.vectors.save(folder / "doc2vec")
+        (folder / SETTINGS_FILE).write_text(json.dumps({"kind": KIND}))
+        return folder
+
+    @classmethod
+    def load(cls, folder):
+        folder = Path(folder)
+        model = keras.saving.load_model(folder / "model.keras", compile=False)
+        return cls(model, ParagraphVectors.load(folder / "doc2vec"))
