@@ -8,7 +8,8 @@
   process: the GPUs of a machine, or of several machines when
   `KERAS_DISTRIBUTION_NUM_PROCESSES` > 1 (with `KERAS_DISTRIBUTION_JOB_ADDRESSES`, the
   coordinator's `host:port`, and `KERAS_DISTRIBUTION_PROCESS_ID`; see
-  `keras.distribution.initialize`).
+  `keras.distribution.initialize`). On one device it is the plain path (see
+  `_data_parallel`).
 
 `batch_size` is always the global batch (all devices together), so a distributed run
 takes the same optimizer steps on the same examples as a single-device one and the
@@ -110,8 +111,8 @@ class Placement:
     def batches(self, batches):
         """`batches` as this placement needs them: on JAX data parallelism, each batch
         made a multiple of the device count, then cut to this process's rows;
-        otherwise unchanged."""
-        if self.choice != "data_parallel":
+        otherwise (one device included) unchanged."""
+        if self.choice != "data_parallel" or self.engine is None:
             return batches
         share = (self.processes.index, self.processes.count)
         if isinstance(batches, keras.utils.PyDataset):
@@ -217,6 +218,13 @@ def _mirrored():
 def _data_parallel():
     processes = join_processes("data_parallel")
     devices = keras.distribution.list_devices()
+    if len(devices) == 1:
+        # Keras' DataParallel over one device leaves the variables' values uncommitted
+        # and the step's outputs committed, so JAX compiles the train step again for
+        # each mix of the two (the first batch of every `fit`, per batch shape): one
+        # device trains on the plain path, which is the same computation.
+        yield Placement("data_parallel", tuple(devices), None, processes)
+        return
     previous = keras.distribution.distribution()
     engine = keras.distribution.DataParallel(devices=devices)
     engine.auto_shard_dataset = False  # `Placement.batches` gives each process its rows
