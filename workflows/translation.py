@@ -67,7 +67,7 @@ EXAMPLES = {
 
 
 def prepare(spa_eng_path=None, work_dir=None, tokenizations=("word", "wordpiece"),
-            directions=spa_eng.DIRECTIONS):
+            directions=spa_eng.DIRECTIONS, joint_vocabulary_size=8000):
     """Pairs, splits, vocabularies and cached token ids; prints a summary."""
     started = time.perf_counter()
     prepared = spa_eng.prepare(spa_eng_path, spa_eng.SpaEngSettings(), work_dir)
@@ -78,7 +78,9 @@ def prepare(spa_eng_path=None, work_dir=None, tokenizations=("word", "wordpiece"
     for direction in directions:
         source, target = (spa_eng.LANGUAGE_NAMES[code] for code in spa_eng.languages(direction))
         for kind in tokenizations:
-            tokenizer = load_tokenizer(prepared, kind, direction=direction)
+            tokenizer = load_tokenizer(prepared, kind, direction=direction,
+                                       joint_vocabulary_size=joint_vocabulary_size,
+                                       work_dir=work_dir)
             arrays = token_arrays(prepared, tokenizer, work_dir)
             lengths = [len(row) for row in arrays["train"][1]]
             print(f"{direction} {kind}: vocabularies {tokenizer.vocabulary_sizes[0]:,} {source} "
@@ -115,7 +117,7 @@ class TranslationData:
 def load_data(config, spa_eng_path=None, work_dir=None):
     prepared = spa_eng.prepare(spa_eng_path, spa_eng.SpaEngSettings(), work_dir, verbose=False)
     tokenizer = load_tokenizer(prepared, config.tokenization, config.sequence_length,
-                               config.direction)
+                               config.direction, config.joint_vocabulary_size, work_dir)
     return TranslationData(prepared, tokenizer, token_arrays(prepared, tokenizer, work_dir))
 
 
@@ -325,7 +327,8 @@ def compare(sort_by=None, model=None, since=None, style="text", ascending=False,
 def run_lesson(args):
     """`run`: prepare, train, evaluate, translate the examples, compare."""
     (config,) = CLI.configs(args)
-    prepare(args.spa_eng_path, args.work_dir, (config.tokenization,), (config.direction,))
+    prepare(args.spa_eng_path, args.work_dir, (config.tokenization,), (config.direction,),
+            config.joint_vocabulary_size)
     run_id = CLI.train_config(args, config)
     evaluate(run_id, args.spa_eng_path, args.work_dir, limit=args.limit)
     translate(EXAMPLES[config.direction], run_id)

@@ -454,3 +454,23 @@ def test_es_en_direction_end_to_end_and_runs_chosen_by_direction(translation_sto
     assert workflow.main(["compare", "--direction", "es-en", "--format", "csv"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert len(lines) == 2 and ",es-en,transformer," in lines[1]
+
+
+def test_one_vocabulary_for_both_languages_shares_the_embeddings(translation_store, capsys):
+    joint = ["--set", "tokenization=joint_wordpiece", "--set", "joint_vocabulary_size=300"]
+    tiny = ["--epochs", "1", "--set", "embed_dim=16", "--set", "dense_dim=32", "--set",
+            "num_heads=2", "--set", "batch_size=16", "--set", "bleu_sentences=2"]
+    assert workflow.main(["train", "--preset", "cpu", *tiny, *joint, "--set",
+                          "share_embeddings=true"]) == 0
+    run, translator = workflow.load_run_translator()
+    assert run.data.params["share_embeddings"] == "True"
+    tokenizer, model = translator.tokenizer, translator.model
+    assert tokenizer.kind == "joint_wordpiece"
+    assert tokenizer.source_vocabulary == tokenizer.target_vocabulary
+    assert 0 < len(tokenizer.source_vocabulary) <= 300
+    assert {"The", "El"} <= set(tokenizer.source_vocabulary)  # both languages
+    assert model.source_embedding is model.target_embedding  # after a .keras round trip
+    assert isinstance(translator.translate(["I am happy."])[0], str)
+    capsys.readouterr()
+    assert workflow.main(["train", "--preset", "cpu", "--set", "share_embeddings=true"]) == 2
+    assert "share_embeddings" in capsys.readouterr().err

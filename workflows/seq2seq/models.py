@@ -34,7 +34,8 @@ class TransformerTranslator(keras.Model):
     The tutorial's model is one block each, `key_dim=embed_dim`, learned positions
     and `Dropout(0.5)` before the output layer. With `norm_first`, each stack ends with
     a LayerNormalization; with `tie_embeddings`, the output projection is the target
-    embedding matrix transposed (Press & Wolf, 2017).
+    embedding matrix transposed (Press & Wolf, 2017); with `share_embeddings` (one
+    vocabulary for both languages), the source and target embeddings are one layer.
 
     Args:
         source_vocabulary_size, target_vocabulary_size: int.
@@ -46,7 +47,7 @@ class TransformerTranslator(keras.Model):
         output_dropout: float. Before the output layer.
         norm_first: bool. Pre-LN blocks.
         position: `"learned"` or `"sine"`.
-        tie_embeddings, scale_embeddings: bool.
+        tie_embeddings, scale_embeddings, share_embeddings: bool.
         dtype: dtype policy of every sublayer (the logits are always float32).
     """
 
@@ -54,7 +55,11 @@ class TransformerTranslator(keras.Model):
                  embed_dim=256, dense_dim=2048, num_heads=8, key_dim=None, encoder_layers=1,
                  decoder_layers=1, dropout=0.0, output_dropout=0.5, norm_first=False,
                  position="learned", tie_embeddings=False, scale_embeddings=False, dtype=None,
-                 **kwargs):
+                 share_embeddings=False, **kwargs):
+        if share_embeddings and source_vocabulary_size != target_vocabulary_size:
+            raise ValueError("share_embeddings needs one vocabulary for both languages, got "
+                             f"sizes {source_vocabulary_size} and {target_vocabulary_size}.")
+
         # === Layers ===
         def embedding(name, vocabulary_size):
             return PositionalEmbedding(max_length, vocabulary_size, embed_dim, position=position,
@@ -68,11 +73,12 @@ class TransformerTranslator(keras.Model):
         block = {"embed_dim": embed_dim, "dense_dim": dense_dim, "num_heads": num_heads,
                  "key_dim": key_dim, "dropout": dropout, "norm_first": norm_first,
                  "dtype": dtype}
-        source_embedding = embedding("source_embedding", source_vocabulary_size)
+        target_embedding = embedding("target_embedding", target_vocabulary_size)
+        source_embedding = target_embedding if share_embeddings else embedding(
+            "source_embedding", source_vocabulary_size)
         encoder_blocks = [TransformerEncoder(**block, name=f"encoder_{index}")
                           for index in range(encoder_layers)]
         encoder_norm = norm("encoder_norm")
-        target_embedding = embedding("target_embedding", target_vocabulary_size)
         decoder_blocks = [TransformerDecoder(**block, name=f"decoder_{index}")
                           for index in range(decoder_layers)]
         decoder_norm = norm("decoder_norm")
@@ -114,7 +120,7 @@ class TransformerTranslator(keras.Model):
         self.encoder_layers, self.decoder_layers = encoder_layers, decoder_layers
         self.dropout, self.output_dropout, self.norm_first = dropout, output_dropout, norm_first
         self.position, self.tie_embeddings = position, tie_embeddings
-        self.scale_embeddings = scale_embeddings
+        self.scale_embeddings, self.share_embeddings = scale_embeddings, share_embeddings
         self.sublayer_dtype = source_embedding.dtype_policy
 
     def encode(self, source, source_mask):
@@ -171,7 +177,8 @@ class TransformerTranslator(keras.Model):
                 "decoder_layers": self.decoder_layers, "dropout": self.dropout,
                 "output_dropout": self.output_dropout, "norm_first": self.norm_first,
                 "position": self.position, "tie_embeddings": self.tie_embeddings,
-                "scale_embeddings": self.scale_embeddings}
+                "scale_embeddings": self.scale_embeddings,
+                "share_embeddings": self.share_embeddings}
 
     @classmethod
     def from_config(cls, config):
@@ -252,4 +259,5 @@ def build_translator(config, source_vocabulary_size, target_vocabulary_size):
         source_vocabulary_size, target_vocabulary_size, config.sequence_length,
         config.embed_dim, config.dense_dim, config.num_heads, config.key_dim,
         config.encoder_layers, config.decoder_layers, config.dropout, config.output_dropout,
-        config.norm_first, config.position, config.tie_embeddings, config.scale_embeddings)
+        config.norm_first, config.position, config.tie_embeddings, config.scale_embeddings,
+        share_embeddings=config.share_embeddings)

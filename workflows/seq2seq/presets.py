@@ -33,7 +33,10 @@ class TranslationConfig:
     model: str = option("transformer", choices=("transformer", "gru_seq2seq"))
     preset: str = "tutorial"
     direction: str = option("en-es", choices=("en-es", "es-en"))  # source-target languages
-    tokenization: str = option("word", choices=("word", "wordpiece"))
+    # joint_wordpiece: one WordPiece vocabulary for both languages
+    tokenization: str = option("word", choices=("word", "wordpiece", "joint_wordpiece"))
+    joint_vocabulary_size: int = option(
+        8000, at_least=16, applies=lambda c: c.tokenization == "joint_wordpiece")
     sequence_length: int = option(20, at_least=2)  # longest source / target input, in tokens
     embed_dim: int = option(256, at_least=1)
     dense_dim: int = option(2048, at_least=1, applies=_transformer)
@@ -48,6 +51,9 @@ class TranslationConfig:
     position: str = option("learned", choices=("learned", "sine"), applies=_transformer)
     tie_embeddings: bool = option(False, applies=_transformer)
     scale_embeddings: bool = option(False, applies=_transformer)
+    # one embedding layer for source and target (needs joint_wordpiece)
+    share_embeddings: bool = option(
+        False, applies=lambda c: _transformer(c) and c.tokenization == "joint_wordpiece")
     latent_dim: int = option(1024, at_least=1, applies=_gru)
     attention: bool = option(False, applies=_gru)  # additive attention
     optimizer: str = option("rmsprop", choices=("rmsprop", "adam"))

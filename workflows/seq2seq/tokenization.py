@@ -1,9 +1,12 @@
 """Tokenization of the English-Spanish pairs: token id arrays (cached), detokenization.
 
-Two tokenizations of the prepared spa-eng pairs (`data_prep.spa_eng`), in either
+Three tokenizations of the prepared spa-eng pairs (`data_prep.spa_eng`), in either
 direction (`en-es`, `es-en`): `word` is the tutorial's (lowercased, punctuation
 stripped, 15,000-word vocabularies, length 20); `wordpiece` keeps case and punctuation
-with keras-hub WordPiece vocabularies, so the model writes readable text. Token ids
+with keras-hub WordPiece vocabularies, one per language, so the model writes readable
+text; `joint_wordpiece` is one WordPiece vocabulary learned on the train sentences of
+both languages (names, numbers and cognates get the same tokens on both sides), cached
+as `tokens/spa-eng-joint-wordpiece-<size>-<prepared>.txt`. Token ids
 are cached as numpy arrays (`tokens/spa-eng-<direction>-<kind>-<key>.npz` under the
 work folder), which is also how a model is trained on another backend: the batches
 are plain numpy.
@@ -27,9 +30,9 @@ from data_prep.spa_eng import (
     mark_target,
     references_by_source,
 )
-from data_prep.subwords import make_wordpiece_tokenizer
+from data_prep.subwords import learn_wordpiece, make_wordpiece_tokenizer
 
-TOKENIZATIONS = ("word", "wordpiece")
+TOKENIZATIONS = ("word", "wordpiece", "joint_wordpiece")
 SPLITS = ("train", "val", "test")
 _NORMALIZE_DROP = str.maketrans("", "", string.punctuation + "¿¡«»“”‘’…")
 _SPACE_BEFORE = re.compile(r" ([.,!?;:%)\]»”])")
@@ -129,17 +132,39 @@ class Tokenizer:
         return tidy(text)
 
 
-def load_tokenizer(prepared, kind, sequence_length=20, direction="en-es"):
+def load_tokenizer(prepared, kind, sequence_length=20, direction="en-es",
+                   joint_vocabulary_size=8000, work_dir=None):
+    if kind == "joint_wordpiece":
+        joint = joint_wordpiece_vocabulary(prepared, joint_vocabulary_size, work_dir)
+        return Tokenizer(kind, joint, joint, sequence_length, direction)
     vocabulary = prepared.vocabulary if kind == "word" else prepared.wordpiece_vocabulary
     return Tokenizer(kind, vocabulary("source", direction), vocabulary("target", direction),
                      sequence_length, direction)
 
 
+def joint_wordpiece_vocabulary(prepared, size, work_dir=None):
+    """One WordPiece vocabulary of `size` for both languages, learned on the train
+    pairs' sentences (never val or test) once and cached."""
+    path = (cache.work_dir(work_dir) / "tokens"
+            / f"spa-eng-joint-wordpiece-{size}-{prepared.directory.name}.txt")
+    with cache.producing(path):
+        if not path.exists():
+            print(f"Learning one WordPiece vocabulary ({size} tokens) for both languages",
+                  flush=True)
+            sentences = [sentence for pair in prepared.pairs("train") for sentence in pair]
+            partial = cache.partial_path(path)
+            partial.write_text("\n".join(learn_wordpiece(sentences, size)), encoding="utf-8")
+            os.replace(partial, path)
+    return path.read_text(encoding="utf-8").split("\n")
+
+
 def token_arrays(prepared, tokenizer, work_dir=None):
     """`{split: (source_ids, target_ids)}` for every pair, tokenized once and cached."""
-    key = cache.settings_key({"prepared": prepared.directory.name, "kind": tokenizer.kind,
-                              "length": tokenizer.sequence_length,
-                              "direction": tokenizer.direction})
+    settings = {"prepared": prepared.directory.name, "kind": tokenizer.kind,
+                "length": tokenizer.sequence_length, "direction": tokenizer.direction}
+    if tokenizer.kind == "joint_wordpiece":
+        settings["vocabulary_size"] = len(tokenizer.source_vocabulary)
+    key = cache.settings_key(settings)
     path = (cache.work_dir(work_dir) / "tokens"
             / f"spa-eng-{tokenizer.direction}-{tokenizer.kind}-{key}.npz")
     with cache.producing(path):  # concurrent runs tokenize once
