@@ -9,8 +9,10 @@ import json
 from pathlib import Path
 
 import keras
+import numpy as np
 
 from data_prep.paragraph_vectors import ParagraphVectors
+from data_prep.runtime import compiled
 
 KIND = "paragraph_vectors"  # the `kind` in classifier.json (see `sentiment/pyfunc.py`)
 SETTINGS_FILE = "classifier.json"
@@ -19,11 +21,13 @@ SETTINGS_FILE = "classifier.json"
 class ParagraphVectorClassifier:
     def __init__(self, model, vectors):
         self.model, self.vectors = model, vectors
+        self._forward = compiled(lambda x: self.model(x, training=False), model,
+                                 tf_signature=[((None, vectors.vector_size), "float32")])
 
-    def predict(self, texts, batch_size=256):
+    def predict(self, texts):
         """P(positive) of each text."""
         vectors = self.vectors.infer(list(texts))
-        return self.model.predict(vectors, batch_size=batch_size, verbose=0)[:, 0]
+        return np.asarray(keras.ops.convert_to_numpy(self._forward(vectors)))[:, 0]
 
     def save(self, folder):
         folder = Path(folder)
