@@ -8,7 +8,9 @@ with, and a model scores the same in `evaluate`, in an ensemble and when served.
 """
 
 import contextlib
+import json
 import re
+import time
 import zlib
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -24,6 +26,7 @@ from data_prep.text import clean_html
 
 TOKEN = re.compile(r"[\w']+|[!?]")  # words, and the punctuation that carries sentiment
 MODEL_FILE = "doc2vec.model"
+TIMING_FILE = "training.json"  # the seconds Doc2Vec took to train
 
 
 def tokenize(text):
@@ -108,28 +111,41 @@ class ParagraphVectors:
 
 
 def load_or_train(prepared_imdb, settings=ParagraphVectorSettings()):
-    """The Doc2Vec model of the prepared reviews for `settings`, trained once on the
-    unlabelled and train reviews (never val or test) and kept beside them."""
+    """(vectors, folder): the Doc2Vec model of the prepared reviews for `settings`,
+    trained once on the unlabelled and train reviews (never val or test) and kept
+    beside them, with the seconds it took in `training.json`."""
     folder = Path(prepared_imdb.directory) / f"doc2vec-{cache.settings_key(asdict(settings))}"
 
     def train(tmp):
         texts = prepared_imdb.unlabelled_texts() + prepared_imdb.texts("train")
         print(f"Training Doc2Vec on {len(texts)} reviews (once; saved to {folder})", flush=True)
+        started = time.perf_counter()
         ParagraphVectors.train(texts, settings).save(tmp)
+        (tmp / TIMING_FILE).write_text(json.dumps({"seconds": time.perf_counter() - started}))
 
     cache.write_atomically(folder, asdict(settings), train)
     return ParagraphVectors.load(folder), folder
 
 
+def training_seconds(folder):
+    """The seconds Doc2Vec took to train in `folder`, if recorded."""
+    path = Path(folder) / TIMING_FILE
+    return json.loads(path.read_text())["seconds"] if path.exists() else None
+
+
 def split_vectors(prepared_imdb, split, settings=ParagraphVectorSettings()):
-    """The inferred vectors of a split's reviews, computed once and cached."""
+    """(vectors, seconds): the inferred vectors of a split's reviews, computed once and
+    cached with the seconds inference took."""
     vectors, folder = load_or_train(prepared_imdb, settings)
-    path = folder / f"{split}_vectors.npy"
+    path = folder / f"{split}_vectors.npz"
     with cache.producing(path):
         if not path.exists():
             partial = cache.partial_path(path)
+            started = time.perf_counter()
+            inferred = vectors.infer(prepared_imdb.texts(split),
+                                     f"Inferring {split} paragraph vectors")
             with open(partial, "wb") as file:
-                np.save(file, vectors.infer(prepared_imdb.texts(split),
-                                            f"Inferring {split} paragraph vectors"))
+                np.savez(file, vectors=inferred, seconds=time.perf_counter() - started)
             partial.rename(path)
-    return np.load(path)
+    stored = np.load(path)
+    return stored["vectors"], float(stored["seconds"])

@@ -250,11 +250,14 @@ def paragraph_vector_settings(config):
 
 def plan_paragraph_vectors(config, prepared):
     """Doc2Vec trained once on the unlabelled and train reviews; every review's vector
-    inferred (and cached), so training sees vectors made as the served model makes them."""
+    inferred (and cached), so training sees vectors made as the served model makes them.
+    The minutes those took are logged (`doc2vec_train_minutes`, `*_inference_minutes`)."""
     settings = paragraph_vector_settings(config)
-    vectors, _ = paragraph_vectors.load_or_train(prepared, settings)
-    inputs = {split: paragraph_vectors.split_vectors(prepared, split, settings)
-              for split in ("train", "val")}
+    vectors, folder = paragraph_vectors.load_or_train(prepared, settings)
+    inputs, seconds = {}, {"doc2vec_train": paragraph_vectors.training_seconds(folder)}
+    for split in ("train", "val"):
+        inputs[split], seconds[f"{split}_inference"] = paragraph_vectors.split_vectors(
+            prepared, split, settings)
 
     def split_batches(split, epoch=None):
         dataset = tf.data.Dataset.from_tensor_slices((inputs[split], prepared.labels(split)))
@@ -270,7 +273,9 @@ def plan_paragraph_vectors(config, prepared):
         export=lifecycle.ModelExport("classifier", classifier.save, FOLDER_PYFUNC_FILE,
                                      EXAMPLES[:1], packages=("sentiment",)),
         tags={"model_family": "paragraph_vectors"},
-        metrics={"doc2vec_vocabulary_size": len(vectors.model.wv)})
+        metrics={"doc2vec_vocabulary_size": len(vectors.model.wv),
+                 **{f"{name}_minutes": value / 60 for name, value in seconds.items()
+                    if value is not None}})
 
 
 # ## Evaluate and use the model

@@ -370,6 +370,8 @@ def test_doc2vec_learns_from_unlabelled_and_train_reviews_and_scores_any_text_al
     assert workflow.main(["train", "--model", "doc2vec", "--epochs", "2", *doc2vec]) == 0
     run = runs_by_model()["doc2vec"]
     assert run.data.tags["model_family"] == "paragraph_vectors"
+    for stage in ("doc2vec_train", "train_inference", "val_inference"):
+        assert run.data.metrics[f"{stage}_minutes"] >= 0
     config = lifecycle.config_of(workflow.LESSON, run)
     prepared = workflow.load_data(config).prepared
     vectors, _ = paragraph_vectors.load_or_train(prepared,
