@@ -10,6 +10,7 @@ with, and a model scores the same in `evaluate`, in an ensemble and when served.
 import contextlib
 import json
 import re
+import threading
 import time
 import zlib
 from dataclasses import asdict, dataclass
@@ -52,6 +53,7 @@ class ParagraphVectors:
 
     def __init__(self, model):
         self.model = model
+        self._seeding = threading.Lock()  # `model.random` is shared: one inference at a time
 
     @property
     def vector_size(self):
@@ -86,17 +88,18 @@ class ParagraphVectors:
         """`Doc2Vec.infer_vector` with every random draw seeded by the text: gensim's own
         seeds the starting vector with Python's `hash`, which differs between processes."""
         model, seed = self.model, zlib.crc32(text.encode("utf-8"))
-        model.random = np.random.RandomState(seed)
         start = np.random.default_rng(seed).random(model.vector_size, dtype="float32")
         vector = ((start - 0.5) / model.vector_size).reshape(1, -1)
         train = doc2vec_inner.train_document_dm if model.dm else \
             doc2vec_inner.train_document_dbow
         extra = (np.zeros(model.layer1_size, "float32"),) if model.dm else ()
         words, work = tokenize(text), np.zeros(model.layer1_size, "float32")
-        for alpha in np.linspace(model.alpha, model.min_alpha, model.epochs):
-            train(model, words, [0], alpha, work, *extra, learn_words=False,
-                  learn_hidden=False, doctag_vectors=vector,
-                  doctags_lockf=np.ones(1, "float32"))
+        with self._seeding:
+            model.random = np.random.RandomState(seed)
+            for alpha in np.linspace(model.alpha, model.min_alpha, model.epochs):
+                train(model, words, [0], alpha, work, *extra, learn_words=False,
+                      learn_hidden=False, doctag_vectors=vector,
+                      doctags_lockf=np.ones(1, "float32"))
         return vector[0]
 
     def save(self, folder):

@@ -39,3 +39,14 @@ def test_a_texts_vector_is_the_same_in_any_batch_and_any_process(tmp_path, dm):
                                 cwd=ROOT)
         assert result.returncode == 0, result.stderr[-2000:]
         assert np.allclose(json.loads(result.stdout), inferred, atol=1e-6)
+
+
+def test_texts_inferred_in_parallel_threads_get_their_own_vectors():
+    from concurrent.futures import ThreadPoolExecutor
+
+    vectors = ParagraphVectors.train(TEXTS, ParagraphVectorSettings(
+        vector_size=8, epochs=3, min_count=1), workers=1)
+    probes = [f"great film number {i}" for i in range(40)]
+    with ThreadPoolExecutor(4) as pool:
+        parallel = list(pool.map(lambda text: vectors.infer([text])[0], probes))
+    assert np.array_equal(np.stack(parallel), vectors.infer(probes))
