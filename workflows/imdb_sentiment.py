@@ -1,4 +1,4 @@
-"""IMDB sentiment: GloVe, Word2Vec, RNNs and Transformers on movie reviews, tracked in MLflow.
+"""IMDB sentiment: n-grams, word and paragraph vectors, RNNs, Transformers; tracked in MLflow.
 
 The lesson of Deep Learning with Python (2e, ch. 11), made into steps you run and
 rerun one at a time:
