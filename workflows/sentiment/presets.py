@@ -82,14 +82,15 @@ class ParagraphVectorConfig(TrainConfig):
 
     vector_size: int = option(100, at_least=1)
     dm: bool = False  # True: PV-DM instead of PV-DBOW
-    dbow_words: bool = False  # PV-DBOW: train skip-gram word vectors alongside (slower)
-    window: int = option(10, at_least=1)
+    # PV-DBOW: train skip-gram word vectors alongside (slower)
+    dbow_words: bool = option(False, applies=lambda c: not c.dm)
+    window: int = option(10, at_least=1, applies=lambda c: c.dm or c.dbow_words)
     min_count: int = option(2, at_least=1)
     negative: int = option(5, at_least=1)
     sample: float = option(0.0, at_least=0)
     doc2vec_epochs: int = option(20, at_least=1)
     hidden_units: int = option(0, at_least=0)  # 0: logistic regression on the vectors
-    dropout: float = option(0.0, at_least=0, below=1)
+    dropout: float = option(0.0, at_least=0, below=1, applies=lambda c: c.hidden_units > 0)
     optimizer: str = option("adam", choices=OPTIMIZERS)
     epochs: int = option(20, at_least=1)
     batch_size: int = option(64, at_least=1)
