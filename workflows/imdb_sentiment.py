@@ -27,7 +27,7 @@ from pathlib import Path
 import keras
 import tensorflow as tf
 
-from data_prep import cache, glove, imdb, paragraph_vectors, word2vec
+from data_prep import cache, glove, imdb, word2vec
 from data_prep.labelled_texts import read_labelled_texts
 from data_prep.padding import pad_rows
 from data_prep.runtime import run_main
@@ -41,14 +41,13 @@ from workflows.classification import (
 )
 from workflows.cli import LessonCLI, read_texts
 from workflows.config import ConfigError
-from workflows.sentiment import ensemble_run, subword_classifier
+from workflows.sentiment import ensemble_run, paragraph_training, subword_classifier
 from workflows.sentiment.ngrams import (
     NGRAM_CONFIGS,
     class_feature_counts,
     ngram_vectorizer,
     split_texts,
 )
-from workflows.sentiment.paragraph_classifier import ParagraphVectorClassifier
 from workflows.sentiment.presets import (  # noqa: F401  the lesson's API
     CATALOG,
     LM_ARCHITECTURE,
@@ -190,7 +189,8 @@ def plan_training(config, data):
     if isinstance(config, LMClassifierConfig):
         return plan_lm_classifier(config, data.prepared)
     if isinstance(config, ParagraphVectorConfig):
-        return plan_paragraph_vectors(config, data.prepared)
+        return paragraph_training.plan(config, data.prepared, lifecycle.ModelExport(
+            "classifier", None, FOLDER_PYFUNC_FILE, EXAMPLES[:1], packages=("sentiment",)))
     prepared = data.prepared
     prior, coverage = embedding_matrix_for(config, prepared)
     vectorizer = (ngram_vectorizer(config, prepared) if isinstance(config, NGRAM_CONFIGS)
@@ -240,42 +240,6 @@ def plan_lm_classifier(config, prepared):
                                      EXAMPLES[:1], packages=("sentiment", "causal_lm")),
         tags={"model_family": "lm_classifier", "pretrained": str(config.pretrained).lower()},
         artifacts={"vocabulary.txt": "\n".join(generator.vocabulary)})
-
-
-def paragraph_vector_settings(config):
-    return paragraph_vectors.ParagraphVectorSettings(
-        config.vector_size, config.dm, config.dbow_words, config.window, config.min_count,
-        config.negative, config.sample, config.doc2vec_epochs, config.seed)
-
-
-def plan_paragraph_vectors(config, prepared):
-    """Doc2Vec trained once on the unlabelled and train reviews; every review's vector
-    inferred (and cached), so training sees vectors made as the served model makes them.
-    The minutes those took are logged (`doc2vec_train_minutes`, `*_inference_minutes`)."""
-    settings = paragraph_vector_settings(config)
-    vectors, folder = paragraph_vectors.load_or_train(prepared, settings)
-    inputs, seconds = {}, {"doc2vec_train": paragraph_vectors.training_seconds(folder)}
-    for split in ("train", "val"):
-        inputs[split], seconds[f"{split}_inference"] = paragraph_vectors.split_vectors(
-            prepared, split, settings)
-
-    def split_batches(split, epoch=None):
-        dataset = tf.data.Dataset.from_tensor_slices((inputs[split], prepared.labels(split)))
-        if epoch is not None:
-            dataset = dataset.shuffle(len(inputs[split]), seed=config.seed + epoch)
-        return dataset.batch(config.batch_size).prefetch(tf.data.AUTOTUNE)
-
-    model = build_model(config, vectors.vector_size)
-    classifier = ParagraphVectorClassifier(model, vectors)
-    return lifecycle.TrainingPlan(
-        model, lambda epoch: split_batches("train", epoch), split_batches("val"),
-        len(inputs["train"]),
-        export=lifecycle.ModelExport("classifier", classifier.save, FOLDER_PYFUNC_FILE,
-                                     EXAMPLES[:1], packages=("sentiment",)),
-        tags={"model_family": "paragraph_vectors"},
-        metrics={"doc2vec_vocabulary_size": len(vectors.model.wv),
-                 **{f"{name}_minutes": value / 60 for name, value in seconds.items()
-                    if value is not None}})
 
 
 # ## Evaluate and use the model

@@ -16,7 +16,7 @@ from data_prep import imdb, paragraph_vectors
 from tests.workflows.conftest import BOW, COMMON, RNN
 from workflows import imdb_sentiment as workflow
 from workflows import lifecycle, training
-from workflows.sentiment import ensemble
+from workflows.sentiment import ensemble, paragraph_training
 
 
 def runs_by_model():
@@ -375,7 +375,7 @@ def test_doc2vec_learns_from_unlabelled_and_train_reviews_and_scores_any_text_al
     config = lifecycle.config_of(workflow.LESSON, run)
     prepared = workflow.load_data(config).prepared
     vectors, _ = paragraph_vectors.load_or_train(prepared,
-                                                 workflow.paragraph_vector_settings(config))
+                                                 paragraph_training.paragraph_vector_settings(config))
     assert vectors.model.corpus_count == len(prepared.unlabelled_texts()) + len(
         prepared.texts("train"))  # never val or test
     assert workflow.main(["evaluate", "--run-id", run.info.run_id]) == 0
