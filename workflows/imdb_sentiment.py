@@ -93,6 +93,8 @@ def data_settings(config=None):
     """The prepared-data settings a config needs (the unlabelled reviews feed Word2Vec)."""
     fields = {"max_tokens": config.max_tokens, "sequence_length": config.sequence_length} \
         if isinstance(config, (RNNConfig, TransformerConfig)) else {}
+    if config is not None:
+        fields["val_fraction"] = config.val_fraction
     return imdb.ImdbSettings(include_unlabelled=True, **fields)
 
 
@@ -304,9 +306,16 @@ def ensemble(run_ids, imdb_path=None, work_dir=None):
     fitted on the validation reviews (never the test reviews), logged as its own run
     with a pyfunc that holds every member (`sentiment/ensemble_run.py`). Returns its
     run id (an ensemble of the same members is reused)."""
-    def validation():
-        prepared = imdb.prepare(imdb_path, data_settings(), work_dir, verbose=False)
-        return prepared.texts("val"), prepared.labels("val"), prepared.directory.name
+    def validation(runs):
+        fractions = {float(run.data.params.get("val_fraction", imdb.ImdbSettings.val_fraction))
+                     for run in runs}
+        if len(fractions) > 1:
+            raise ConfigError(f"The runs hold out different validation shares ({sorted(fractions)}"
+                              "): ensemble runs trained with the same --set val_fraction.")
+        settings = dataclasses.replace(data_settings(), val_fraction=fractions.pop())
+        prepared = imdb.prepare(imdb_path, settings, work_dir, verbose=False)
+        return (prepared.texts("val"), prepared.labels("val"), prepared.directory.name,
+                {"val_fraction": settings.val_fraction})
 
     return ensemble_run.ensemble(EXPERIMENT, run_ids, validation, EXAMPLES[:1])
 

@@ -353,6 +353,21 @@ def test_ensemble_fits_weights_on_validation_only_and_serves_like_a_model(
     assert "at least two different runs" in capsys.readouterr().err
 
 
+def test_members_of_an_ensemble_must_hold_out_the_same_validation_share(store, capsys):
+    assert workflow.main(["train", "--model", "bow", *COMMON, *BOW, "--epochs", "1",
+                          "--set", "val_fraction=0.5"]) == 0
+    experiment = mlflow.get_experiment_by_name(workflow.EXPERIMENT)
+    (half,) = mlflow.search_runs([experiment.experiment_id], "params.val_fraction = '0.5'",
+                                 output_format="list")
+    config = workflow.CATALOG.make("bow", None, {"val_fraction": 0.5})
+    prepared = workflow.load_data(config).prepared
+    default = workflow.load_data(workflow.CATALOG.make("bow", None, {})).prepared
+    assert len(prepared.texts("val")) == 24 > len(default.texts("val"))  # 48 labelled reviews
+    assert workflow.main(["ensemble", "--run-id", half.info.run_id,
+                          "--run-id", runs_by_model()["bilstm"].info.run_id]) == 2
+    assert "different validation shares ([0.2, 0.5])" in capsys.readouterr().err
+
+
 def test_ensemble_weights_favour_the_informative_model():
     rng = np.random.default_rng(0)
     labels = rng.integers(0, 2, 400)

@@ -20,8 +20,8 @@ PYFUNC_FILE = Path(__file__).with_name("ensemble_pyfunc.py")
 
 def ensemble(experiment, run_ids, validation, input_example):
     """The run id of the ensemble of `run_ids` (runs of `experiment`), fitted on
-    `validation()` = (texts, labels, data fingerprint), read only once the runs are
-    checked; an ensemble of the same members is reused."""
+    `validation(runs)` = (texts, labels, data fingerprint, params to log), read only once
+    the runs are checked; an ensemble of the same members is reused."""
     runs = [tracking.find_run(experiment, run_id) for run_id in run_ids or ()]
     members = sorted({run.info.run_id for run in runs})
     if len(members) < 2:
@@ -37,7 +37,7 @@ def ensemble(experiment, run_ids, validation, input_example):
         print(f"This ensemble exists: run {previous[0].info.run_id}")
         return previous[0].info.run_id
     runs = [next(run for run in runs if run.info.run_id == member) for member in members]
-    texts, labels, fingerprint = validation()
+    texts, labels, fingerprint, params = validation(runs)
     with tempfile.TemporaryDirectory() as staging:
         folder, names, columns = Path(staging) / "ensemble", [], []
         for index, run in enumerate(runs):
@@ -52,12 +52,12 @@ def ensemble(experiment, run_ids, validation, input_example):
         (folder / "ensemble.json").write_text(json.dumps(
             {"members": names, "run_ids": members, "weights": weights, "bias": bias}))
         return _log(experiment, runs, names, probabilities, labels, (weights, bias), folder,
-                    fingerprint, input_example)
+                    (fingerprint, params), input_example)
 
 
-def _log(experiment, runs, names, probabilities, labels, fitted, folder, fingerprint,
-         input_example):
+def _log(experiment, runs, names, probabilities, labels, fitted, folder, data, input_example):
     weights, bias = fitted
+    fingerprint, params = data
     members = [run.info.run_id for run in runs]
     val = {f"{name}_val_accuracy": binary_metrics(labels, column)["accuracy"]
            for name, column in zip(names, probabilities.T, strict=True)}
@@ -66,7 +66,7 @@ def _log(experiment, runs, names, probabilities, labels, fitted, folder, fingerp
     with mlflow.start_run(run_name="ensemble", experiment_id=experiment_id) as run:
         mlflow.log_params({"model": "ensemble", "members": ",".join(members),
                            "weights": json.dumps([round(w, 4) for w in weights]),
-                           "bias": round(bias, 4)})
+                           "bias": round(bias, 4), **params})
         mlflow.set_tags(tracking.run_tags(fingerprint, model_family="ensemble",
                                           ensemble_members=",".join(members)))
         mlflow.log_metrics({**val, "best_val_accuracy": combined["accuracy"],

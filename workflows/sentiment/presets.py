@@ -37,6 +37,9 @@ class TrainConfig:
     seed: int = 1337
     checkpoint_every_steps: int = option(200, at_least=0)  # 0: only at the end of epochs
     distribution: str = option("none", choices=CHOICES)  # see workflows/distribution.py
+    # share of the official train reviews held out for validation (early stopping and
+    # ensemble weights); members of one ensemble must share it
+    val_fraction: float = option(0.2, above=0, below=1)
 
 
 @dataclass(frozen=True)
