@@ -6,7 +6,9 @@ from that model's defaults), its newest run that has test metrics
 ROC AUC and macro F1 on all 25,000 test reviews, training minutes (an ensemble: its
 members' sum), test reviews scored per second, and accuracy on the short
 out-of-domain reviews of `--texts` (scored here when a run lacks it). GPU figures come
-from `benchmarks/results/gpu_imdb_lm_classifier.json`.
+from `benchmarks/results/gpu_imdb_lm_classifier.json`. Rows of an earlier results file
+whose runs are not in this store (measured on another machine or store) are kept, each
+with the machine it was measured on.
 
     MLFLOW_TRACKING_URI=sqlite:///work/mlflow.db python benchmarks/imdb_models.py
 
@@ -102,6 +104,24 @@ def measured_runs(texts):
     return rows
 
 
+def earlier_rows(output, measured):
+    """The rows of an earlier `output` whose runs this store does not hold, each with
+    its machine (older files name one machine for all rows)."""
+    path = Path(output)
+    if not path.exists():
+        return {}
+    earlier = json.loads(path.read_text())
+    run_ids = {row["run_id"] for row in measured.values()}
+    return {model: {"machine": earlier.get("machine"), **row}
+            for model, row in earlier["models"].items()
+            if "run_id" in row and row["run_id"] not in run_ids and model not in measured}
+
+
+def measured_on(row):
+    machine = row.get("machine") or {}
+    return machine.get("device") or machine.get("cpu", "-")
+
+
 def gpu_rows():
     path = RESULTS / "gpu_imdb_lm_classifier.json"
     if not path.exists():
@@ -112,7 +132,7 @@ def gpu_rows():
         run = results.get(name)
         if run:
             rows[f"lm_classifier (GPU, {name})"] = {
-                "device": run["machine"]["device"], "test_accuracy": run["test_accuracy"],
+                "machine": run["machine"], "test_accuracy": run["test_accuracy"],
                 "test_roc_auc": run["test_roc_auc"],
                 "train_minutes": run["train_minutes"] + run["language_model"]["train_minutes"],
                 "test_reviews_per_second": run["test_reviews_per_second"]}
@@ -121,7 +141,7 @@ def gpu_rows():
 
 def markdown(rows):
     lines = ["| model | test accuracy | ROC AUC | macro F1 | train min | reviews/s | "
-             "short reviews acc. |", "|---|---|---|---|---|---|---|"]
+             "short reviews acc. | measured on |", "|---|---|---|---|---|---|---|---|"]
     for model, row in sorted(rows.items(), key=lambda item: -item[1]["test_accuracy"]):
         cells = [row.get(k) for k in ("test_accuracy", "test_roc_auc", "test_macro_f1",
                                       "train_minutes", "test_reviews_per_second",
@@ -129,8 +149,8 @@ def markdown(rows):
         formats = ["{:.4f}", "{:.4f}", "{:.4f}", "{:.1f}", "{:.0f}", "{:.3f}"]
         lines.append(f"| {model} | " + " | ".join(
             "-" if cell is None else fmt.format(cell)
-            for cell, fmt in zip(cells, formats, strict=True)) + " |")
-    lines += [f"| *{name}* | *{value}* | | | | | |" for name, value in ANCHORS.items()]
+            for cell, fmt in zip(cells, formats, strict=True)) + f" | {measured_on(row)} |")
+    lines += [f"| *{name}* | *{value}* | | | | | | |" for name, value in ANCHORS.items()]
     return "\n".join(lines)
 
 
@@ -142,9 +162,10 @@ def main(argv=None):
     args = parser.parse_args(argv)
     from reporting import machine, write_results
 
-    rows = {**measured_runs(args.texts), **gpu_rows()}
-    write_results({"machine": machine(), "texts": args.texts, "anchors": ANCHORS,
-                   "models": rows}, args.output)
+    here = {model: {**row, "machine": machine()} for model, row in
+            measured_runs(args.texts).items()}
+    rows = {**earlier_rows(args.output, here), **here, **gpu_rows()}
+    write_results({"texts": args.texts, "anchors": ANCHORS, "models": rows}, args.output)
     print(markdown(rows))
 
 
