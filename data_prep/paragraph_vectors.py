@@ -8,6 +8,7 @@ with, and a model scores the same in `evaluate`, in an ensemble and when served.
 """
 
 import contextlib
+import copy
 import json
 import re
 import threading
@@ -17,7 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
-from gensim.models import doc2vec_inner
+from gensim.models import KeyedVectors, doc2vec_inner
 from gensim.models.doc2vec import Doc2Vec, TaggedDocument
 
 from data_prep import cache
@@ -101,6 +102,13 @@ class ParagraphVectors:
                       learn_hidden=False, doctag_vectors=vector,
                       doctags_lockf=np.ones(1, "float32"))
         return vector[0]
+
+    def for_inference(self):
+        """A copy without the training documents' own vectors (70,000 x 100 floats for
+        IMDB), which inference never reads: what a served model needs."""
+        model = copy.copy(self.model)
+        model.dv = KeyedVectors(model.vector_size)
+        return ParagraphVectors(model)
 
     def save(self, folder):
         folder = Path(folder)

@@ -1,7 +1,8 @@
 """A classifier over paragraph vectors: raw reviews in, P(positive) out.
 
 `ParagraphVectorClassifier.save(folder)` writes the Keras model (vector in,
-P(positive) out) and the Doc2Vec model that infers each review's vector;
+P(positive) out) and the Doc2Vec model that infers each review's vector (without its
+training reviews' own vectors, which inference never reads);
 `load(folder).predict(texts)` does both steps.
 """
 
@@ -33,7 +34,7 @@ class ParagraphVectorClassifier:
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         self.model.save(folder / "model.keras")
-        self.vectors.save(folder / "doc2vec")
+        self.vectors.for_inference().save(folder / "doc2vec")
         (folder / SETTINGS_FILE).write_text(json.dumps({"kind": KIND}))
         return folder
 
