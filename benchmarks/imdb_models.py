@@ -38,17 +38,21 @@ def texts_key(path):
     return "texts_" + re.sub(r"[^0-9a-zA-Z]+", "_", Path(path).stem).strip("_").lower()
 
 
-def label(run, workflow, names):
-    """The run's model, with the config fields it changed from that model's defaults
-    (an ensemble: its members)."""
+def label(run, workflow, runs, shared=()):
+    """The run's model, with the config fields it changed from that model's defaults; an
+    ensemble: its members' labels, with the validation share they have in common once."""
     params = run.data.params
     model = params.get("model")
     if model == "ensemble":
-        return "ensemble of " + " + ".join(names.get(m, m[:8]) for m in
-                                           params["members"].split(","))
+        share = float(params.get("val_fraction", workflow.CATALOG.base("nbsvm").val_fraction))
+        default = share == workflow.CATALOG.base("nbsvm").val_fraction
+        members = [label(runs[m], workflow, runs, {"val_fraction"}) if m in runs else m[:8]
+                   for m in params["members"].split(",")]
+        return ("ensemble" if default else f"ensemble (val_fraction={share})") + " of " + \
+            " + ".join(members)
     defaults = workflow.CATALOG.base(model)
-    changed = [f"{k}={v}" for k, v in params.items()
-               if k not in IGNORED and hasattr(defaults, k) and str(getattr(defaults, k)) != v]
+    changed = [f"{k}={v}" for k, v in params.items() if k not in IGNORED and k not in shared
+               and hasattr(defaults, k) and str(getattr(defaults, k)) != v]
     return model + (f" ({', '.join(changed)})" if changed else "")
 
 
@@ -76,10 +80,10 @@ def measured_runs(texts):
     runs = mlflow.search_runs([experiment.experiment_id], "metrics.test_accuracy > 0",
                               order_by=["attributes.start_time DESC"], output_format="list")
     every = mlflow.search_runs([experiment.experiment_id], output_format="list")
-    names = {run.info.run_id: run.data.params.get("model") for run in every}
+    by_id = {run.info.run_id: run for run in every}
     newest = {}
     for run in runs:
-        newest.setdefault(label(run, workflow, names), run)
+        newest.setdefault(label(run, workflow, by_id), run)
     minutes = {run.info.run_id: training_minutes(run.data.metrics) for run in every}
     key = texts_key(texts)
     rows = {}
