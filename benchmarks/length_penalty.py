@@ -1,0 +1,70 @@
+"""Length penalty chosen on validation: beam BLEU of one translator for several alphas.
+
+Decodes the first `--sentences` validation sources of a `translation` run (never the
+test split) with its beam width, re-ranked by log-likelihood / ((5 + length) / 6) **
+alpha (Wu et al. 2016) for each `--alphas` value, and names the best; use that alpha
+with `evaluate --length-penalty` on the test split:
+
+    python benchmarks/length_penalty.py --run-id RUN_ID --alphas 0,0.6,1.0
+
+Writes `benchmarks/results/length_penalty_<direction>.json`.
+"""
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
+from reporting import machine, write_results  # noqa: E402  (benchmarks/, beside this file)
+
+RESULTS = Path(__file__).with_name("results")
+
+
+def main(argv=None):
+    from data_prep import spa_eng
+    from workflows import lifecycle
+    from workflows import translation as workflow
+    from workflows.seq2seq.metrics import bleu_scores
+    from workflows.seq2seq.tokenization import references
+
+    parser = argparse.ArgumentParser(prog="python benchmarks/length_penalty.py",
+                                     description=__doc__.split("\n")[0])
+    parser.add_argument(spa_eng.SPA_ENG.flag)
+    parser.add_argument("--work-dir")
+    parser.add_argument("--run-id", help="translation run (default: the latest with a model)")
+    parser.add_argument("--sentences", type=int, default=2000,
+                        help="the first N validation sources")
+    parser.add_argument("--alphas", default="0,0.6,1.0", help="comma-separated alphas")
+    parser.add_argument("--output", help="default: results/length_penalty_<direction>.json")
+    args = parser.parse_args(argv)
+    alphas = [float(alpha) for alpha in args.alphas.split(",")]
+    for alpha in alphas:
+        workflow.check_length_penalty(alpha)
+
+    run, translator = workflow.load_run_translator(args.run_id)
+    config = lifecycle.config_of(workflow.LESSON, run)
+    data = workflow.load_data(config, args.spa_eng_path, args.work_dir)
+    sources, refs = references(data.prepared.pairs("val", config.direction))
+    sources, refs = sources[:args.sentences], refs[:args.sentences]
+    scores = {}
+    for alpha in alphas:
+        outputs = workflow.translate_in_batches(translator, sources, config.beam_width,
+                                                f"alpha {alpha}", alpha)
+        scores[str(alpha)] = {key: round(value, 2) for key, value in
+                              bleu_scores(outputs, refs).items()}
+        print(f"alpha {alpha}: {scores[str(alpha)]}", flush=True)
+    results = {
+        "run_id": run.info.run_id, "direction": config.direction, "preset": config.preset,
+        "validation_sentences": len(sources), "beam_width": config.beam_width,
+        "validation_beam": scores,
+        "best_alpha": max(alphas, key=lambda alpha: scores[str(alpha)]["bleu"]),
+        "machine": machine(),
+    }
+    write_results(results, args.output or RESULTS / f"length_penalty_{config.direction}.json")
+
+
+if __name__ == "__main__":
+    from data_prep.runtime import quiet_tensorflow
+
+    quiet_tensorflow()
+    main()
