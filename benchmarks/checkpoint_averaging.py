@@ -10,29 +10,22 @@ so the gain of averaging is measured on one model:
 Writes `benchmarks/results/checkpoint_averaging_<direction>.json`.
 """
 
-import argparse
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
-from reporting import machine, write_results  # noqa: E402  (benchmarks/, beside this file)
+from reporting import machine, translation_run_parser, write_results  # noqa: E402  (benchmarks/, beside this file)
 
 RESULTS = Path(__file__).with_name("results")
 
 
 def main(argv=None):
-    from data_prep import spa_eng
     from workflows import lifecycle
     from workflows import translation as workflow
     from workflows.seq2seq.metrics import bleu_scores
-    from workflows.seq2seq.tokenization import references
     from workflows.training import TrainingFolder, average_weights
 
-    parser = argparse.ArgumentParser(prog="python benchmarks/checkpoint_averaging.py",
-                                     description=__doc__.split("\n")[0])
-    parser.add_argument(spa_eng.SPA_ENG.flag)
-    parser.add_argument("--work-dir")
-    parser.add_argument("--run-id", help="translation run (default: the latest with a model)")
+    parser = translation_run_parser("checkpoint_averaging.py", __doc__.split("\n")[0])
     parser.add_argument("--limit", type=int, help="only the first N test sentences")
     parser.add_argument("--output", help="default: results/checkpoint_averaging_<dir>.json")
     args = parser.parse_args(argv)
@@ -45,9 +38,8 @@ def main(argv=None):
     if len(kept) < 2:
         raise SystemExit(f"{folder.directory} keeps {len(kept)} epoch(s) of weights; train "
                          "with --average-epochs N (N > 1) to measure averaging.")
-    data = workflow.load_data(config, args.spa_eng_path, args.work_dir)
-    sources, refs = references(data.prepared.pairs("test", config.direction))
-    sources, refs = sources[:args.limit], refs[:args.limit]
+    _, sources, refs = workflow.split_references(config, "test", args.spa_eng_path,
+                                                 args.work_dir, args.limit)
     variants = {f"best_epoch_{state.best_epoch}": [folder.best_weights]}
     for count in range(2, len(kept) + 1):
         epochs = kept[-count:]

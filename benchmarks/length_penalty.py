@@ -10,28 +10,21 @@ with `evaluate --length-penalty` on the test split:
 Writes `benchmarks/results/length_penalty_<direction>.json`.
 """
 
-import argparse
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
-from reporting import machine, write_results  # noqa: E402  (benchmarks/, beside this file)
+from reporting import machine, translation_run_parser, write_results  # noqa: E402  (benchmarks/, beside this file)
 
 RESULTS = Path(__file__).with_name("results")
 
 
 def main(argv=None):
-    from data_prep import spa_eng
     from workflows import lifecycle
     from workflows import translation as workflow
     from workflows.seq2seq.metrics import bleu_scores
-    from workflows.seq2seq.tokenization import references
 
-    parser = argparse.ArgumentParser(prog="python benchmarks/length_penalty.py",
-                                     description=__doc__.split("\n")[0])
-    parser.add_argument(spa_eng.SPA_ENG.flag)
-    parser.add_argument("--work-dir")
-    parser.add_argument("--run-id", help="translation run (default: the latest with a model)")
+    parser = translation_run_parser("length_penalty.py", __doc__.split("\n")[0])
     parser.add_argument("--sentences", type=int, default=2000,
                         help="the first N validation sources")
     parser.add_argument("--alphas", default="0,0.6,1.0", help="comma-separated alphas")
@@ -43,9 +36,8 @@ def main(argv=None):
 
     run, translator = workflow.load_run_translator(args.run_id)
     config = lifecycle.config_of(workflow.LESSON, run)
-    data = workflow.load_data(config, args.spa_eng_path, args.work_dir)
-    sources, refs = references(data.prepared.pairs("val", config.direction))
-    sources, refs = sources[:args.sentences], refs[:args.sentences]
+    _, sources, refs = workflow.split_references(config, "val", args.spa_eng_path, args.work_dir,
+                                                 args.sentences)
     scores = {}
     for alpha in alphas:
         outputs = workflow.translate_in_batches(translator, sources, config.beam_width,

@@ -1,5 +1,6 @@
 """What every benchmark records about the machine, and how it writes its results file."""
 
+import argparse
 import json
 import os
 from pathlib import Path
@@ -22,3 +23,15 @@ def write_results(results, output):
     Path(output).parent.mkdir(parents=True, exist_ok=True)
     Path(output).write_text(text + "\n")
     print(f"Wrote {output}")
+
+
+def translation_run_parser(script, description):
+    """An argument parser with the options every translation benchmark takes: the data,
+    the work folder, the run to measure, and where to write the results."""
+    from data_prep import spa_eng
+
+    parser = argparse.ArgumentParser(prog=f"python benchmarks/{script}", description=description)
+    parser.add_argument(spa_eng.SPA_ENG.flag)
+    parser.add_argument("--work-dir")
+    parser.add_argument("--run-id", help="translation run (default: the latest with a model)")
+    return parser

@@ -18,13 +18,12 @@ Outputs are compared token by token with the (eager) tutorial loop's.
 Writes `benchmarks/results/translation_decoding.json`.
 """
 
-import argparse
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
-from reporting import machine, write_results  # noqa: E402  (benchmarks/, beside this file)
+from reporting import machine, translation_run_parser, write_results  # noqa: E402  (benchmarks/, beside this file)
 
 RESULTS = Path(__file__).with_name("results") / "translation_decoding.json"
 
@@ -70,28 +69,22 @@ def timed(function):
 def main(argv=None):
     import numpy as np
 
-    from data_prep import spa_eng
     from data_prep.padding import pad_rows
+    from workflows import lifecycle
     from workflows import translation as workflow
     from workflows.seq2seq.batching import truncate
-    from workflows.seq2seq.tokenization import references
 
-    parser = argparse.ArgumentParser(prog="python benchmarks/translation_decoding.py",
-                                     description=__doc__.split("\n")[0])
-    parser.add_argument(spa_eng.SPA_ENG.flag)
-    parser.add_argument("--work-dir")
-    parser.add_argument("--run-id", help="translation run (default: the latest with a model)")
+    parser = translation_run_parser("translation_decoding.py", __doc__.split("\n")[0])
     parser.add_argument("--sentences", type=int, default=100)
     parser.add_argument("--batch-size", type=int, default=128)
     parser.add_argument("--output", default=str(RESULTS))
     args = parser.parse_args(argv)
 
     run, translator = workflow.load_run_translator(args.run_id, beam_width=1)
-    prepared = spa_eng.prepare(args.spa_eng_path, spa_eng.SpaEngSettings(), args.work_dir,
-                               verbose=False)
-    english, _ = references(prepared.pairs("test"))
-    english = english[:args.sentences]
-    rows = truncate(translator.tokenizer.source_ids(english), translator.max_source_length)
+    config = lifecycle.config_of(workflow.LESSON, run)
+    _, sources, _ = workflow.split_references(config, "test", args.spa_eng_path, args.work_dir,
+                                              args.sentences)
+    rows = truncate(translator.tokenizer.source_ids(sources), translator.max_source_length)
 
     def one_by_one():
         return [translator.generate(pad_rows([row], len(row)))[0] for row in rows]

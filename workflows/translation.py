@@ -176,6 +176,14 @@ def plan_training(config, data):
 # ## Evaluate and translate
 
 
+def split_references(config, split, spa_eng_path=None, work_dir=None, limit=None):
+    """(data, sources, references) of `split` in the config's direction: each distinct
+    source once with all its references, the first `limit` of them."""
+    data = load_data(config, spa_eng_path, work_dir)
+    sources, refs = references(data.prepared.pairs(split, config.direction))
+    return data, sources[:limit], refs[:limit]
+
+
 def load_run_translator(run_id=None, model_uri=None, beam_width=None, direction=None):
     """(run, Translator) for a registered `model_uri`, a `run_id`, or the latest run (of
     `direction`, if given)."""
@@ -209,9 +217,7 @@ def evaluate(run_id=None, spa_eng_path=None, work_dir=None, model_uri=None, limi
     run, translator = load_run_translator(run_id, model_uri, direction=direction)
     config = lifecycle.config_of(LESSON, run)
     beam_width = beam_width or config.beam_width
-    data = load_data(config, spa_eng_path, work_dir)
-    sources, refs = references(data.prepared.pairs("test", config.direction))
-    sources, refs = sources[:limit], refs[:limit]
+    data, sources, refs = split_references(config, "test", spa_eng_path, work_dir, limit)
     results, outputs = {}, {}
     decodings = [("greedy", 1, 0.0), (f"beam{beam_width}", beam_width, 0.0)]
     if length_penalty:
