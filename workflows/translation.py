@@ -345,7 +345,8 @@ def run_lesson(args):
 def length_penalty_flag(parser, what):
     parser.add_argument("--length-penalty", type=float, metavar="ALPHA", help=f"{what} by "
                         "log-likelihood / ((5 + length) / 6) ** ALPHA (Wu et al. 2016; "
-                        "0.6-1.0 is usual; default 0: no penalty)")
+                        "0.6-1.0 is usual; choose it on validation with "
+                        "benchmarks/length_penalty.py; default 0: no penalty)")
 
 
 def beam_width_flag(parser):
