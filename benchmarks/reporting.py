@@ -27,7 +27,7 @@ def write_results(results, output):
 
 def translation_run_parser(script, description):
     """An argument parser with the options every translation benchmark takes: the data,
-    the work folder, the run to measure, and where to write the results."""
+    the work folder and the run to measure."""
     from data_prep import spa_eng
 
     parser = argparse.ArgumentParser(prog=f"python benchmarks/{script}", description=description)
