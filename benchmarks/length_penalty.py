@@ -7,9 +7,13 @@ with `evaluate --length-penalty` on the test split:
 
     python benchmarks/length_penalty.py --run-id RUN_ID --alphas 0,0.6,1.0
 
+Alphas already scored in the results file for the same run are kept, so a later call
+with more alphas adds to it.
+
 Writes `benchmarks/results/length_penalty_<direction>.json`.
 """
 
+import json
 import sys
 from pathlib import Path
 
@@ -38,8 +42,12 @@ def main(argv=None):
     config = lifecycle.config_of(workflow.LESSON, run)
     _, sources, refs = workflow.split_references(config, "val", args.spa_eng_path, args.work_dir,
                                                  args.sentences)
-    scores = {}
+    output = Path(args.output or RESULTS / f"length_penalty_{config.direction}.json")
+    scores = earlier_scores(output, run.info.run_id, len(sources), config.beam_width)
     for alpha in alphas:
+        if str(alpha) in scores:
+            print(f"alpha {alpha}: {scores[str(alpha)]} (from {output})")
+            continue
         outputs = workflow.translate_in_batches(translator, sources, config.beam_width,
                                                 f"alpha {alpha}", alpha)
         scores[str(alpha)] = {key: round(value, 2) for key, value in
@@ -49,10 +57,21 @@ def main(argv=None):
         "run_id": run.info.run_id, "direction": config.direction, "preset": config.preset,
         "validation_sentences": len(sources), "beam_width": config.beam_width,
         "validation_beam": scores,
-        "best_alpha": max(alphas, key=lambda alpha: scores[str(alpha)]["bleu"]),
+        "best_alpha": float(max(scores, key=lambda alpha: scores[alpha]["bleu"])),
         "machine": machine(),
     }
-    write_results(results, args.output or RESULTS / f"length_penalty_{config.direction}.json")
+    write_results(results, output)
+
+
+def earlier_scores(output, run_id, sentences, beam_width):
+    """The alphas an earlier call already scored into `output` for the same run, sentences
+    and beam width (decoding is deterministic, so they are kept, not decoded again)."""
+    if not output.exists():
+        return {}
+    earlier = json.loads(output.read_text())
+    same = (earlier.get("run_id"), earlier.get("validation_sentences"),
+            earlier.get("beam_width")) == (run_id, sentences, beam_width)
+    return dict(earlier.get("validation_beam", {})) if same else {}
 
 
 if __name__ == "__main__":
