@@ -44,12 +44,12 @@ def label(run, workflow, runs, shared=()):
     params = run.data.params
     model = params.get("model")
     if model == "ensemble":
-        share = float(params.get("val_fraction", workflow.CATALOG.base("nbsvm").val_fraction))
-        default = share == workflow.CATALOG.base("nbsvm").val_fraction
+        default_share = workflow.CATALOG.base("nbsvm").val_fraction
+        share = float(params.get("val_fraction", default_share))
         members = [label(runs[m], workflow, runs, {"val_fraction"}) if m in runs else m[:8]
                    for m in params["members"].split(",")]
-        return ("ensemble" if default else f"ensemble (val_fraction={share})") + " of " + \
-            " + ".join(members)
+        name = "ensemble" if share == default_share else f"ensemble (val_fraction={share})"
+        return f"{name} of " + " + ".join(members)
     defaults = workflow.CATALOG.base(model)
     changed = [f"{k}={v}" for k, v in params.items() if k not in IGNORED and k not in shared
                and hasattr(defaults, k) and str(getattr(defaults, k)) != v]
