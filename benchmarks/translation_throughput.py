@@ -92,7 +92,8 @@ def main(argv=None):
             "pairs_per_second": round(args.pairs / seconds, 1),
             "target_words_per_second": round(target_words / seconds, 1),
             "own_target_tokens_per_second": round(run["target_tokens"] / seconds, 1),
-            "tokenization": run["config"].tokenization, "batch_size": run["config"].batch_size,
+            "tokenization": run["config"].tokenization,
+            "batch_shapes": run["data"].batches(run["config"], "train").shapes,
             "dtype_policy": run["config"].dtype_policy}
     baseline = results[args.presets[0]]
     for preset in args.presets[1:]:

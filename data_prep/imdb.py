@@ -205,37 +205,6 @@ def text_dataset(texts, labels, batch_size=32, shuffle=False, seed=0):
     return dataset.batch(batch_size).prefetch(tf.data.AUTOTUNE)
 
 
-def token_dataset(ids, labels, batch_size=32, shuffle=False, seed=0, bucket_boundaries=None):
-    """A tf.data pipeline of (token ids, label) batches from 0-padded id arrays.
-
-    With `bucket_boundaries` (e.g. `[100, 200, 400]`) reviews are grouped with others
-    of similar length and each batch is padded only to its longest review: an RNN
-    then runs far fewer timesteps. Masked models give the same per-review outputs;
-    only the batch composition and order change.
-    """
-    import tensorflow as tf  # likewise
-
-    lengths = np.maximum((ids != 0).sum(axis=1), 1).astype("int32")
-    dataset = tf.data.Dataset.from_tensor_slices((ids, labels, lengths))
-    if shuffle:
-        dataset = dataset.shuffle(len(ids), seed=seed, reshuffle_each_iteration=True)
-    if not bucket_boundaries:
-        dataset = dataset.map(lambda x, y, n: (x, y)).batch(batch_size)
-        return dataset.prefetch(tf.data.AUTOTUNE)
-    dataset = dataset.map(lambda x, y, n: (x[:n], y))
-    dataset = dataset.bucket_by_sequence_length(
-        element_length_func=lambda x, y: tf.shape(x)[0],
-        bucket_boundaries=list(bucket_boundaries),
-        bucket_batch_sizes=[batch_size] * (len(bucket_boundaries) + 1),
-        pad_to_bucket_boundary=False,
-    )
-    # Known batch count, so progress bars show a total: each bucket ends with one short batch.
-    buckets = np.bincount(np.searchsorted(bucket_boundaries, lengths, side="right"))
-    batch_count = int(np.sum(-(-buckets // batch_size)))
-    dataset = dataset.apply(tf.data.experimental.assert_cardinality(batch_count))
-    return dataset.prefetch(tf.data.AUTOTUNE)
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(
         prog="python -m data_prep.imdb", description="Prepare the IMDB reviews and print a summary."

@@ -60,8 +60,10 @@ def cpu_model():
     return platform.processor() or platform.machine()
 
 
-def compiled(function, *holders, tf_signature=None, jit_compile=False):
+def compiled(function, *holders, tf_signature=None, jit_compile=False, name=None):
     """`function(*arrays)` compiled for the current Keras backend (eager on torch).
+
+    `name` names the compiled program (JAX's compilation logs and counts: `jit(name)`).
 
     `tf_signature` (`[(shape, dtype), ...]`, `None` for unknown sizes) fixes the
     TensorFlow graph's input shapes, for loops whose shapes must stay unknown; without
@@ -95,6 +97,7 @@ def compiled(function, *holders, tf_signature=None, jit_compile=False):
             output = function(*args)
         return output, [scope.get_current_value(v) for v in variables]
 
+    stateless.__name__ = stateless.__qualname__ = name or getattr(function, "__name__", "step")
     jitted = jax.jit(stateless)
 
     def call(*args):

@@ -15,7 +15,15 @@ from pathlib import Path
 
 from data_prep.errors import run_command
 from data_prep.sources import add_location_arguments
-from workflows import distribution, lifecycle, search, search_space, serve_model, tracking
+from workflows import (
+    compilation,
+    distribution,
+    lifecycle,
+    search,
+    search_space,
+    serve_model,
+    tracking,
+)
 from workflows.config import (
     ConfigError,
     add_config_arguments,
@@ -105,6 +113,7 @@ class LessonCLI:
             raise ConfigError(
                 "Several processes (KERAS_DISTRIBUTION_NUM_PROCESSES) train one config: use "
                 "the train step, then evaluate in one process (README: Scale out).")
+        compilation.use_persistent_cache(getattr(args, "work_dir", None))
         self.handlers[args.step](args)
         return 0
 

@@ -28,6 +28,8 @@ import keras
 import tensorflow as tf
 
 from data_prep import cache, glove, imdb, word2vec
+from data_prep.batches import LabelledBatches, for_backend
+from data_prep.buckets import BucketPlan, boundaries_up_to
 from data_prep.labelled_texts import read_labelled_texts
 from data_prep.padding import pad_rows
 from data_prep.runtime import run_main
@@ -63,8 +65,9 @@ from workflows.sentiment.presets import (  # noqa: F401  the lesson's API
 EXPERIMENT = "imdb_sentiment"
 PYFUNC_FILE = Path(__file__).with_name("imdb_pyfunc.py")
 FOLDER_PYFUNC_FILE = Path(__file__).parent / "sentiment" / "pyfunc.py"  # saved classifiers
-SUBWORD_BUCKETS = tuple(range(64, 1024, 64))  # review lengths in subword tokens
-BUCKET_BOUNDARIES = tuple(range(50, 600, 50))  # review lengths (tokens) batched together
+# Padded review lengths (tokens) batches come in, up to the longest a config reads: a
+# handful of shapes, each compiled once
+REVIEW_LENGTHS = (64, 128, 192, 256, 384, 512, 768, 1024)
 EXAMPLES = ["A gripping, beautifully shot film.", "Dull, predictable and far too long."]
 
 
@@ -170,10 +173,21 @@ def batches(config, prepared, split, vectorizer=None, epoch=None):
                                     shuffle, seed)
         return dataset.map(lambda text, label: (vectorizer(text), label),
                            num_parallel_calls=tf.data.AUTOTUNE)
-    boundaries = BUCKET_BOUNDARIES if getattr(config, "bucketing", False) else None
-    return imdb.token_dataset(prepared.token_ids(split), prepared.labels(split),
-                              config.batch_size, shuffle,
-                              seed, bucket_boundaries=boundaries)
+    return review_batches(config, prepared.token_ids(split), prepared.labels(split),
+                          seed if shuffle else None)
+
+
+def review_batches(config, ids, labels, seed=None):
+    """Token id batches in the config's few fixed shapes: with bucketing, reviews padded
+    to the first of `REVIEW_LENGTHS` that holds them, `batch_tokens // length` (or
+    `batch_size`) per batch; else every batch `batch_size` x the full length."""
+    longest, tokens = ids.shape[1], getattr(config, "batch_tokens", None)
+    if isinstance(config, LMClassifierConfig) or getattr(config, "bucketing", False):
+        plan = BucketPlan(boundaries_up_to(longest, REVIEW_LENGTHS), tokens,
+                          None if tokens else config.batch_size)
+    else:
+        plan = BucketPlan.single(longest, config.batch_size)
+    return for_backend(LabelledBatches(ids, labels, plan, seed))
 
 
 def end_to_end_model(model, vectorizer):
@@ -228,9 +242,8 @@ def plan_lm_classifier(config, prepared):
         rows = subword_classifier.token_rows(generator.tokenizer, prepared.texts(split),
                                              config.max_review_tokens)
         ids = pad_rows(rows, config.max_review_tokens)
-        split_batches[split] = lambda epoch, ids=ids, split=split: imdb.token_dataset(
-            ids, prepared.labels(split), config.batch_size, epoch is not None,
-            config.seed + (epoch or 0), SUBWORD_BUCKETS)
+        split_batches[split] = lambda epoch, ids=ids, split=split: review_batches(
+            config, ids, prepared.labels(split), None if epoch is None else config.seed + epoch)
     steps_per_epoch = len(split_batches["train"](0))
     model = build_model(config, config.vocabulary_size, generator.model, steps_per_epoch)
     classifier = subword_classifier.SubwordClassifier(model, generator.vocabulary,

@@ -28,11 +28,12 @@ import mlflow
 import numpy as np
 
 from data_prep import corpus, imdb
+from data_prep.batches import for_backend
 from data_prep.runtime import run_main
 from layers import MaskedCrossentropy
 from workflows import lifecycle, logged_models, tracking
 from workflows.causal_lm import vocabulary as vocabulary_extension
-from workflows.causal_lm.batching import WindowBatches, for_backend
+from workflows.causal_lm.batching import WindowBatches
 from workflows.causal_lm.generator import PYFUNC_PARAMS, SAMPLERS, Generator, Sampling
 from workflows.causal_lm.presets import CATALOG, LMConfig, build_model  # noqa: F401  (API)
 from workflows.cli import LessonCLI, read_texts

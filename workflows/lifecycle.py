@@ -24,7 +24,7 @@ import matplotlib.pyplot as plt
 import mlflow
 
 from data_prep import cache
-from workflows import distribution, tracking
+from workflows import compilation, distribution, tracking
 from workflows.config import Catalog, ConfigError, apply_overrides, describe
 from workflows.run_logging import (
     add_epoch_metrics,
@@ -114,6 +114,7 @@ def train(lesson, config, data_path=None, work_dir=None, retrain=False, parent_r
     the run folder and the store, and the others return its run id.
     """
     distribution.check(config.distribution)  # before any data is read
+    compilation.use_persistent_cache(work_dir)
     processes = distribution.join_processes(config.distribution)
     data = processes.chief_first(lambda: lesson.load_data(config, data_path, work_dir))
     folder = run_folder(lesson, config, data.fingerprint, work_dir)
@@ -161,18 +162,21 @@ def _train_in(lesson, config, data, folder, retrain, run_tags, after_epoch, plac
             _training_folder(folder, processes) as training_folder:
         if processes.is_chief:
             start_logging(config, plan, data.fingerprint, folder, state, placement)
-        state = fit_resumably(
-            plan.model, lambda epoch: placement.batches(plan.train_batches(epoch)),
-            placement.batches(plan.validation_batches), training_folder, config.epochs,
-            config.patience, config.checkpoint_every_steps, train_examples=plan.train_examples,
-            epoch_metrics=lambda epoch, metrics: add_epoch_metrics(plan, epoch, metrics),
-            on_epoch_end=(lambda epoch, metrics: log_epoch(epoch, metrics, after_epoch))
-            if processes.is_chief else None,
-            verbose=progress_verbosity() if processes.is_chief else 0,
-            time_budget_seconds=plan.time_budget_seconds,
-            keep_epoch_weights=plan.average_last_epochs, agree=processes.chiefs_word)
+        with compilation.Compilations() as compiled:
+            state = fit_resumably(
+                plan.model, lambda epoch: placement.batches(plan.train_batches(epoch)),
+                placement.batches(plan.validation_batches), training_folder, config.epochs,
+                config.patience, config.checkpoint_every_steps,
+                train_examples=plan.train_examples,
+                epoch_metrics=lambda epoch, metrics: add_epoch_metrics(plan, epoch, metrics),
+                on_epoch_end=(lambda epoch, metrics: log_epoch(epoch, metrics, after_epoch))
+                if processes.is_chief else None,
+                verbose=progress_verbosity() if processes.is_chief else 0,
+                time_budget_seconds=plan.time_budget_seconds,
+                keep_epoch_weights=plan.average_last_epochs, agree=processes.chiefs_word)
         if processes.is_chief:
             log_training_summary(plan, state)
+            log_compilations(compiled)
         if plan.average_last_epochs > 1:
             choose_averaged_weights(plan, placement, training_folder, state)
         export_and_log_model(plan.export, training_folder.output, log=processes.is_chief)
@@ -185,6 +189,21 @@ def _train_in(lesson, config, data, folder, retrain, run_tags, after_epoch, plac
           f"{state.best_epoch}, {state.train_seconds / 60:.1f} training minutes; model in "
           f"{folder / plan.export.artifact}")
     return state.run_id
+
+
+def log_compilations(compiled):
+    """What XLA compiled for this session's `fit` calls (JAX): train and test steps, and
+    the seconds spent compiling or loading them from the persistent cache."""
+    if not compiled.counts:
+        return
+    metrics = {"train_step_programs": compiled.of("jit(train_step)"),
+               "test_step_programs": compiled.of("jit(test_step)"),
+               "compile_seconds": compiled.seconds,
+               "compile_cache_hits": sum(compiled.cache_hits.values())}
+    mlflow.log_metrics(metrics)
+    print(f"Compiled {metrics['train_step_programs']} train step and "
+          f"{metrics['test_step_programs']} test step programs in {compiled.seconds:.1f} s "
+          f"({metrics['compile_cache_hits']} from the compilation cache)")
 
 
 def _starting_state(folder, retrain, processes):

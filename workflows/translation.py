@@ -34,17 +34,20 @@ from pathlib import Path
 import numpy as np
 
 from data_prep import cache, spa_eng
+from data_prep.batches import for_backend
 from data_prep.progress import Progress
 from data_prep.runtime import run_main
 from layers import MaskedCrossentropy
 from workflows import figures, lifecycle, logged_models, tracking
 from workflows.cli import LessonCLI, read_texts
 from workflows.config import ConfigError
-from workflows.seq2seq.batching import PairBatches, for_backend, truncate
+from workflows.seq2seq.batching import PairBatches, truncate
 from workflows.seq2seq.metrics import bleu_scores
 from workflows.seq2seq.presets import (  # noqa: F401  the lesson's API: make_config & co
+    BATCH_TOKENS_HELP,
     CATALOG,
     TranslationConfig,
+    batch_plan,
     build_model,
     make_config,
 )
@@ -110,8 +113,7 @@ class TranslationData:
         source = truncate(source[:limit], config.sequence_length)
         target = truncate(target[:limit], config.sequence_length + 1, keep_last=True)
         seed = None if epoch is None else config.seed + epoch
-        return PairBatches(source, target, config.batch_size, seed,
-                           fixed_length=None if config.bucketing else config.sequence_length)
+        return PairBatches(source, target, batch_plan(config), seed)
 
 
 def load_data(config, spa_eng_path=None, work_dir=None):
@@ -357,7 +359,8 @@ CLI = LessonCLI(LESSON, "workflows.translation", __doc__.split("\n")[0], spa_eng
                 shortcuts={"direction": "en-es (default) or es-en: the source and target "
                                         "languages",
                            "attention": "gru_seq2seq: add additive (Bahdanau) attention",
-                           "epochs": None, "max_train_minutes": "stop before an epoch that "
+                           "epochs": None, "batch_tokens": BATCH_TOKENS_HELP,
+                           "max_train_minutes": "stop before an epoch that "
                                                                 "would end past this budget",
                            "average_epochs": "checkpoint averaging: export the mean of the "
                                              "last N epochs' weights if its val loss is lower"},

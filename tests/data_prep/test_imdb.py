@@ -3,6 +3,8 @@ import numpy as np
 import pytest
 
 from data_prep import cache, imdb
+from data_prep.batches import LabelledBatches
+from data_prep.buckets import BucketPlan
 from layers import RNNClassifier
 from tests.data_prep.fixtures import write_imdb_folder, write_tar_gz
 
@@ -60,7 +62,7 @@ def test_non_utf8_files_are_skipped_with_a_count(tmp_path):
     assert skipped == 1 and len(texts) == len(labels) == 6
 
 
-def test_bucketing_changes_only_batch_order(archive):
+def test_bucketing_changes_only_batch_order_and_shapes(archive):
     prepared = imdb.prepare(archive, SETTINGS, verbose=False)
     ids, labels = prepared.token_ids("test"), np.arange(20)  # labels = example index
     ids = ids.copy()
@@ -68,15 +70,17 @@ def test_bucketing_changes_only_batch_order(archive):
     inputs = keras.Input(shape=(None,), dtype="int32")
     x = keras.layers.Embedding(60, 4, mask_zero=True)(inputs)
     model = keras.Model(inputs, RNNClassifier(units=3)(x))
-    padded = {int(i): p for x_, y in imdb.token_dataset(ids, labels, 8)
-              for i, p in zip(y.numpy(), model.predict_on_batch(x_), strict=True)}
-    bucketed_dataset = imdb.token_dataset(ids, labels, 8, bucket_boundaries=[5, 9])
-    batches = list(bucketed_dataset)
-    assert len(batches) == int(bucketed_dataset.cardinality())  # known count, progress bars
-    assert max(x_.shape[1] for x_, _ in batches) <= 12
-    assert min(x_.shape[1] for x_, _ in batches) < 12
-    bucketed = {int(i): p for x_, y in batches
-                for i, p in zip(y.numpy(), model.predict_on_batch(x_), strict=True)}
+    padded = dict(zip(labels, model.predict_on_batch(ids), strict=True))
+    batches = LabelledBatches(ids, labels, BucketPlan((5, ids.shape[1]), rows=8), seed=0)
+    bucketed = {}
+    for index in range(len(batches)):
+        x_, y, weights = batches[index]
+        assert x_.shape in ((8, 5), (8, ids.shape[1]))  # one shape per bucket
+        for i, p, w in zip(y, model.predict_on_batch(x_), weights, strict=True):
+            if w:  # not a top-up row
+                bucketed[int(i)] = p
+    assert {x_.shape for x_, *_ in (batches[i] for i in range(len(batches)))} == {
+        (8, 5), (8, ids.shape[1])}
     assert sorted(bucketed) == list(range(20))
     for index in range(20):
         np.testing.assert_allclose(bucketed[index], padded[index], atol=1e-6)

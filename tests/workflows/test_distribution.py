@@ -204,13 +204,15 @@ def test_data_parallel_on_one_device_compiles_the_train_step_once_per_batch_shap
 def test_batches_are_padded_to_the_device_count_with_zero_weight_rows():
     import numpy as np
 
+    from data_prep.buckets import BucketPlan
     from workflows.distribution import EvenBatches
     from workflows.seq2seq.batching import PairBatches
 
     rows = [np.arange(1, n + 2, dtype="int32") for n in range(5)]
-    inner = PairBatches(rows, rows, batch_size=3)
+    inner = PairBatches(rows, rows, BucketPlan.single(6, 3))  # 5 rows: 3, then 2 + a top-up
     even = EvenBatches(inner, devices=2)
-    assert len(even[1][1]) == len(inner[1][1]) == 2  # 5 rows: batches of 3 and 2
+    assert [len(even[i][1]) for i in range(2)] == [4, 4] and len(inner[1][1]) == 3
+    assert not even[1][2][2:].any()  # the top-up row and the device padding weigh 0
     inputs, labels, weights = even[0]
     assert labels.shape[0] == 4 and not weights[3].any() and not labels[3].any()
     assert (weights[:3] == inner[0][2]).all()

@@ -16,6 +16,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = """
 import numpy as np, keras
+from data_prep.buckets import BucketPlan
 from workflows.causal_lm.generator import Generator, Sampling
 from workflows.causal_lm.models import GPT
 from workflows.seq2seq.batching import PairBatches
@@ -37,7 +38,7 @@ translator = Translator(model, tokenizer, 40, 41, 2)
 for beam in (1, 2):
     translator.generate(source[0][None], beam)  # traced before training
 before = translator.generate(source[0][None], 1)
-model.fit(PairBatches(source, target, 16, 0), epochs=10, verbose=0)
+model.fit(PairBatches(source, target, BucketPlan.single(40, 16), 0), epochs=10, verbose=0)
 fresh = Translator(model, tokenizer, 40, 41, 2)
 for beam in (1, 2):
     assert (translator.generate(source[0][None], beam) == fresh.generate(

@@ -10,6 +10,7 @@ import keras_hub
 import numpy as np
 import pytest
 
+from data_prep.buckets import BucketPlan
 from tests.data_prep.fixtures import generated_spa_lines, write_spa_eng_zip
 from tests.workflows.serving import post, served
 from workflows import serve_model
@@ -20,7 +21,8 @@ from workflows.seq2seq.models import PAD_ID
 from workflows.seq2seq.tokenization import normalize, tidy
 
 TINY_TRANSFORMER = ["--epochs", "2", "--set", "embed_dim=16", "--set", "dense_dim=32",
-                    "--set", "num_heads=2", "--set", "batch_size=16", "--set", "bleu_sentences=8",
+                    "--set", "num_heads=2", "--set", "batch_tokens=256",
+                    "--set", "bleu_sentences=8",
                     "--average-epochs", "2"]
 TINY_GRU = ["--epochs", "2", "--set", "embed_dim=8", "--set", "latent_dim=16",
             "--set", "batch_size=16", "--set", "bleu_sentences=8"]
@@ -260,7 +262,7 @@ def test_score_is_the_log_likelihood_that_the_training_loss_averages(translation
     target = tokenizer.target_ids([t for _, t in pairs])
     assert [tokens for _, tokens in scores] == [len(row) - 1 for row in target]
     inputs, labels, _ = PairBatches(tokenizer.source_ids([s for s, _ in pairs]), target,
-                                    len(pairs))[0]
+                                    BucketPlan.single(40, len(pairs)))[0]
     loss = float(MaskedCrossentropy()(labels, translator.model(inputs, training=False)))
     mean = -sum(total for total, _ in scores) / sum(tokens for _, tokens in scores)
     assert mean == pytest.approx(loss, rel=1e-4)
@@ -306,23 +308,26 @@ def test_normalize_and_tidy():
 
 
 def test_batches_shift_targets_mask_labels_and_bucket_lengths():
-    source = [np.arange(1, n + 1, dtype="int32") for n in (3, 9, 4, 8)]
-    target = [np.asarray([2, *range(5, 5 + n), 3], "int32") for n in (2, 7, 3, 6)]
-    batches = PairBatches(source, target, batch_size=2, seed=0, multiple=4)
-    assert len(batches) == 2
-    lengths = []
+    source = [np.arange(1, n + 1, dtype="int32") for n in (3, 9, 4, 8, 5)]
+    target = [np.asarray([2, *range(5, 5 + n), 3], "int32") for n in (2, 7, 3, 6, 4)]
+    plan = BucketPlan((8, 16), batch_tokens=32, multiple=2)  # batches of 4 x 8 and 2 x 16
+    batches = PairBatches(source, target, plan, seed=0)
+    shapes, seen = [], []
     for index in range(len(batches)):
         inputs, labels, weights = batches[index]
         assert inputs["target"].shape == labels.shape
         assert (inputs["target"][:, 0] == 2).all()
-        assert (weights == (labels != 0)).all()
-        assert inputs["source"].shape[1] % 4 == 0
-        lengths.append(inputs["source"].shape[1])
-    assert sorted(lengths) == [4, 12]  # short pairs together, long pairs together
+        shapes.append(inputs["source"].shape)
+        seen += [int(row) for row in batches.order[index][1] if row >= 0]
+        real = batches.order[index][1] >= 0
+        assert (weights[real] == (labels[real] != 0)).all() and not weights[~real].any()
+    # short pairs in one 4 x 8 batch, long ones in 2 x 16 ones; top-ups weigh nothing
+    assert sorted(shapes) == [(2, 16), (4, 8)] and sorted(seen) == [0, 1, 2, 3, 4]
+    assert batches.target_tokens() == sum(len(t) - 1 for t in target)
     assert len(batches.skip(1)) == 1
-    fixed = PairBatches(source, target, batch_size=4, fixed_length=10)
-    inputs, labels, _ = fixed[0]
-    assert inputs["source"].shape == (4, 10) and labels.shape == (4, 10)
+    fixed = PairBatches(source, target, BucketPlan.single(10, 4))
+    assert [fixed[i][0]["source"].shape for i in range(len(fixed))] == [(4, 10), (4, 10)]
+    assert fixed[0][1].shape == (4, 10)
 
 
 def test_served_translator_answers_strings_and_rejects_bad_payloads(translation_store):
@@ -459,7 +464,7 @@ def test_es_en_direction_end_to_end_and_runs_chosen_by_direction(translation_sto
 def test_one_vocabulary_for_both_languages_shares_the_embeddings(translation_store, capsys):
     joint = ["--set", "tokenization=joint_wordpiece", "--set", "joint_vocabulary_size=300"]
     tiny = ["--epochs", "1", "--set", "embed_dim=16", "--set", "dense_dim=32", "--set",
-            "num_heads=2", "--set", "batch_size=16", "--set", "bleu_sentences=2"]
+            "num_heads=2", "--set", "batch_tokens=256", "--set", "bleu_sentences=2"]
     assert workflow.main(["train", "--preset", "cpu", *tiny, *joint, "--set",
                           "share_embeddings=true"]) == 0
     run, translator = workflow.load_run_translator()

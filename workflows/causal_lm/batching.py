@@ -5,11 +5,13 @@ import numpy as np
 
 
 class WindowBatches(keras.utils.PyDataset):
-    """Batches of `(ids[:-1], ids[1:])` windows of `length + 1` tokens from `stream`.
+    """Batches of `(ids[:-1], ids[1:], label weights)` windows of `length + 1` tokens from `stream`.
 
     Windows start every `length` tokens (each token is predicted once per pass). With
     a `seed`, `steps` batches of windows are drawn in a seeded order (an epoch of a
     fixed size, however long the corpus); without, every window once, in order.
+    Every batch is `(batch_size, length)`, a short last one topped up with windows of
+    padding (id 0, ignored by the loss): one shape to compile.
     """
 
     def __init__(self, stream, length, batch_size, seed=None, steps=None, starts=None):
@@ -32,8 +34,11 @@ class WindowBatches(keras.utils.PyDataset):
 
     def __getitem__(self, index):
         starts = self.starts[index * self.batch_size:(index + 1) * self.batch_size]
-        windows = np.stack([self.stream[s:s + self.length + 1] for s in starts])
-        return windows[:, :-1], windows[:, 1:]
+        windows = np.zeros((self.batch_size, self.length + 1), self.stream.dtype)
+        for row, start in enumerate(starts):
+            windows[row] = self.stream[start:start + self.length + 1]
+        labels = windows[:, 1:]
+        return windows[:, :-1], labels, (labels != 0).astype("float32")
 
     def skip(self, count):
         """The same batches without the first `count` (resuming mid-epoch)."""
@@ -43,15 +48,3 @@ class WindowBatches(keras.utils.PyDataset):
     @property
     def tokens(self):
         return len(self.starts) * self.length
-
-
-def for_backend(batches):
-    """`WindowBatches` as a prefetched `tf.data` pipeline on TensorFlow, as they are else."""
-    if keras.backend.backend() != "tensorflow":
-        return batches
-    import tensorflow as tf  # only on its backend: the JAX path runs where TF is absent
-
-    spec = tf.TensorSpec((None, batches.length), tf.int32)
-    dataset = tf.data.Dataset.from_generator(
-        lambda: (batches[i] for i in range(len(batches))), output_signature=(spec, spec))
-    return dataset.apply(tf.data.experimental.assert_cardinality(len(batches))).prefetch(2)

@@ -67,5 +67,5 @@ def build_model(config, vocabulary_size, source=None):
     schedule = WarmupLinearDecay(config.learning_rate, config.warmup_steps, total,
                                  end_learning_rate=config.learning_rate / 10)
     model.compile(optimizer=keras.optimizers.AdamW(schedule, weight_decay=0.01),
-                  loss=MaskedCrossentropy(), metrics=["accuracy"])
+                  loss=MaskedCrossentropy(), weighted_metrics=["accuracy"])
     return model

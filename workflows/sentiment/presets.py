@@ -1,7 +1,7 @@
 """Sentiment model configs, the model catalog and the compiled models.
 
 Free of MLflow and TensorFlow, so the same configs train from the prepared token ids
-on any backend (`benchmarks/gpu_training.py` runs the BiLSTM on a GPU).
+on any backend (a GPU machine with JAX and no TensorFlow included).
 """
 
 from dataclasses import dataclass
@@ -121,6 +121,9 @@ class RNNConfig(TrainConfig):
     num_layers: int = option(1, at_least=1)
     dropout: float = option(0.5, at_least=0, below=1)
     bucketing: bool = True  # batch reviews of similar length (same results, faster)
+    # with bucketing: padded tokens per batch (a batch of length L: batch_tokens // L
+    # reviews); None: batch_size reviews in every batch
+    batch_tokens: int | None = option(None, at_least=8, applies=lambda c: c.bucketing)
 
 
 @dataclass(frozen=True)
@@ -154,6 +157,7 @@ class LMClassifierConfig(TrainConfig):
     optimizer: str = option("adam", choices=("adam",))
     learning_rate: float = option(2e-4, above=0)  # peak, after 10% warmup; linear decay
     batch_size: int = option(16, at_least=1)
+    batch_tokens: int | None = option(None, at_least=8)  # as RNNConfig's
     epochs: int = option(3, at_least=1)
     patience: int = option(1, at_least=1)
     vocabulary_size: int = option(5000, at_least=16)
@@ -199,7 +203,9 @@ def build_model(config, vocabulary_size, prior=None, steps_per_epoch=None):
     model = builders[type(config)](config, vocabulary_size, prior)
     optimizer = keras.optimizers.get({"class_name": config.optimizer,
                                       "config": {"learning_rate": config.learning_rate}})
-    model.compile(optimizer=optimizer, loss="binary_crossentropy", metrics=["accuracy"])
+    # weighted: the rows that top up a batch to its fixed shape weigh 0
+    model.compile(optimizer=optimizer, loss="binary_crossentropy",
+                  weighted_metrics=["accuracy"])
     return model
 
 
@@ -220,7 +226,7 @@ def lm_classifier_model(config, pretrained_gpt, steps_per_epoch):
     total = max(config.epochs * steps_per_epoch, 2)
     schedule = WarmupLinearDecay(config.learning_rate, max(total // 10, 1), total)
     model.compile(optimizer=LayerwiseAdam(schedule, groups=groups), loss="binary_crossentropy",
-                  metrics=["accuracy"])
+                  weighted_metrics=["accuracy"])
     return model
 
 

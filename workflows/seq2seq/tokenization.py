@@ -102,7 +102,10 @@ class Tokenizer:
         if side == "target":
             sentences = [mark_target(sentence) for sentence in sentences]
         vectorizer = source if side == "source" else target
-        ids = np.asarray(vectorizer(np.asarray(sentences, dtype=object)), "int32")
+        # TensorFlow strings: on other backends Keras reads a NumPy array as ASCII bytes
+        import tensorflow as tf  # the word vectorizers are TensorFlow layers anyway
+
+        ids = np.asarray(vectorizer(tf.constant(list(sentences), tf.string)), "int32")
         return [row[row != 0] for row in ids]
 
     def _wordpiece_ids(self, sentences, side):

@@ -15,6 +15,7 @@ import keras
 import numpy as np
 
 import layers  # noqa: F401  registers the layers and the loss a saved model uses
+from data_prep.buckets import BucketPlan, boundaries_up_to
 from data_prep.padding import pad_rows
 from data_prep.runtime import compiled
 from workflows.seq2seq import legacy
@@ -25,9 +26,12 @@ from workflows.seq2seq.tokenization import Tokenizer
 
 SETTINGS_FILE = "translator.json"
 MAX_BEAM_WIDTH = 64  # wider beams cost time for no gain on sentences this short
-# Source batches are padded to a multiple of this: few shapes for a compiler (XLA) to
-# trace, and padding is masked, so translations are unchanged.
-LENGTH_MULTIPLE = 8
+# Decoding compiles one program per input shape (minutes on a GPU for a large model), so
+# sources are padded to one of two lengths (this one, or the longest) and batches topped
+# up to `SMALL_BATCH` or the translator's batch size: four shapes per decoding mode. The
+# padding is masked, so translations are unchanged.
+SHORT_SOURCE = 16
+SMALL_BATCH = 8
 # the logged model's params; beam width 0: the translator's own; n_best 0: one translation;
 # score: inputs are "source<TAB>target" pairs to score
 PYFUNC_PARAMS = {"beam_width": 0, "length_penalty": 0.0, "n_best": 0, "score": False}
@@ -99,13 +103,16 @@ class Translator:
                                                       self.max_source_length)]
         target = truncate(self.tokenizer.target_ids(list(targets)), self.max_output_length,
                           keep_last=True)
-        batches = PairBatches(source, target, self.batch_size)
+        plan = BucketPlan(boundaries_up_to(self.max_source_length),
+                          self.batch_size * SHORT_SOURCE)
+        batches = PairBatches(source, target, plan)
         scores = [None] * len(source)
-        for index, rows in enumerate(batches.order):
+        for index, (_, rows) in enumerate(batches.order):
             inputs, labels, weights = batches[index]
             for row, pair in zip(rows, self._token_log_probs(inputs, labels, weights),
                                  strict=True):
-                scores[row] = pair
+                if row >= 0:  # not a top-up row
+                    scores[row] = pair
         return scores
 
     def _token_log_probs(self, inputs, labels, weights):
@@ -155,18 +162,25 @@ class Translator:
         return self._in_batches(source, decode)
 
     def _in_batches(self, source, decode):
-        """`decode(padded ids)` over batches of sentences of similar length, in order."""
+        """`decode(padded ids)` over batches of sentences of similar length, in order,
+        each in one of the few fixed shapes of `decoding_shape`."""
         source = truncate(source, self.max_source_length)
         outputs = [None] * len(source)
         order = np.argsort([len(row) for row in source], kind="stable")
         for start in range(0, len(order), self.batch_size):
             rows = order[start:start + self.batch_size]
             batch = [non_empty(source[i]) for i in rows]
-            length = min(-(-max(map(len, batch)) // LENGTH_MULTIPLE) * LENGTH_MULTIPLE,
-                         self.max_source_length)
-            for row, output in zip(rows, decode(pad_rows(batch, length)), strict=True):
+            size, length = self.decoding_shape(len(batch), max(map(len, batch)))
+            batch += [batch[0][:1]] * (size - len(batch))  # top-up rows, decoded and dropped
+            for row, output in zip(rows, decode(pad_rows(batch, length)), strict=False):
                 outputs[row] = output
         return outputs
+
+    def decoding_shape(self, rows, longest):
+        """`(batch, source length)` for `rows` sentences of up to `longest` tokens."""
+        length = min(SHORT_SOURCE, self.max_source_length) if longest <= SHORT_SOURCE \
+            else self.max_source_length
+        return (SMALL_BATCH if rows <= SMALL_BATCH else self.batch_size), length
 
     def generate(self, source_ids, beam_width=None):
         """Output token ids for a padded `(batch, length)` id array (compiled per beam width)."""
@@ -174,7 +188,8 @@ class Translator:
         if beam_width not in self._generate:
             self._generate[beam_width] = compiled(
                 lambda source: self.decoder.generate(source, self.max_output_length, beam_width),
-                self.model, tf_signature=[((None, None), "int32")])  # one graph, any shape
+                self.model, tf_signature=[((None, None), "int32")],  # one graph, any shape
+                name=f"decode_beam{beam_width}")
         return keras.ops.convert_to_numpy(self._generate[beam_width](source_ids))
 
     def generate_all_beams(self, source_ids, beam_width):
@@ -184,7 +199,8 @@ class Translator:
             self._generate[key] = compiled(
                 lambda source: self.decoder.generate_all_beams(source, self.max_output_length,
                                                                beam_width),
-                self.model, tf_signature=[((None, None), "int32")])
+                self.model, tf_signature=[((None, None), "int32")],
+                name=f"decode_all_beams{beam_width}")
         tokens, log_probs = self._generate[key](source_ids)
         return keras.ops.convert_to_numpy(tokens), keras.ops.convert_to_numpy(log_probs)
 
@@ -197,7 +213,9 @@ class Translator:
         """
         tokenizer = self.tokenizer
         source = np.asarray(tokenizer.source_ids([sentence])[0][:self.max_source_length])[None]
-        output = self.generate(source, beam_width=1)[0]
+        output = self.generate(pad_rows(np.repeat(source, SMALL_BATCH, axis=0),
+                                        self.decoding_shape(1, source.shape[1])[1]),
+                               beam_width=1)[0]
         length = int(np.argmax(output == tokenizer.end_id)) or len(output) - 1
         weights = self.model.attention_weights(source, output[None, :length])
         return ([tokenizer.source_vocabulary[i] for i in source[0]],

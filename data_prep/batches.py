@@ -1,0 +1,92 @@
+"""Bucketed batches of fixed shapes for `fit`, `evaluate` and `predict`, on any backend.
+
+`BucketedBatches` turns a `data_prep.buckets.BucketPlan` into a Keras `PyDataset`:
+a lesson says how one batch of rows is padded (`make`), and gets batches whose
+shapes come from the plan's few fixed shapes, resumable with `skip`. On TensorFlow,
+`for_backend` wraps them in a prefetched `tf.data` pipeline whose unknown sizes keep
+`tf.function` to one trace.
+"""
+
+import keras
+import numpy as np
+
+from data_prep.buckets import EMPTY
+
+
+class BucketedBatches(keras.utils.PyDataset):
+    """Batches `make(bucket, row indices)` in the order `plan.batches(lengths, seed)`.
+
+    Subclasses set `self.plan` and implement `make`; `order` (a list of
+    `(bucket, indices)`) replaces the plan's order (resuming, a subset).
+    """
+
+    def __init__(self, plan, lengths, seed=None, order=None):
+        super().__init__()
+        self.plan, self.seed = plan, seed
+        self.order = plan.batches(lengths, seed) if order is None else order
+
+    def __len__(self):
+        return len(self.order)
+
+    def __getitem__(self, index):
+        bucket, rows = self.order[index]
+        return self.make(bucket, rows)
+
+    def make(self, bucket, rows):
+        raise NotImplementedError
+
+    def with_order(self, order):
+        """The same rows, batched as `order` says."""
+        raise NotImplementedError
+
+    def skip(self, count):
+        """The same batches without the first `count` (resuming mid-epoch)."""
+        return self.with_order(self.order[count:])
+
+    def rows(self):
+        """Every real row index, in batch order (top-up rows left out)."""
+        indices = [rows[rows != EMPTY] for _, rows in self.order]
+        return np.concatenate(indices) if indices else np.zeros(0, "int64")
+
+    @property
+    def shapes(self):
+        """The distinct input shapes these batches reach a compiler with."""
+        return sorted({self.plan.shapes[bucket] for bucket, _ in self.order})
+
+
+def for_backend(batches):
+    """`batches` as the fastest input of the current backend: a `tf.data` pipeline with
+    unknown sizes on TensorFlow (one trace), the `PyDataset` itself elsewhere."""
+    if keras.backend.backend() != "tensorflow":
+        return batches
+    import tensorflow as tf  # only on its backend: the JAX path runs where TF is absent
+
+    def spec(array):
+        array = np.asarray(array)
+        return tf.TensorSpec((None,) * array.ndim, tf.as_dtype(array.dtype))
+
+    signature = tf.nest.map_structure(spec, batches[0])
+    dataset = tf.data.Dataset.from_generator(
+        lambda: (batches[i] for i in range(len(batches))), output_signature=signature)
+    return dataset.apply(tf.data.experimental.assert_cardinality(len(batches))).prefetch(2)
+
+
+class LabelledBatches(BucketedBatches):
+    """`(ids, labels, weights)` batches of 0-padded id rows with one label each (a review
+    and its sentiment): rows cut to their bucket's length, top-up rows repeating the
+    batch's first row with weight 0. Compile the model with `weighted_metrics` so
+    the top-up rows count in no metric."""
+
+    def __init__(self, ids, labels, plan, seed=None, order=None):
+        self.ids, self.labels = np.asarray(ids), np.asarray(labels)
+        lengths = np.maximum((self.ids != 0).sum(axis=1), 1)
+        super().__init__(plan, lengths, seed, order)
+
+    def make(self, bucket, rows):
+        real = rows != EMPTY
+        rows = np.where(real, rows, rows[0])
+        return (self.ids[rows, :self.plan.boundaries[bucket]], self.labels[rows],
+                real.astype("float32"))
+
+    def with_order(self, order):
+        return LabelledBatches(self.ids, self.labels, self.plan, order=order)

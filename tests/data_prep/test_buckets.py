@@ -1,0 +1,53 @@
+import numpy as np
+import pytest
+
+from data_prep.buckets import EMPTY, BucketPlan, boundaries_up_to
+
+
+def test_boundaries_end_at_the_longest_length():
+    assert boundaries_up_to(40) == (8, 16, 24, 32, 40)
+    assert boundaries_up_to(8) == (8,)
+    assert boundaries_up_to(5) == (5,)
+    assert boundaries_up_to(600)[-3:] == (384, 512, 600)
+
+
+def test_batch_sizes_spend_the_token_budget_in_multiples_of_eight():
+    plan = BucketPlan((8, 16, 24, 40), batch_tokens=2048)
+    assert plan.shapes == [(256, 8), (128, 16), (80, 24), (48, 40)]
+    assert BucketPlan((512,), batch_tokens=100).shapes == [(8, 512)]  # never below `multiple`
+    assert BucketPlan.single(20, 64).shapes == [(64, 20)]
+    with pytest.raises(ValueError):
+        BucketPlan((16, 8), batch_tokens=100)
+
+
+@pytest.mark.parametrize("seed", [None, 3])
+def test_every_row_once_in_one_fixed_shape_per_bucket(seed):
+    lengths = np.random.default_rng(0).integers(1, 60, size=1000)  # 59 distinct lengths
+    plan = BucketPlan((8, 16, 32, 50), batch_tokens=512)
+    batches = plan.batches(lengths, seed)
+    rows = np.concatenate([indices for _, indices in batches])
+    assert sorted(rows[rows != EMPTY]) == list(range(1000))
+    assert {(len(indices), plan.boundaries[bucket]) for bucket, indices in batches} \
+        <= set(plan.shapes)
+    for bucket, indices in batches:  # each row fits its bucket (the longest are cut)
+        real = indices[indices != EMPTY]
+        assert (np.minimum(lengths[real], 50) <= plan.boundaries[bucket]).all()
+        if bucket:
+            assert (lengths[real] > plan.boundaries[bucket - 1]).all()
+    # top-up rows only end a bucket: at most one partly filled batch per bucket
+    assert sum((indices == EMPTY).any() for _, indices in batches) <= len(plan.boundaries)
+
+
+def test_seeded_orders_repeat_and_differ_by_seed():
+    lengths = np.arange(1, 200) % 40 + 1
+    plan = BucketPlan((8, 16, 40), batch_tokens=128)
+    first, again, other = (plan.batches(lengths, seed) for seed in (1, 1, 2))
+    flat = [np.concatenate([rows for _, rows in order]) for order in (first, again, other)]
+    assert (flat[0] == flat[1]).all() and not (flat[0] == flat[2]).all()
+
+
+def test_padding_share_counts_bucket_and_top_up_padding():
+    plan = BucketPlan((4, 8), batch_tokens=16, multiple=1)  # 4 x 4 and 2 x 8
+    assert plan.padding_share([4, 4, 4, 4]) == 0.0
+    assert plan.padding_share([2, 2, 2, 2]) == 0.5
+    assert plan.padding_share([8]) == 0.5  # one row of a batch of two

@@ -1,0 +1,115 @@
+"""Compile once per machine: JAX's persistent compilation cache, and a count of compilations.
+
+XLA compiles one program per function and input shape; for a large translator on a
+GPU that is half a minute each. `use_persistent_cache` keeps the programs in the work
+folder (`compiled/jax/`), so a resumed run, a second run of a preset, `evaluate` and
+serving load them instead of compiling again. TensorFlow offers no such cache for
+`tf.function` graphs: it traces once per process (seconds), which the fixed batch
+shapes keep to one trace per function.
+
+`Compilations` counts what XLA compiled while it is open (JAX), by function name, with
+the seconds spent and how many came from the persistent cache: the figures a run logs
+and the tests bound.
+"""
+
+import collections
+import os
+import threading
+
+from data_prep import cache
+
+CACHE_ENV = "NLPKIT_COMPILATION_CACHE"  # "0": compile without the persistent cache
+_open_counters = []
+_lock = threading.Lock()
+_listening = False
+
+
+def backend():
+    import keras  # lazily: imported by commands that may not need Keras at all
+
+    return keras.backend.backend()
+
+
+def use_persistent_cache(work_dir=None):
+    """On JAX, keeps compiled programs under the work folder; returns that folder (None
+    on other backends, or with `NLPKIT_COMPILATION_CACHE=0`)."""
+    if backend() != "jax" or os.environ.get(CACHE_ENV) == "0":
+        return None
+    import jax
+
+    folder = cache.work_dir(work_dir) / "compiled" / "jax"
+    folder.mkdir(parents=True, exist_ok=True)
+    jax.config.update("jax_compilation_cache_dir", str(folder))
+    # every program, however quick to compile: the decoding steps of a small model too
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    return folder
+
+
+class Compilations:
+    """While open, the XLA compilations of this process (JAX; nothing elsewhere).
+
+    `counts[name]` is how many programs `name` (e.g. `"jit(train_step)"`) was compiled
+    into or loaded from the persistent cache as; `cache_hits[name]` how many of those
+    were loaded; `seconds` the time spent compiling or loading.
+    """
+
+    def __init__(self):
+        self.counts = collections.Counter()
+        self.cache_hits = collections.Counter()
+        self.seconds = 0.0
+        self._hit_pending = False
+
+    def __enter__(self):
+        if backend() == "jax":
+            _listen()
+            with _lock:
+                _open_counters.append(self)
+        return self
+
+    def __exit__(self, *exc):
+        with _lock:
+            if self in _open_counters:
+                _open_counters.remove(self)
+
+    def of(self, prefix):
+        """Programs compiled or loaded for functions whose name starts with `prefix`."""
+        return sum(count for name, count in self.counts.items() if name.startswith(prefix))
+
+    def compiled(self, prefix=""):
+        """Programs really compiled (not loaded from the cache) for `prefix`."""
+        return self.of(prefix) - sum(count for name, count in self.cache_hits.items()
+                                     if name.startswith(prefix))
+
+    def _on_event(self, event):
+        if event == "/jax/compilation_cache/cache_hits":
+            self._hit_pending = True
+
+    def _on_compile(self, name, seconds):
+        self.counts[name] += 1
+        self.seconds += seconds
+        if self._hit_pending:
+            self.cache_hits[name] += 1
+            self._hit_pending = False
+
+
+def _listen():
+    """Registers JAX's monitoring listeners once per process."""
+    global _listening
+    with _lock:
+        if _listening:
+            return
+        _listening = True
+    from jax import monitoring
+
+    def on_event(event, **_):
+        for counter in list(_open_counters):
+            counter._on_event(event)
+
+    def on_duration(event, seconds, **kwargs):
+        if event == "/jax/core/compile/backend_compile_duration":
+            for counter in list(_open_counters):
+                counter._on_compile(kwargs.get("fun_name", "?"), seconds)
+
+    monitoring.register_event_listener(on_event)
+    monitoring.register_event_duration_secs_listener(on_duration)
