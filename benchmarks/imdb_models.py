@@ -5,8 +5,8 @@ from that model's defaults), its newest run that has test metrics
 (`python -m workflows.imdb_sentiment evaluate --run-id ...`): test accuracy,
 ROC AUC and macro F1 on all 25,000 test reviews, training minutes (an ensemble: its
 members' sum), test reviews scored per second, and accuracy on the short
-out-of-domain reviews of `--texts` (scored here when a run lacks it). GPU figures come
-from `benchmarks/results/gpu_imdb_lm_classifier.json`. Rows of an earlier results file
+out-of-domain reviews of `--texts` (scored here when a run lacks it). Rows of an
+earlier results file
 whose runs are not in this store (measured on another machine or store) are kept, each
 with the machine it was measured on.
 
@@ -126,23 +126,6 @@ def measured_on(row):
     return machine.get("device") or machine.get("cpu", "-")
 
 
-def gpu_rows():
-    path = RESULTS / "gpu_imdb_lm_classifier.json"
-    if not path.exists():
-        return {}
-    results = json.loads(path.read_text())
-    rows = {}
-    for name in ("pretrained_epochs_3", "pretrained_epochs_5_stopped_after_4", "scratch_epochs_3"):
-        run = results.get(name)
-        if run:
-            rows[f"lm_classifier (GPU, {name})"] = {
-                "machine": run["machine"], "test_accuracy": run["test_accuracy"],
-                "test_roc_auc": run["test_roc_auc"],
-                "train_minutes": run["train_minutes"] + run["language_model"]["train_minutes"],
-                "test_reviews_per_second": run["test_reviews_per_second"]}
-    return rows
-
-
 def markdown(rows):
     lines = ["| model | test accuracy | ROC AUC | macro F1 | train min | reviews/s | "
              "short reviews acc. | measured on |", "|---|---|---|---|---|---|---|---|"]
@@ -168,7 +151,7 @@ def main(argv=None):
 
     here = {model: {**row, "machine": machine()} for model, row in
             measured_runs(args.texts).items()}
-    rows = {**earlier_rows(args.output, here), **here, **gpu_rows()}
+    rows = {**earlier_rows(args.output, here), **here}
     write_results({"texts": args.texts, "anchors": ANCHORS, "models": rows}, args.output)
     print(markdown(rows))
 

@@ -32,9 +32,9 @@ def main(argv=None):
     import numpy as np
 
     from data_prep import spa_eng
+    from data_prep.batches import for_backend
     from workflows import distribution
     from workflows import translation as workflow
-    from workflows.seq2seq.batching import for_backend
 
     parser = argparse.ArgumentParser(prog="python benchmarks/scaling.py",
                                      description=__doc__.split("\n")[0])

@@ -4,7 +4,7 @@
 a lesson says how one batch of rows is padded (`make`), and gets batches whose
 shapes come from the plan's few fixed shapes, resumable with `skip`. On TensorFlow,
 `for_backend` wraps them in a prefetched `tf.data` pipeline whose unknown sizes keep
-`tf.function` to one trace.
+`tf.function` to one trace, without the top-up rows.
 """
 
 import keras
@@ -55,8 +55,10 @@ class BucketedBatches(keras.utils.PyDataset):
 
 
 def for_backend(batches):
-    """`batches` as the fastest input of the current backend: a `tf.data` pipeline with
-    unknown sizes on TensorFlow (one trace), the `PyDataset` itself elsewhere."""
+    """`batches` as the fastest input of the current backend: on TensorFlow a `tf.data`
+    pipeline with unknown sizes (one trace) and without the top-up rows (a replica of
+    `MirroredStrategy` given only top-up rows would average its loss in as 0); the
+    `PyDataset` itself elsewhere."""
     if keras.backend.backend() != "tensorflow":
         return batches
     import tensorflow as tf  # only on its backend: the JAX path runs where TF is absent
@@ -67,14 +69,25 @@ def for_backend(batches):
 
     signature = tf.nest.map_structure(spec, batches[0])
     dataset = tf.data.Dataset.from_generator(
-        lambda: (batches[i] for i in range(len(batches))), output_signature=signature)
+        lambda: (real_rows(batches, i) for i in range(len(batches))),
+        output_signature=signature)
     return dataset.apply(tf.data.experimental.assert_cardinality(len(batches))).prefetch(2)
+
+
+def real_rows(batches, index):
+    """Batch `index` without its top-up rows (as it is if `batches` has none)."""
+    batch = batches[index]
+    order = getattr(batches, "order", None)
+    if order is None:
+        return batch
+    real = order[index][1] != EMPTY
+    return keras.tree.map_structure(lambda array: np.asarray(array)[real], batch)
 
 
 class LabelledBatches(BucketedBatches):
     """`(ids, labels, weights)` batches of 0-padded id rows with one label each (a review
-    and its sentiment): rows cut to their bucket's length, top-up rows repeating the
-    batch's first row with weight 0. Compile the model with `weighted_metrics` so
+    and its sentiment): rows cut to their bucket's length, top-up rows repeating a
+    real row of the batch with weight 0. Compile the model with `weighted_metrics` so
     the top-up rows count in no metric."""
 
     def __init__(self, ids, labels, plan, seed=None, order=None):
@@ -84,7 +97,7 @@ class LabelledBatches(BucketedBatches):
 
     def make(self, bucket, rows):
         real = rows != EMPTY
-        rows = np.where(real, rows, rows[0])
+        rows = np.where(real, rows, rows[real][0])
         return (self.ids[rows, :self.plan.boundaries[bucket]], self.labels[rows],
                 real.astype("float32"))
 

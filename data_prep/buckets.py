@@ -6,9 +6,10 @@ input shape, so batches padded to their own longest row compile a step per batch
 whose fixed boundary holds it, and a bucket's batches hold `batch_tokens // boundary`
 rows (as fairseq's `--max-tokens`: short sentences travel in large batches, long ones
 in small, and every batch costs about the same), or a fixed number of `rows`. The
-last batch of each bucket is
-topped up with empty rows (index -1), so a whole epoch uses exactly one shape per
-bucket. Pure NumPy: the batches a lesson builds from it run on any backend.
+last batch of each bucket is filled with other rows of the bucket (training) or
+topped up with empty rows (index -1, spread among the real ones; evaluation), so a
+whole epoch uses exactly one shape per bucket. Pure NumPy: the
+batches a lesson builds from it run on any backend.
 """
 
 from dataclasses import dataclass
@@ -72,9 +73,14 @@ class BucketPlan:
         return np.minimum(buckets, len(self.boundaries) - 1)
 
     def batches(self, lengths, seed=None):
-        """`[(bucket, row indices)]`: every row once, each batch topped up with `EMPTY`
-        to its bucket's size. In order of bucket and row without `seed`; else rows
-        shuffled within their bucket and the batches shuffled, both seeded."""
+        """`[(bucket, row indices)]`, every batch of its bucket's size, every row in one.
+
+        Without `seed` (evaluation): in order of bucket and row, each bucket's last
+        batch topped up with `EMPTY` rows. With `seed` (an epoch of training): rows
+        shuffled within their bucket, the last batch filled with other rows of the
+        bucket drawn at random (seen twice this epoch; `EMPTY` only where the bucket is
+        smaller than a batch), and the batches shuffled.
+        """
         buckets = self.bucket_of(lengths)
         rng = None if seed is None else np.random.default_rng(seed)
         batches = []
@@ -85,8 +91,10 @@ class BucketPlan:
             size = self.batch_size(bucket)
             for start in range(0, len(rows), size):
                 chunk = rows[start:start + size]
-                batches.append((bucket, np.pad(chunk, (0, size - len(chunk)),
-                                               constant_values=EMPTY)))
+                if rng is not None and len(chunk) < size:
+                    others = rows[:start]  # the bucket's rows not in this batch
+                    chunk = np.concatenate([chunk, rng.permutation(others)[:size - len(chunk)]])
+                batches.append((bucket, topped_up(chunk, size)))
         if rng is not None:
             rng.shuffle(batches)
         return batches
@@ -96,6 +104,14 @@ class BucketPlan:
         lengths = np.asarray(lengths)
         padded = sum(len(rows) * self.boundaries[bucket] for bucket, rows in self.batches(lengths))
         return 1.0 - float(np.minimum(lengths, self.boundaries[-1]).sum()) / max(padded, 1)
+
+
+def topped_up(rows, size):
+    """`rows` spread evenly over `size` places, `EMPTY` between them: when devices split
+    a batch into contiguous shards, none gets top-up rows alone."""
+    batch = np.full(size, EMPTY, dtype=np.asarray(rows).dtype if len(rows) else "int64")
+    batch[np.linspace(0, size, len(rows), endpoint=False).astype(int)] = rows
+    return batch
 
 
 def take_rows(rows, indices):

@@ -188,6 +188,10 @@ def _train_in(lesson, config, data, folder, retrain, run_tags, after_epoch, plac
     print(f"Run {state.run_id}: best val_loss {state.best_val_loss:.4f} at epoch "
           f"{state.best_epoch}, {state.train_seconds / 60:.1f} training minutes; model in "
           f"{folder / plan.export.artifact}")
+    if processes.is_chief:
+        experiment = tracking.use_experiment(lesson.experiment)
+        print("In the MLflow UI (python -m workflows.mlflow_ui): "
+              f"{tracking.runs_table_url(experiment.experiment_id, state.run_id)}")
     return state.run_id
 
 

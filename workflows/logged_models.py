@@ -38,7 +38,8 @@ def predict_in_chunks(model, texts, label, chunk_size=2048):
 
 
 def print_where_results_are(lesson, work_dir=None):
+    experiment = tracking.use_experiment(lesson.experiment)
     print(f"\nRun folders: {cache.work_dir(work_dir) / 'runs' / lesson.experiment}\n"
           f"MLflow store: {tracking.tracking_uri()}\n"
-          "Compare the runs in the MLflow UI: python -m workflows.mlflow_ui  "
-          "(then open http://127.0.0.1:5000)")
+          "Compare the runs in the MLflow UI: python -m workflows.mlflow_ui, then open "
+          f"{tracking.runs_table_url(experiment.experiment_id)}")

@@ -3,6 +3,9 @@
     python -m workflows.mlflow_ui                 # http://127.0.0.1:5000
     python -m workflows.mlflow_ui --port 5001
 
+It prints the link of each lesson's runs table (`#/experiments/N/runs`): MLflow 3 opens
+on a GenAI welcome page whose experiment links show no training runs.
+
 Uses `$MLFLOW_TRACKING_URI` when set, else `mlflow/mlflow.db`. Ctrl-C stops the server
 and every worker it started.
 """
@@ -13,6 +16,7 @@ import data_prep.quiet_start  # noqa: F401  first: hides TensorFlow's start-up n
 
 import argparse
 import sys
+from pathlib import Path
 
 from data_prep.runtime import run_main
 from workflows import tracking
@@ -31,11 +35,30 @@ def server_command(host, port, workers=1):
 
 
 def serve(host="127.0.0.1", port=5000, workers=1):
-    """Runs the UI server until Ctrl-C (or SIGTERM)."""
+    """Runs the UI server until Ctrl-C (or SIGTERM); prints the runs table of each
+    experiment in the store."""
     tracking.DEFAULT_STORE_DIR.mkdir(exist_ok=True)
+    ui = f"http://{host}:{port}"
+    tables = "".join(
+        f"\n  {experiment.name}: {tracking.runs_table_url(experiment.experiment_id, ui=ui)}"
+        for experiment in lesson_experiments())
     return run_until_stopped(
         server_command(host, port, workers), "MLflow UI",
-        f"MLflow UI: http://{host}:{port}  (store: {tracking.tracking_uri()}); Ctrl-C to stop")
+        f"MLflow UI: {ui}  (store: {tracking.tracking_uri()}); Ctrl-C to stop"
+        + (f"\nRuns of each lesson:{tables}" if tables else ""))
+
+
+def lesson_experiments():
+    """The experiments of the store that hold runs (none if it does not exist yet)."""
+    import mlflow
+
+    uri = tracking.tracking_uri()
+    if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).exists():
+        return []  # a fresh store: the server creates it
+    mlflow.set_tracking_uri(uri)
+    with tracking.store_lock(uri):
+        return [experiment for experiment in mlflow.search_experiments()
+                if experiment.name != "Default"]
 
 
 def main(argv=None):

@@ -64,6 +64,8 @@ def log_training_summary(plan, state):
         values = [epoch[name] for epoch in timed if name in epoch]
         if values:
             summary[f"mean_{name}"] = float(np.mean(values))
+        if len(values) > 1 and timed[0] is state.history[0]:  # epoch 1 compiled the steps
+            summary[f"steady_{name}"] = float(np.mean(values[1:]))
     mlflow.log_metrics(summary)
     curves = figures.learning_curves(state.history, plan.curves)
     mlflow.log_figure(curves, "learning_curves.png")

@@ -10,12 +10,16 @@ import contextlib
 import csv
 import dataclasses
 import hashlib
+import importlib
 import io
 import logging
 import os
+import shlex
 import shutil
 import subprocess
+import sys
 import tempfile
+import warnings
 from pathlib import Path
 
 import filelock
@@ -46,6 +50,35 @@ def tracking_uri():
     return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{DEFAULT_STORE_DIR / 'mlflow.db'}"
 
 
+UI_ADDRESS = "http://127.0.0.1:5000"  # where `python -m workflows.mlflow_ui` serves
+
+
+def runs_table_url(experiment_id, run_id=None, ui=UI_ADDRESS):
+    """The MLflow UI's page of an experiment's runs (or of one run): MLflow 3 opens on a
+    GenAI overview that lists no training runs, so the kit links to the table."""
+    page = f"{ui}/#/experiments/{experiment_id}/runs"
+    return f"{page}/{run_id}" if run_id else page
+
+
+def quiet_mlflow():
+    """Silences what MLflow says that a user cannot act on: INFO lines as it migrates a
+    store or infers a signature, progress bars in logs, and the warning that the
+    pyfuncs' predictions are typed Any (on purpose: strings, n-best lists, scores)."""
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    for noisy in ("alembic", "mlflow.store.db.utils", "mlflow.models.signature"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    warnings.filterwarnings("ignore", message=".*Any type hint is inferred as AnyType")
+
+
+def existing_experiment(name):
+    """The experiment `name` of the tracking store, or None (nothing is created)."""
+    quiet_mlflow()
+    uri = tracking_uri()
+    mlflow.set_tracking_uri(uri)
+    with store_lock(uri):  # the first client of a SQLite store migrates it
+        return mlflow.get_experiment_by_name(name)
+
+
 def use_experiment(name):
     """Points MLflow at the tracking store and the experiment `name` (created if needed).
 
@@ -53,9 +86,7 @@ def use_experiment(name):
     inter-process lock beside the database: MLflow's schema migration is not safe when
     two processes run it at once, and two creators of one experiment would collide.
     """
-    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
-    for noisy in ("alembic", "mlflow.store.db.utils"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    quiet_mlflow()
     uri = tracking_uri()
     mlflow.set_tracking_uri(uri)
     with store_lock(uri):
@@ -106,10 +137,44 @@ def device_description():
     return f"cpu ({cpu_model()}, {os.cpu_count()} cores)"
 
 
+def accelerator_model():
+    """The first accelerator's model name (e.g. `NVIDIA H100 80GB HBM3`), or None."""
+    backend = keras.backend.backend()
+    if backend == "jax":
+        import jax
+
+        devices = [d for d in jax.devices() if d.platform != "cpu"]
+        return devices[0].device_kind if devices else None
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        gpus = tf.config.list_physical_devices("GPU")
+        return tf.config.experimental.get_device_details(gpus[0]).get("device_name") \
+            if gpus else None
+    return None
+
+
+def command_line():
+    """This process's command, as typed: `python -m workflows.translation train ...`."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    program = f"python -m {spec.name}" if spec else f"python {sys.argv[0]}"
+    return " ".join([program, *map(shlex.quote, sys.argv[1:])])
+
+
+def backend_version():
+    backend = keras.backend.backend()
+    module = {"tensorflow": "tensorflow", "jax": "jax", "torch": "torch"}.get(backend)
+    return importlib.import_module(module).__version__ if module else None
+
+
 def run_tags(dataset_fingerprint, **extra):
-    return {"git_commit": git_commit(), "backend": keras.backend.backend(),
-            "device": device_description(), "dataset_fingerprint": dataset_fingerprint,
-            "keras_version": keras.__version__, **extra}
+    """Where and how a run was made: commit, command line, backend and device."""
+    tags = {"git_commit": git_commit(), "command": command_line(),
+            "backend": keras.backend.backend(), "backend_version": backend_version(),
+            "device": device_description(), "accelerator": accelerator_model(),
+            "dataset_fingerprint": dataset_fingerprint, "keras_version": keras.__version__,
+            **extra}
+    return {key: value for key, value in tags.items() if value is not None}
 
 
 def flat_params(config):
@@ -236,9 +301,10 @@ def find_run(experiment_name, run_id=None, accept=None, wanted=""):
     if run_id is not None and not run_id.strip():
         raise RunNotFoundError("--run-id is empty; give a run id or its first characters, "
                                "as the compare step prints them.")
-    experiment = use_experiment(experiment_name)
-    runs = mlflow.search_runs([experiment.experiment_id], order_by=["attributes.start_time DESC"],
-                              output_format="list")
+    experiment = existing_experiment(experiment_name)
+    runs = [] if experiment is None else mlflow.search_runs(
+        [experiment.experiment_id], order_by=["attributes.start_time DESC"],
+        output_format="list")
     with_model = [run for run in runs if run.data.tags.get("model_logged") == "true"
                   and (accept is None or accept(run))]
     if run_id is None and with_model:
@@ -246,10 +312,13 @@ def find_run(experiment_name, run_id=None, accept=None, wanted=""):
     matches = [run for run in runs if run.info.run_id.startswith(run_id or "\0")]
     if len(matches) == 1:
         return matches[0]
-    what = f"No run matches --run-id {run_id!r}" if run_id else \
-        f"No trained model{' ' + wanted if wanted else ''} yet"
-    raise RunNotFoundError(f"{what} in experiment {experiment_name!r} ({tracking_uri()}); "
-                           f"{len(runs)} run(s) there, listed by the compare step.")
+    if run_id:
+        raise RunNotFoundError(f"No run matches --run-id {run_id!r} in experiment "
+                               f"{experiment_name!r} ({tracking_uri()}); {len(runs)} run(s) "
+                               f"there: python -m workflows.{experiment_name} compare lists them.")
+    raise RunNotFoundError(f"No trained model{' ' + wanted if wanted else ''} yet in "
+                           f"{tracking_uri()}; train one first: python -m "
+                           f"workflows.{experiment_name} train (--help shows the options).")
 
 
 def runs_table(experiment_name, columns, sort_by, ascending=False, filter_string=""):

@@ -165,17 +165,39 @@ def remove_partial_files(folder):
 
 
 class _BatchCheckpoint(keras.callbacks.Callback):
-    """Checkpoints every `every` batches and remembers the last finished batch."""
+    """Checkpoints every `every` batches and remembers the last finished batch; `seconds`
+    is the time its checkpoints took."""
 
     def __init__(self, folder, state, every):
         super().__init__()
         self.folder, self.state, self.every = folder, state, every
-        self.first_step = state.step
+        self.first_step, self.seconds = state.step, 0.0
 
     def on_train_batch_end(self, batch, logs=None):
         self.state.step = self.first_step + batch + 1
         if self.every and self.state.step % self.every == 0:
+            started = time.perf_counter()
             self.folder.checkpoint(self.model, self.state)
+            self.seconds += time.perf_counter() - started
+
+
+class _EpochTimer(keras.callbacks.Callback):
+    """Seconds one `fit` epoch spent on its training batches and on validation."""
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.started, self.training, self.validation = time.perf_counter(), None, 0.0
+
+    def on_test_begin(self, logs=None):
+        self.validation_started = time.perf_counter()
+        if self.training is None:
+            self.training = self.validation_started - self.started
+
+    def on_test_end(self, logs=None):
+        self.validation += time.perf_counter() - self.validation_started
+
+    def on_epoch_end(self, epoch, logs=None):
+        if self.training is None:  # no validation data
+            self.training = time.perf_counter() - self.started
 
 
 def fit_resumably(model, epoch_dataset, validation_data, folder, epochs, patience=2,
@@ -189,7 +211,8 @@ def fit_resumably(model, epoch_dataset, validation_data, folder, epochs, patienc
     (seed the shuffle with the epoch) so a resumed epoch skips exactly what was done.
     Stops after `patience` epochs without a lower validation loss and leaves the
     model with its best weights. `epoch_metrics(epoch, metrics)` may add to an epoch's
-    metrics (plus `epoch_seconds` and `examples_per_second` for uninterrupted epochs)
+    metrics (plus `epoch_seconds`, the training batches' time, and `examples_per_second`
+    for uninterrupted epochs; `validation_seconds`, `checkpoint_seconds`)
     before they are checkpointed with the state; `on_epoch_end(epoch, metrics)` sees
     them after the checkpoint (a crash in between leaves them in `state.history`, to be
     replayed). `callbacks` are passed to every `fit`. With `time_budget_seconds`, no
@@ -216,11 +239,11 @@ def fit_resumably(model, epoch_dataset, validation_data, folder, epochs, patienc
         if resumed_at:
             dataset = dataset.skip(resumed_at)
         started = time.perf_counter()
+        timer, checkpoints = _EpochTimer(), _BatchCheckpoint(folder, state,
+                                                             checkpoint_every_steps)
         try:
             logs = model.fit(dataset, validation_data=validation_data, epochs=1, verbose=verbose,
-                             shuffle=False,
-                             callbacks=[_BatchCheckpoint(folder, state, checkpoint_every_steps),
-                                        *callbacks])
+                             shuffle=False, callbacks=[checkpoints, timer, *callbacks])
         except KeyboardInterrupt:
             state.train_seconds += time.perf_counter() - started
             folder.checkpoint(model, state)
@@ -230,11 +253,15 @@ def fit_resumably(model, epoch_dataset, validation_data, folder, epochs, patienc
         metrics = {name: float(values[-1]) for name, values in logs.history.items()}
         state.train_seconds += time.perf_counter() - started
         if not resumed_at:
-            metrics["epoch_seconds"] = time.perf_counter() - started
+            metrics["epoch_seconds"] = timer.training - checkpoints.seconds
             if train_examples:
                 metrics["examples_per_second"] = train_examples / metrics["epoch_seconds"]
+        metrics.update(validation_seconds=timer.validation,
+                       checkpoint_seconds=checkpoints.seconds)
         if epoch_metrics:
             epoch_metrics(state.epoch, metrics)
+        if not resumed_at:  # the whole epoch, the lesson's own epoch-end work included
+            metrics["epoch_wall_seconds"] = time.perf_counter() - started
         _update_early_stopping(model, folder, state, metrics)
         state.history.append(metrics)
         state.epoch, state.step = state.epoch + 1, 0
@@ -252,7 +279,8 @@ def fit_resumably(model, epoch_dataset, validation_data, folder, epochs, patienc
 def _within_budget(state, budget):
     if budget is None:
         return True
-    durations = [epoch.get("epoch_seconds", 0.0) for epoch in state.history]
+    durations = [epoch.get("epoch_wall_seconds", epoch.get("epoch_seconds", 0.0))
+                 for epoch in state.history]
     # the first epoch includes compiling the steps (minutes for a large model on a GPU)
     slowest = max(durations[1:] or durations, default=0.0)
     if state.train_seconds + slowest <= budget:

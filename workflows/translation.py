@@ -51,7 +51,13 @@ from workflows.seq2seq.presets import (  # noqa: F401  the lesson's API: make_co
     build_model,
     make_config,
 )
-from workflows.seq2seq.tokenization import Tokenizer, load_tokenizer, references, token_arrays
+from workflows.seq2seq.tokenization import (
+    TOKENIZATIONS,
+    Tokenizer,
+    load_tokenizer,
+    references,
+    token_arrays,
+)
 from workflows.seq2seq.translator import MAX_BEAM_WIDTH, PYFUNC_PARAMS, Translator, parse_pair
 
 EXPERIMENT = "translation"
@@ -69,7 +75,7 @@ EXAMPLES = {
 # vocabularies per direction, then token ids (cached).
 
 
-def prepare(spa_eng_path=None, work_dir=None, tokenizations=("word", "wordpiece"),
+def prepare(spa_eng_path=None, work_dir=None, tokenizations=TOKENIZATIONS,
             directions=spa_eng.DIRECTIONS, joint_vocabulary_size=8000):
     """Pairs, splits, vocabularies and cached token ids; prints a summary."""
     started = time.perf_counter()
@@ -365,7 +371,8 @@ CLI = LessonCLI(LESSON, "workflows.translation", __doc__.split("\n")[0], spa_eng
                            "average_epochs": "checkpoint averaging: export the mean of the "
                                              "last N epochs' weights if its val loss is lower"},
                 run_filters=("direction",))
-CLI.step("prepare", "pairs, splits, vocabularies, token ids (both directions, or one)",
+CLI.step("prepare", "pairs, splits, vocabularies, token ids of every tokenization (both "
+         "directions, or one)",
          lambda a: prepare(a.spa_eng_path, a.work_dir,
                            directions=(a.direction,) if a.direction else spa_eng.DIRECTIONS),
          data=True).add_argument("--direction", choices=spa_eng.DIRECTIONS,

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from data_prep.buckets import EMPTY, BucketPlan, boundaries_up_to
+from data_prep.buckets import EMPTY, BucketPlan, boundaries_up_to, topped_up
 
 
 def test_boundaries_end_at_the_longest_length():
@@ -21,21 +21,33 @@ def test_batch_sizes_spend_the_token_budget_in_multiples_of_eight():
 
 
 @pytest.mark.parametrize("seed", [None, 3])
-def test_every_row_once_in_one_fixed_shape_per_bucket(seed):
+def test_every_row_in_one_fixed_shape_per_bucket(seed):
     lengths = np.random.default_rng(0).integers(1, 60, size=1000)  # 59 distinct lengths
     plan = BucketPlan((8, 16, 32, 50), batch_tokens=512)
     batches = plan.batches(lengths, seed)
     rows = np.concatenate([indices for _, indices in batches])
-    assert sorted(rows[rows != EMPTY]) == list(range(1000))
+    real = rows[rows != EMPTY]
+    assert set(real) == set(range(1000))
     assert {(len(indices), plan.boundaries[bucket]) for bucket, indices in batches} \
         <= set(plan.shapes)
     for bucket, indices in batches:  # each row fits its bucket (the longest are cut)
-        real = indices[indices != EMPTY]
-        assert (np.minimum(lengths[real], 50) <= plan.boundaries[bucket]).all()
+        used = indices[indices != EMPTY]
+        assert (np.minimum(lengths[used], 50) <= plan.boundaries[bucket]).all()
         if bucket:
-            assert (lengths[real] > plan.boundaries[bucket - 1]).all()
-    # top-up rows only end a bucket: at most one partly filled batch per bucket
-    assert sum((indices == EMPTY).any() for _, indices in batches) <= len(plan.boundaries)
+            assert (lengths[used] > plan.boundaries[bucket - 1]).all()
+        assert len(set(used)) == len(used)  # no row twice in a batch
+    if seed is None:  # evaluation: each row once, top-ups end at most one batch a bucket
+        assert len(real) == 1000
+        assert sum((indices == EMPTY).any() for _, indices in batches) <= len(plan.boundaries)
+    else:  # training: full batches of real rows, a few seen twice
+        assert EMPTY not in rows and len(real) - 1000 < sum(s for s, _ in plan.shapes)
+
+
+def test_a_bucket_smaller_than_a_batch_is_topped_up_with_empty_rows():
+    plan = BucketPlan((8,), rows=8)
+    ((_, rows),) = plan.batches([3, 4, 5], seed=1)
+    assert sorted(rows[rows != EMPTY]) == [0, 1, 2] and (rows == EMPTY).sum() == 5
+    assert list(topped_up(np.array([7, 9]), 4)) == [7, EMPTY, 9, EMPTY]  # spread out
 
 
 def test_seeded_orders_repeat_and_differ_by_seed():

@@ -19,7 +19,7 @@ def test_layer_suite_on_backend(backend):
     if keras.backend.backend() != "tensorflow":
         pytest.skip("run from the TensorFlow suite only")
     if importlib.util.find_spec(OTHER_BACKENDS[backend]) is None:
-        pytest.skip(f"{backend} is not installed (jax: pip install -r requirements-dev.txt; "
+        pytest.skip(f"{backend} is not installed (jax: pip install -r requirements.txt; "
                     "torch: see the README, On a GPU)")
     # one process (the suite's own workers keep both cores busy): one import of the backend
     run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",

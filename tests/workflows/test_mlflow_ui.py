@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -70,6 +71,16 @@ def headless(url, *flags):
         return subprocess.run(command, capture_output=True, text=True, timeout=180).stdout
 
 
+def printed_link(launcher, prefix):
+    """The link on the launcher's first output line that starts with `prefix`."""
+    for line in launcher.stdout:
+        if line.strip().startswith(prefix):
+            # the server writes to the same pipe: keep it drained
+            threading.Thread(target=launcher.stdout.read, daemon=True).start()
+            return line.strip().removeprefix(prefix)
+    raise AssertionError(f"the launcher printed no {prefix!r} line")
+
+
 @pytest.mark.browser
 @pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium is not installed")
 def test_browser_shows_the_experiment_and_compares_its_runs(store, tmp_path):
@@ -82,7 +93,7 @@ def test_browser_shows_the_experiment_and_compares_its_runs(store, tmp_path):
     assert len(run_ids) == 2
     port = free_port()
     launcher = subprocess.Popen([sys.executable, "-m", "workflows.mlflow_ui", "--port", str(port)],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                 start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -94,8 +105,11 @@ def test_browser_shows_the_experiment_and_compares_its_runs(store, tmp_path):
             except OSError:
                 assert time.monotonic() < deadline, "UI did not start"
                 time.sleep(1)
-        page = headless(f"{url}/#/experiments/{experiment.experiment_id}/runs", "--dump-dom")
+        table = printed_link(launcher, "imdb_sentiment: ")  # the link the launcher prints
+        assert table == f"{url}/#/experiments/{experiment.experiment_id}/runs"
+        page = headless(table, "--dump-dom")
         assert "imdb_sentiment" in page and "bow" in page and "bilstm" in page
+        assert "val_accuracy" in page or "accuracy" in page  # the runs with their metrics
         compare = (f"{url}/#/compare-runs?runs={json.dumps(run_ids)}"
                    f"&experiments={json.dumps([experiment.experiment_id])}")
         page = headless(compare, "--dump-dom")

@@ -1,7 +1,7 @@
 """Language-model configs, presets and the compiled GPT: everything that trains one.
 
 Free of MLflow and TensorFlow, so the same presets train from the prepared token
-streams on any backend (`benchmarks/gpu_training.py` runs them on a GPU with JAX).
+streams on any backend (a GPU machine with JAX alone included).
 """
 
 from dataclasses import dataclass

@@ -31,7 +31,7 @@ class PairBatches(BucketedBatches):
 
     A pair goes to the bucket that holds both its source and its target input
     (`len(target) - 1`); both are padded to the bucket's length. Top-up rows repeat
-    the batch's first pair with labels that weigh 0, so the loss and metrics are
+    a real pair of the batch with labels that weigh 0, so the loss and metrics are
     unchanged (and no row is all padding).
     """
 
@@ -43,7 +43,7 @@ class PairBatches(BucketedBatches):
     def make(self, bucket, rows):
         length = self.plan.boundaries[bucket]
         real = rows != EMPTY
-        rows = np.where(real, rows, rows[0])  # top-up rows: a real pair that weighs 0
+        rows = np.where(real, rows, rows[real][0])  # top-up rows: a real pair that weighs 0
         target = pad_rows(take_rows(self.target, rows), length + 1)
         labels = target[:, 1:]
         weights = (labels != 0) & real[:, None]
