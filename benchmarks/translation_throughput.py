@@ -2,7 +2,7 @@
 
 Each preset (`tutorial` and `cpu` by default) trains on the same `--pairs` training
 pairs, batched its own way (the tutorial: word tokens, batches of 64 padded to 20;
-cpu: WordPiece, length buckets of 8-40 tokens with 2,048-token batches). The presets take turns
+cpu: WordPiece, length buckets every 4 tokens with 1,536-token batches). The presets take turns
 (`--rounds` passes each; one untimed pass first traces the graphs) so machine noise
 hits them alike. Throughput is counted in the same unit for every preset: sentence
 pairs per second and target words per second (the Spanish words of each pair plus

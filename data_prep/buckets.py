@@ -26,6 +26,11 @@ def boundaries_up_to(max_length, ladder=LADDER):
     return tuple(length for length in ladder if length < max_length) + (max_length,)
 
 
+def boundaries_every(width, max_length):
+    """Multiples of `width` below `max_length`, then `max_length`: 16, 40 -> (16, 32, 40)."""
+    return boundaries_up_to(max_length, range(width, max_length, width))
+
+
 @dataclass(frozen=True)
 class BucketPlan:
     """Batch shapes: `(batch_size(b), boundaries[b])` for each bucket `b`.

@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import keras
-import tensorflow as tf
 
 from data_prep import cache, glove, imdb, word2vec
 from data_prep.batches import LabelledBatches, for_backend
@@ -169,6 +168,8 @@ def batches(config, prepared, split, vectorizer=None, epoch=None):
     """The (inputs, label) batches of `split`; shuffled with a per-epoch seed if `epoch`."""
     shuffle, seed = epoch is not None, config.seed + (epoch or 0)
     if isinstance(config, NGRAM_CONFIGS):
+        import tensorflow as tf  # n-gram models vectorize text with TensorFlow's layers
+
         dataset = imdb.text_dataset(*split_texts(config, prepared, split), config.batch_size,
                                     shuffle, seed)
         return dataset.map(lambda text, label: (vectorizer(text), label),

@@ -19,7 +19,7 @@ from workflows.seq2seq.presets import build_model, make_config
 
 TINY = ["--preset", "cpu", "--epochs", "2", "--set", "embed_dim=16", "--set", "dense_dim=32",
         "--set", "num_heads=2", "--set", "encoder_layers=1", "--set", "decoder_layers=1",
-        "--set", "batch_tokens=256", "--set", "bleu_sentences=40",
+        "--set", "batch_tokens=256", "--set", "bucket_width=8", "--set", "bleu_sentences=40",
         "--set", "dtype_policy=float32"]
 STEPS = """
 import json, sys

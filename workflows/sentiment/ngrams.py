@@ -3,7 +3,6 @@
 
 import keras
 import numpy as np
-import tensorflow as tf
 
 from data_prep import imdb
 from data_prep.standardize import separate_review_punctuation, standardize_review
@@ -42,6 +41,8 @@ def split_texts(config, prepared, split):
 
 def class_feature_counts(config, vectorizer, prepared):
     """(negative, positive) counts of each n-gram's presence over the training texts."""
+    import tensorflow as tf  # n-gram vectorizers are TensorFlow layers
+
     counts = 0
     for texts, labels in imdb.text_dataset(*split_texts(config, prepared, "train"), 512):
         one_hot = tf.one_hot(labels, 2, dtype=tf.float32)

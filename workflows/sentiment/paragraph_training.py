@@ -2,8 +2,6 @@
 
 import dataclasses
 
-import tensorflow as tf
-
 from data_prep import paragraph_vectors
 from workflows import lifecycle
 from workflows.sentiment.paragraph_classifier import ParagraphVectorClassifier
@@ -29,6 +27,8 @@ def plan(config, prepared, export):
             prepared, split, settings)
 
     def split_batches(split, epoch=None):
+        import tensorflow as tf  # doc2vec (gensim) runs where TensorFlow does
+
         dataset = tf.data.Dataset.from_tensor_slices((inputs[split], prepared.labels(split)))
         if epoch is not None:
             dataset = dataset.shuffle(len(inputs[split]), seed=config.seed + epoch)

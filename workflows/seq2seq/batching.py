@@ -3,7 +3,7 @@
 import numpy as np
 
 from data_prep.batches import BucketedBatches
-from data_prep.buckets import EMPTY, BucketPlan, boundaries_up_to, take_rows
+from data_prep.buckets import EMPTY, BucketPlan, boundaries_every, take_rows
 from data_prep.padding import pad_rows
 
 
@@ -18,12 +18,13 @@ def truncate(rows, max_length, keep_last=False):
     return cut
 
 
-def pair_plan(max_length, batch_tokens=None, batch_size=None):
-    """Length buckets up to `max_length` with batches from the `batch_tokens` budget, or
-    one `(batch_size, max_length)` shape (the tutorial's fixed-length batches)."""
+def pair_plan(max_length, batch_tokens=None, batch_size=None, bucket_width=8):
+    """Length buckets every `bucket_width` tokens up to `max_length` with batches from
+    the `batch_tokens` budget, or one `(batch_size, max_length)` shape (the tutorial's
+    fixed-length batches)."""
     if batch_tokens is None:
         return BucketPlan.single(max_length, batch_size)
-    return BucketPlan(boundaries_up_to(max_length), batch_tokens)
+    return BucketPlan(boundaries_every(bucket_width, max_length), batch_tokens)
 
 
 class PairBatches(BucketedBatches):

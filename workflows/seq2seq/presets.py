@@ -67,6 +67,9 @@ class TranslationConfig:
     bucketing: bool = False
     batch_size: int = option(64, at_least=1, applies=lambda c: not c.bucketing)
     batch_tokens: int = option(4096, at_least=8, applies=lambda c: c.bucketing)  # see below
+    # bucket lengths: multiples of this up to sequence_length (one train step each):
+    # narrow buckets pad less (a CPU's gain), wide ones compile fewer steps (a GPU's)
+    bucket_width: int = option(8, at_least=1, applies=lambda c: c.bucketing)
     epochs: int = option(30, at_least=1)
     patience: int = option(3, at_least=1)
     max_train_minutes: float | None = option(None, above=0)
@@ -86,14 +89,15 @@ CPU = {"preset": "cpu", "tokenization": "wordpiece", "sequence_length": 40, "emb
        "decoder_layers": 2, "dropout": 0.1, "output_dropout": 0.0, "norm_first": True,
        "tie_embeddings": True, "scale_embeddings": True, "optimizer": "adam",
        "learning_rate": 1.0, "schedule": "noam", "warmup_steps": 2000, "label_smoothing": 0.1,
-       "bucketing": True, "batch_tokens": 2048, "epochs": 40, "patience": 3,
+       "bucketing": True, "batch_tokens": 1536, "bucket_width": 4, "epochs": 40, "patience": 3,
        "max_train_minutes": 60.0, "dtype_policy": "mixed_bfloat16"}
 # fairseq's IWSLT recipe for ~100k-pair corpora (transformer_iwslt_de_en; Sennrich & Zhang
 # 2019): one vocabulary with every embedding shared, a narrow FFN, 4 heads, dropout 0.3,
 # large token batches, and the mean of the last epochs' weights.
 GPU = {**CPU, "preset": "gpu", "tokenization": "joint_wordpiece", "share_embeddings": True,
        "embed_dim": 512, "dense_dim": 1024, "num_heads": 4, "encoder_layers": 6,
-       "decoder_layers": 6, "dropout": 0.3, "batch_tokens": 8192, "warmup_steps": 4000,
+       "decoder_layers": 6, "dropout": 0.3, "batch_tokens": 8192, "bucket_width": 16,
+       "warmup_steps": 4000,
        "max_train_minutes": 12.0, "epochs": 200, "patience": 8, "average_epochs": 5,
        "dtype_policy": "auto"}
 GRU = {"model": "gru_seq2seq", "tokenization": "wordpiece", "sequence_length": 40,
@@ -104,24 +108,26 @@ CATALOG = Catalog({
                     "gpu": TranslationConfig(**GPU)},
     "gru_seq2seq": {
         "tutorial": TranslationConfig(model="gru_seq2seq", epochs=15),
-        "cpu": TranslationConfig(**GRU, preset="cpu", latent_dim=512, batch_tokens=2048,
+        "cpu": TranslationConfig(**GRU, preset="cpu", latent_dim=512, batch_tokens=1536,
+                                 bucket_width=4,
                                  max_train_minutes=60.0),
         "gpu": TranslationConfig(**GRU, preset="gpu", latent_dim=1024, batch_tokens=8192,
+                                 bucket_width=16,
                                  dtype_policy="auto"),
     },
 }, default_preset="tutorial")
 make_config = CATALOG.make
 BATCH_TOKENS_HELP = (
     "with bucketing, the token budget of a batch: pairs are padded to the first of a few "
-    "fixed lengths (8, 16, 24, 32, 48, ... up to sequence_length) that holds them, and a "
-    "batch of length L holds batch_tokens // L pairs (a multiple of 8), so every batch costs "
-    "about the same and a run compiles one train step per length")
+    "fixed lengths (multiples of bucket_width up to sequence_length) that holds them, and "
+    "a batch of length L holds batch_tokens // L pairs (a multiple of 8), so every batch "
+    "costs about the same and a run compiles one train step per length")
 
 
 def batch_plan(config):
     """The fixed batch shapes of a config (see `seq2seq.batching.pair_plan`)."""
     return pair_plan(config.sequence_length, config.batch_tokens if config.bucketing else None,
-                     config.batch_size)
+                     config.batch_size, config.bucket_width)
 
 
 def build_model(config, source_vocab_size, target_vocab_size):
