@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from data_prep.batches import for_backend
-from tests.data_prep.fixtures import generated_spa_lines, write_spa_eng_zip
+from tests.data_prep.fixtures import generated_spa_lines, write_imdb_folder, write_spa_eng_zip
 from tests.workflows.jax_only import run_steps
 from workflows.seq2seq.batching import PairBatches, pair_plan
 from workflows.seq2seq.presets import build_model, make_config
@@ -95,3 +95,41 @@ def test_tensorflow_traces_each_step_once_or_twice_whatever_the_lengths():
         assert len(batches.shapes) == 5  # 39 source lengths, 5 shapes
         model.fit(for_backend(batches), validation_data=for_backend(validation), verbose=0)
     assert 1 <= traces["train"] <= 2 and traces["test"] == 1
+
+
+LM = ["--epochs", "2", "--set", "vocabulary_size=200", "--set", "sequence_length=16",
+      "--set", "embed_dim=16", "--set", "dense_dim=32", "--set", "num_heads=2",
+      "--set", "num_layers=1", "--set", "steps_per_epoch=4", "--set", "batch_size=4",
+      "--set", "validation_windows=8", "--set", "sample_tokens=4", "--set", "warmup_steps=2",
+      "--set", "dtype_policy=float32"]
+LM_STEPS = """
+import json, sys
+from workflows import compilation, imdb_sentiment, language_model
+lm = {lm!r}
+with compilation.Compilations() as compiled:
+    codes = [language_model.main(["train", *lm]), language_model.main(["evaluate"]),
+             language_model.main(["generate", "The film"])]
+    run = language_model.compare(style="csv")[0]["run_id"]
+    codes += [imdb_sentiment.main(["train", "--model", "lm_classifier", "--init-from", run,
+                                   "--epochs", "1", "--set", "batch_size=8",
+                                   "--set", "max_review_tokens=40"]),
+              imdb_sentiment.main(["evaluate"]), imdb_sentiment.main(["predict", "A fine film"])]
+print(json.dumps({{"codes": codes, "tensorflow": "tensorflow" in sys.modules,
+                  "counts": compiled.counts}}))
+"""
+
+
+@pytest.mark.slow
+def test_language_model_and_lm_classifier_run_where_tensorflow_is_absent(tmp_path):
+    imdb = write_imdb_folder(tmp_path / "imdb", reviews_per_class=16, unlabelled=10).parent
+    env = {"NLPKIT_WORK_DIR": str(tmp_path / "work"), "NLPKIT_IMDB_PATH": str(imdb),
+           "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
+    prepare = """
+import json
+from workflows import imdb_sentiment, language_model
+print(json.dumps([imdb_sentiment.main(["prepare"]), language_model.main(["prepare", *{lm!r}])]))
+"""
+    assert run_steps(prepare.format(lm=LM), env, hide_tensorflow=False) == [0, 0]
+    result = run_steps(LM_STEPS.format(lm=LM), env)
+    assert result["codes"] == [0] * 6 and not result["tensorflow"]
+    assert programs(result, "jit(train_step)") == 2  # one window shape; one review bucket
