@@ -15,6 +15,7 @@ and the tests bound.
 import collections
 import os
 import threading
+from pathlib import Path
 
 from data_prep import cache
 
@@ -31,13 +32,15 @@ def backend():
 
 
 def use_persistent_cache(work_dir=None):
-    """On JAX, keeps compiled programs under the work folder; returns that folder (None
-    on other backends, or with `NLPKIT_COMPILATION_CACHE=0`)."""
+    """On JAX, keeps compiled programs under the work folder (or where
+    `JAX_COMPILATION_CACHE_DIR` says); returns that folder (None on other backends, or
+    with `NLPKIT_COMPILATION_CACHE=0`)."""
     if backend() != "jax" or os.environ.get(CACHE_ENV) == "0":
         return None
     import jax
 
-    folder = cache.work_dir(work_dir) / "compiled" / "jax"
+    chosen = jax.config.jax_compilation_cache_dir  # the user's, from the environment
+    folder = Path(chosen) if chosen else cache.work_dir(work_dir) / "compiled" / "jax"
     folder.mkdir(parents=True, exist_ok=True)
     jax.config.update("jax_compilation_cache_dir", str(folder))
     # every program, however quick to compile: the decoding steps of a small model too

@@ -203,8 +203,10 @@ def _to_bool(value):
 
 
 def describe(config):
-    """The config as aligned `field = value` lines, to print before training."""
-    values = dataclasses.asdict(config)
+    """The config as aligned `field = value` lines, to print before training: the fields
+    that apply to it (a GloVe model has no `embed_dim` of its own)."""
+    values = {key: value for key, value in dataclasses.asdict(config).items()
+              if field_applies(config, key)}
     width = max(map(len, values))
     return "\n".join(f"  {key:<{width}} = {value}" for key, value in values.items())
 

@@ -26,10 +26,12 @@ from workflows.seq2seq.tokenization import Tokenizer
 
 SETTINGS_FILE = "translator.json"
 MAX_BEAM_WIDTH = 64  # wider beams cost time for no gain on sentences this short
-# Decoding compiles one program per input shape (minutes on a GPU for a large model), so
-# sources are padded to one of two lengths (this one, or the longest) and batches topped
-# up to `SMALL_BATCH` or the translator's batch size: four shapes per decoding mode. The
-# padding is masked, so translations are unchanged.
+# On JAX, decoding compiles one program per input shape (minutes on a GPU for a large
+# model), so sources are padded to one of two lengths (this one, or the longest) and
+# batches topped up to `SMALL_BATCH` or the translator's batch size: four shapes per
+# decoding mode. TensorFlow's decoding graph takes any shape, so there a batch keeps its
+# own size and length (no wasted rows on a CPU). Padding is masked: translations are
+# the same either way.
 SHORT_SOURCE = 16
 SMALL_BATCH = 8
 # the logged model's params; beam width 0: the translator's own; n_best 0: one translation;
@@ -178,6 +180,8 @@ class Translator:
 
     def decoding_shape(self, rows, longest):
         """`(batch, source length)` for `rows` sentences of up to `longest` tokens."""
+        if keras.backend.backend() != "jax":
+            return rows, longest
         length = min(SHORT_SOURCE, self.max_source_length) if longest <= SHORT_SOURCE \
             else self.max_source_length
         return (SMALL_BATCH if rows <= SMALL_BATCH else self.batch_size), length
@@ -213,8 +217,8 @@ class Translator:
         """
         tokenizer = self.tokenizer
         source = np.asarray(tokenizer.source_ids([sentence])[0][:self.max_source_length])[None]
-        output = self.generate(pad_rows(np.repeat(source, SMALL_BATCH, axis=0),
-                                        self.decoding_shape(1, source.shape[1])[1]),
+        size, length = self.decoding_shape(1, source.shape[1])
+        output = self.generate(pad_rows(np.repeat(source, size, axis=0), length),
                                beam_width=1)[0]
         length = int(np.argmax(output == tokenizer.end_id)) or len(output) - 1
         weights = self.model.attention_weights(source, output[None, :length])
