@@ -38,7 +38,7 @@ def generation_speed(generator, rows, tokens):
     """(figures, cached texts) of greedy generation of `tokens` new tokens after prompt id
     `rows` (one length): cached (the compiled sampling loop) against uncached (the model
     re-run for every token), each compiled before it is timed."""
-    from workflows.causal_lm.generator import Sampling
+    from workflows.causal_lm.sampling import Sampling
 
     sampling = Sampling(max_new_tokens=tokens)
     generator.continue_ids(rows, sampling)

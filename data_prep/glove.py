@@ -18,7 +18,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow.parquet as parquet
-from gensim.models import KeyedVectors
 
 from data_prep.errors import UserError
 from data_prep.runtime import run_main
@@ -116,6 +115,8 @@ def _parse_glove_text(binary_file, source):
 
 
 def _load_gensim(path):
+    from gensim.models import KeyedVectors  # loaded here: `--help` never needs gensim
+
     if path.suffix in (".bin", ".vec"):
         vectors = KeyedVectors.load_word2vec_format(path, binary=path.suffix == ".bin")
     else:

@@ -24,10 +24,11 @@ import keras
 import numpy as np
 
 from data_prep import cache
-from data_prep.runtime import run_main
+from data_prep.runtime import deferred, run_main
 from data_prep.sources import DatasetSource, add_location_arguments, resolve
-from data_prep.standardize import standardize_review
 from data_prep.text import clean_html
+
+standardize = deferred("data_prep.standardize")  # Keras layers: loaded on use
 
 ACL_IMDB = DatasetSource(
     name="aclImdb",
@@ -101,7 +102,7 @@ def make_vectorizer(settings, vocabulary=None):
         max_tokens=settings.max_tokens,
         output_mode="int",
         output_sequence_length=settings.sequence_length,
-        standardize=standardize_review,
+        standardize=standardize.standardize_review,
         vocabulary=vocabulary,
     )
 

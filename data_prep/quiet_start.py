@@ -1,6 +1,7 @@
-"""Imported first by an entry point, before anything imports TensorFlow: hides its
-start-up noise (`runtime.quiet_tensorflow`), so a newcomer's terminal stays readable."""
+"""Imported first by an entry point, before anything imports TensorFlow: the heavy
+libraries load on first use (`runtime.defer_heavy_imports`), so `--help` and a mistyped
+flag answer at once, and TensorFlow's start-up noise stays hidden."""
 
-from data_prep.runtime import quiet_tensorflow
+from data_prep.runtime import defer_heavy_imports
 
-quiet_tensorflow()
+defer_heavy_imports()

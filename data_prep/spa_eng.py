@@ -26,10 +26,11 @@ import keras
 import numpy as np
 
 from data_prep import cache
-from data_prep.runtime import run_main
+from data_prep.runtime import deferred, run_main
 from data_prep.sources import DatasetSource, add_location_arguments, resolve
-from data_prep.standardize import standardize_spanish
 from data_prep.subwords import SPECIAL_TOKENS, learn_wordpiece
+
+standardize = deferred("data_prep.standardize")  # Keras layers: loaded on use
 
 SPA_ENG = DatasetSource(
     name="spa-eng",
@@ -183,12 +184,12 @@ def make_vectorizers(settings, source_vocabulary=None, target_vocabulary=None,
         max_tokens=settings.max_tokens, output_mode="int",
         output_sequence_length=settings.sequence_length, vocabulary=source_vocabulary,
         standardize="lower_and_strip_punctuation" if source_language == "en"
-        else standardize_spanish,
+        else standardize.standardize_spanish,
     )
     target = keras.layers.TextVectorization(
         max_tokens=settings.max_tokens, output_mode="int",
         output_sequence_length=settings.sequence_length + 1,
-        standardize=standardize_spanish, vocabulary=target_vocabulary,
+        standardize=standardize.standardize_spanish, vocabulary=target_vocabulary,
     )
     return source, target
 

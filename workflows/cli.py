@@ -14,16 +14,9 @@ import typing
 from pathlib import Path
 
 from data_prep.errors import run_command
+from data_prep.runtime import deferred
 from data_prep.sources import add_location_arguments
-from workflows import (
-    compilation,
-    distribution,
-    lifecycle,
-    search,
-    search_space,
-    serve_model,
-    tracking,
-)
+from workflows import distribution, search_space, serve_model
 from workflows.config import (
     ConfigError,
     add_config_arguments,
@@ -32,6 +25,12 @@ from workflows.config import (
     parse_sweep,
     search_block,
 )
+
+# loaded when a step runs, never for `--help` or a mistyped flag
+compilation = deferred("workflows.compilation")
+lifecycle = deferred("workflows.lifecycle")
+search = deferred("workflows.search")
+tracking = deferred("workflows.tracking")
 
 
 class LessonCLI:

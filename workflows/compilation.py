@@ -18,6 +18,7 @@ import threading
 from pathlib import Path
 
 from data_prep import cache
+from data_prep.runtime import loaded
 
 CACHE_ENV = "NLPKIT_COMPILATION_CACHE"  # "0": compile without the persistent cache
 _open_counters = []
@@ -25,27 +26,26 @@ _lock = threading.Lock()
 _listening = False
 
 
-def backend():
-    import keras  # lazily: imported by commands that may not need Keras at all
-
-    return keras.backend.backend()
-
-
 def use_persistent_cache(work_dir=None):
-    """On JAX, keeps compiled programs under the work folder (or where
-    `JAX_COMPILATION_CACHE_DIR` says); returns that folder (None on other backends, or
-    with `NLPKIT_COMPILATION_CACHE=0`)."""
-    if backend() != "jax" or os.environ.get(CACHE_ENV) == "0":
+    """Keeps JAX's compiled programs under the work folder (or where
+    `JAX_COMPILATION_CACHE_DIR` says); returns that folder (None with
+    `NLPKIT_COMPILATION_CACHE=0`). Loads nothing: before JAX is loaded, it sets the
+    environment variables JAX reads when it loads (harmless on other backends)."""
+    if os.environ.get(CACHE_ENV) == "0":
         return None
-    import jax
-
-    chosen = jax.config.jax_compilation_cache_dir  # the user's, from the environment
+    chosen = os.environ.get("JAX_COMPILATION_CACHE_DIR")  # the user's own
     folder = Path(chosen) if chosen else cache.work_dir(work_dir) / "compiled" / "jax"
-    folder.mkdir(parents=True, exist_ok=True)
-    jax.config.update("jax_compilation_cache_dir", str(folder))
-    # every program, however quick to compile: the decoding steps of a small model too
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    settings = {"jax_compilation_cache_dir": str(folder),
+                # every program, however quick to compile: a small model's decoding steps too
+                "jax_persistent_cache_min_compile_time_secs": 0.0,
+                "jax_persistent_cache_min_entry_size_bytes": 0}
+    if loaded("jax"):
+        import jax
+
+        for name, value in settings.items():
+            jax.config.update(name, value)
+    else:
+        os.environ.update({name.upper(): str(value) for name, value in settings.items()})
     return folder
 
 
@@ -64,7 +64,9 @@ class Compilations:
         self._hit_pending = False
 
     def __enter__(self):
-        if backend() == "jax":
+        import keras
+
+        if keras.backend.backend() == "jax":
             _listen()
             with _lock:
                 _open_counters.append(self)

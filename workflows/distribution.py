@@ -116,6 +116,8 @@ class Placement:
             return batches
         share = (self.processes.index, self.processes.count)
         if isinstance(batches, keras.utils.PyDataset):
+            from data_prep.batches import EvenBatches  # defines a Keras class: loads Keras
+
             return EvenBatches(batches, len(self.devices), share)
         return _even_dataset(batches, len(self.devices), share)
 
@@ -245,43 +247,6 @@ def on_this_process():
         yield
     finally:
         keras.distribution.set_distribution(previous)
-
-
-class EvenBatches(keras.utils.PyDataset):
-    """Batches of a `PyDataset` padded to a multiple of `devices` rows (the sharding of
-    `DataParallel` needs that), then cut to one process's share of them.
-
-    Padding rows are zeros with sample weight 0, so they change no loss or gradient;
-    only a final, smaller batch of an epoch has any. A batch without sample weights
-    gets weights of 1 for its real rows. `share` is `(process index, process count)`:
-    each process keeps an equal, contiguous block of every padded batch.
-    """
-
-    def __init__(self, batches, devices, share=(0, 1)):
-        super().__init__()
-        self.inner, self.devices, self.share = batches, devices, share
-
-    def __len__(self):
-        return len(self.inner)
-
-    def __getitem__(self, index):
-        inputs, labels, *weights = self.inner[index]
-        rows = len(keras.tree.flatten(inputs)[0])
-        weights = np.asarray(weights[0], "float32") if weights else np.ones(rows, "float32")
-        padded = -(-rows // self.devices) * self.devices
-
-        def pad(array):
-            array = np.asarray(array)
-            return np.concatenate([array, np.zeros((padded - rows, *array.shape[1:]),
-                                                   array.dtype)])
-
-        index, count = self.share
-        block = slice(index * padded // count, (index + 1) * padded // count)
-        return keras.tree.map_structure(lambda array: pad(array)[block],
-                                        (inputs, labels, weights))
-
-    def skip(self, count):
-        return EvenBatches(self.inner.skip(count), self.devices, self.share)
 
 
 def _even_dataset(dataset, devices, share=(0, 1)):

@@ -26,29 +26,14 @@ from pathlib import Path
 
 import keras
 
-from data_prep import cache, glove, imdb, word2vec
-from data_prep.batches import LabelledBatches, for_backend
+from data_prep import cache, glove, imdb
 from data_prep.buckets import BucketPlan, boundaries_up_to
 from data_prep.labelled_texts import read_labelled_texts
 from data_prep.padding import pad_rows
-from data_prep.runtime import run_main
-from layers.naive_bayes_linear import log_count_ratios
-from workflows import figures, lifecycle, logged_models
-from workflows.classification import (
-    binary_metrics,
-    calibration,
-    class_f1_scores,
-    confidently_wrong,
-)
+from data_prep.runtime import deferred, run_main
 from workflows.cli import LessonCLI, read_texts
 from workflows.config import ConfigError
-from workflows.sentiment import ensemble_run, paragraph_training, subword_classifier
-from workflows.sentiment.ngrams import (
-    NGRAM_CONFIGS,
-    class_feature_counts,
-    ngram_vectorizer,
-    split_texts,
-)
+from workflows.lesson import Lesson, ModelExport, TrainingPlan
 from workflows.sentiment.presets import (  # noqa: F401  the lesson's API
     CATALOG,
     LM_ARCHITECTURE,
@@ -60,6 +45,19 @@ from workflows.sentiment.presets import (  # noqa: F401  the lesson's API
     TransformerConfig,
     build_model,
 )
+
+# The machinery the steps use, loaded when a step runs (`--help` answers without it).
+word2vec = deferred("data_prep.word2vec")
+data_batches = deferred("data_prep.batches")
+layers = deferred("layers")
+figures = deferred("workflows.figures")
+lifecycle = deferred("workflows.lifecycle")
+logged_models = deferred("workflows.logged_models")
+classification = deferred("workflows.classification")
+ensemble_run = deferred("workflows.sentiment.ensemble_run")
+paragraph_training = deferred("workflows.sentiment.paragraph_training")
+subword_classifier = deferred("workflows.sentiment.subword_classifier")
+ngrams = deferred("workflows.sentiment.ngrams")
 
 EXPERIMENT = "imdb_sentiment"
 PYFUNC_FILE = Path(__file__).with_name("imdb_pyfunc.py")
@@ -167,10 +165,10 @@ def embedding_matrix_for(config, prepared):
 def batches(config, prepared, split, vectorizer=None, epoch=None):
     """The (inputs, label) batches of `split`; shuffled with a per-epoch seed if `epoch`."""
     shuffle, seed = epoch is not None, config.seed + (epoch or 0)
-    if isinstance(config, NGRAM_CONFIGS):
+    if isinstance(config, ngrams.NGRAM_CONFIGS):
         import tensorflow as tf  # n-gram models vectorize text with TensorFlow's layers
 
-        dataset = imdb.text_dataset(*split_texts(config, prepared, split), config.batch_size,
+        dataset = imdb.text_dataset(*ngrams.split_texts(config, prepared, split), config.batch_size,
                                     shuffle, seed)
         return dataset.map(lambda text, label: (vectorizer(text), label),
                            num_parallel_calls=tf.data.AUTOTUNE)
@@ -188,7 +186,7 @@ def review_batches(config, ids, labels, seed=None):
                           None if tokens else config.batch_size)
     else:
         plan = BucketPlan.single(longest, config.batch_size)
-    return for_backend(LabelledBatches(ids, labels, plan, seed))
+    return data_batches.for_backend(data_batches.LabelledBatches(ids, labels, plan, seed))
 
 
 def end_to_end_model(model, vectorizer):
@@ -206,24 +204,24 @@ def plan_training(config, data):
     if isinstance(config, LMClassifierConfig):
         return plan_lm_classifier(config, data.prepared)
     if isinstance(config, ParagraphVectorConfig):
-        return paragraph_training.plan(config, data.prepared, lifecycle.ModelExport(
+        return paragraph_training.plan(config, data.prepared, ModelExport(
             "classifier", None, FOLDER_PYFUNC_FILE, EXAMPLES[:1], packages=("sentiment",)))
     prepared = data.prepared
     prior, coverage = embedding_matrix_for(config, prepared)
-    vectorizer = (ngram_vectorizer(config, prepared) if isinstance(config, NGRAM_CONFIGS)
-                  else prepared.vectorizer())
+    vectorizer = (ngrams.ngram_vectorizer(config, prepared)
+                  if isinstance(config, ngrams.NGRAM_CONFIGS) else prepared.vectorizer())
     if isinstance(config, NBSVMConfig):
-        negative, positive = class_feature_counts(config, vectorizer, prepared)
-        prior = log_count_ratios(positive, negative, config.alpha)
+        negative, positive = ngrams.class_feature_counts(config, vectorizer, prepared)
+        prior = layers.naive_bayes_linear.log_count_ratios(positive, negative, config.alpha)
     model = build_model(config, vectorizer.vocabulary_size(), prior)
     artifacts = {"vocabulary.txt": (prepared.directory / "vocabulary.txt").read_text("utf-8")}
     if coverage:
         artifacts["embedding_coverage.json"] = coverage
-    return lifecycle.TrainingPlan(
+    return TrainingPlan(
         model, lambda epoch: batches(config, prepared, "train", vectorizer, epoch),
         batches(config, prepared, "val", vectorizer),
-        len(split_texts(config, prepared, "train")[1]),
-        export=lifecycle.ModelExport(
+        len(ngrams.split_texts(config, prepared, "train")[1]),
+        export=ModelExport(
             "model.keras", lambda path: end_to_end_model(model, vectorizer).save(path),
             PYFUNC_FILE, EXAMPLES[:1], packages=("sentiment",)),
         tags={"model_family": type(config).__name__.removesuffix("Config").lower()},
@@ -249,11 +247,11 @@ def plan_lm_classifier(config, prepared):
     model = build_model(config, config.vocabulary_size, generator.model, steps_per_epoch)
     classifier = subword_classifier.SubwordClassifier(model, generator.vocabulary,
                                                       config.max_review_tokens)
-    return lifecycle.TrainingPlan(
+    return TrainingPlan(
         model, split_batches["train"], split_batches["val"](None),
         len(prepared.labels("train")),
-        export=lifecycle.ModelExport("classifier", classifier.save, FOLDER_PYFUNC_FILE,
-                                     EXAMPLES[:1], packages=("sentiment", "causal_lm")),
+        export=ModelExport("classifier", classifier.save, FOLDER_PYFUNC_FILE,
+                           EXAMPLES[:1], packages=("sentiment", "causal_lm")),
         tags={"model_family": "lm_classifier", "pretrained": str(config.pretrained).lower()},
         artifacts={"vocabulary.txt": "\n".join(generator.vocabulary)})
 
@@ -283,9 +281,9 @@ def evaluate(run_id=None, imdb_path=None, work_dir=None, model_uri=None, top_wro
     started = time.perf_counter()
     probabilities = logged_models.predict_in_chunks(model, texts, f"Scoring {len(texts)} texts")
     seconds = time.perf_counter() - started
-    metrics = {**binary_metrics(labels, probabilities),
-               **class_f1_scores(labels, probabilities)}
-    curve = calibration(labels, probabilities)
+    metrics = {**classification.binary_metrics(labels, probabilities),
+               **classification.class_f1_scores(labels, probabilities)}
+    curve = classification.calibration(labels, probabilities)
     metrics["expected_calibration_error"] = curve["expected_calibration_error"]
     results = {f"{name}_{key}": value for key, value in metrics.items()
                if key != "confusion_matrix"}
@@ -295,7 +293,7 @@ def evaluate(run_id=None, imdb_path=None, work_dir=None, model_uri=None, top_wro
         figures={f"{name}_confusion_matrix.png": figures.confusion_matrix(
                      metrics["confusion_matrix"]),
                  f"{name}_calibration.png": figures.reliability_diagram(curve, name)},
-        tables={f"{name}_confidently_wrong.json": confidently_wrong(texts, labels,
+        tables={f"{name}_confidently_wrong.json": classification.confidently_wrong(texts, labels,
                                                                     probabilities, top_wrong)})
     print(json.dumps({"run_id": run.info.run_id, "texts": name, **metrics}, indent=2))
     print(f"Scored {len(texts)} texts in {seconds:.1f} s")
@@ -338,8 +336,8 @@ COMPARE_COLUMNS = ("run_id", "params.model", "params.embedding", "params.epochs"
                    "params.batch_size", "params.learning_rate", "metrics.best_val_accuracy",
                    "metrics.test_accuracy", "metrics.test_roc_auc", "metrics.mean_epoch_seconds",
                    "start_time")
-LESSON = lifecycle.Lesson(EXPERIMENT, CATALOG, load_data, plan_training, COMPARE_COLUMNS,
-                          sort_by="metrics.test_accuracy", complete_config=complete_config)
+LESSON = Lesson(EXPERIMENT, CATALOG, load_data, plan_training, COMPARE_COLUMNS,
+                sort_by="metrics.test_accuracy", complete_config=complete_config)
 
 
 def compare(sort_by=None, model=None, since=None, style="text", ascending=False):

@@ -23,21 +23,28 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-import mlflow
 import numpy as np
 
 from data_prep import corpus, imdb
-from data_prep.batches import for_backend
-from data_prep.runtime import run_main
-from layers import MaskedCrossentropy
-from workflows import lifecycle, logged_models, tracking
-from workflows.causal_lm import vocabulary as vocabulary_extension
-from workflows.causal_lm.batching import WindowBatches
-from workflows.causal_lm.generator import PYFUNC_PARAMS, SAMPLERS, Generator, Sampling
+from data_prep.runtime import deferred, run_main
 from workflows.causal_lm.presets import CATALOG, LMConfig, build_model  # noqa: F401  (API)
+from workflows.causal_lm.sampling import PYFUNC_PARAMS, SAMPLERS, Sampling
 from workflows.cli import LessonCLI, read_texts
 from workflows.config import ConfigError
+from workflows.lesson import Lesson, ModelExport, TrainingPlan
+
+# The machinery the steps use, loaded when a step runs (`--help` answers without it).
+mlflow = deferred("mlflow")
+batches = deferred("data_prep.batches")
+layers = deferred("layers")
+lifecycle = deferred("workflows.lifecycle")
+logged_models = deferred("workflows.logged_models")
+tracking = deferred("workflows.tracking")
+vocabulary_extension = deferred("workflows.causal_lm.vocabulary")
+lm_batching = deferred("workflows.causal_lm.batching")
+generators = deferred("workflows.causal_lm.generator")
 
 EXPERIMENT = "language_model"
 PYFUNC_FILE = Path(__file__).parent / "causal_lm" / "pyfunc.py"
@@ -76,7 +83,7 @@ def source_run(init_from):
 @dataclass
 class CorpusData:
     prepared: corpus.PreparedCorpus
-    source: Generator | None  # the model to fine-tune, if any
+    source: Any  # the `Generator` to fine-tune, if any (None)
     extension: dict | None = None  # the words added to its vocabulary, if any
 
     @property
@@ -95,14 +102,15 @@ class CorpusData:
         or (neither) every window of the split once."""
         stream = self.prepared.token_ids(split)
         if epoch is not None:
-            return WindowBatches(stream, config.sequence_length, config.batch_size,
-                                 config.seed + epoch, config.steps_per_epoch)
-        every = WindowBatches(stream, config.sequence_length, config.batch_size)
+            return lm_batching.WindowBatches(stream, config.sequence_length,
+                                             config.batch_size, config.seed + epoch,
+                                             config.steps_per_epoch)
+        every = lm_batching.WindowBatches(stream, config.sequence_length, config.batch_size)
         if windows is None or windows >= len(every.starts):
             return every
-        return WindowBatches(stream, config.sequence_length, config.batch_size, config.seed,
-                             starts=np.random.default_rng(config.seed).permutation(
-                                 every.starts)[:windows])
+        starts = np.random.default_rng(config.seed).permutation(every.starts)[:windows]
+        return lm_batching.WindowBatches(stream, config.sequence_length, config.batch_size,
+                                         config.seed, starts=starts)
 
 
 def prepare(config=None, imdb_path=None, work_dir=None, verbose=True, source=None,
@@ -132,7 +140,7 @@ def prepare(config=None, imdb_path=None, work_dir=None, verbose=True, source=Non
           f"{', '.join(summary['added_words'][:8])}")
     prepared = corpus.prepare(config.corpus, imdb_path, settings, work_dir,
                               vocabulary=extended, verbose=verbose)
-    return CorpusData(prepared, Generator(model, extended), summary)
+    return CorpusData(prepared, generators.Generator(model, extended), summary)
 
 
 def load_data(config, imdb_path=None, work_dir=None):
@@ -150,8 +158,8 @@ def perplexities(data, split, loss):
 def plan_training(config, data):
     vocabulary = data.source.vocabulary if data.source else data.prepared.vocabulary()
     model = build_model(config, len(vocabulary), data.source)
-    generator = Generator(model, vocabulary)
-    validation = for_backend(data.batches(config, "val", windows=config.validation_windows))
+    generator = generators.Generator(model, vocabulary)
+    validation = batches.for_backend(data.batches(config, "val", windows=config.validation_windows))
     before = {}
     if data.source:  # what fine-tuning starts from, on the new corpus
         loss = model.evaluate(validation, verbose=0)[0]
@@ -171,11 +179,11 @@ def plan_training(config, data):
               f"{metrics['val_word_perplexity']:.1f} per word; {PROMPTS[0]!r} -> "
               f"{samples['greedy'][0]!r}", flush=True)
 
-    return lifecycle.TrainingPlan(
-        model, lambda epoch: for_backend(data.batches(config, "train", epoch)), validation,
+    return TrainingPlan(
+        model, lambda epoch: batches.for_backend(data.batches(config, "train", epoch)), validation,
         config.steps_per_epoch * config.batch_size,
-        export=lifecycle.ModelExport("generator", generator.save, PYFUNC_FILE, PROMPTS[:1],
-                                     packages=("causal_lm",), params=PYFUNC_PARAMS),
+        export=ModelExport("generator", generator.save, PYFUNC_FILE, PROMPTS[:1],
+                           packages=("causal_lm",), params=PYFUNC_PARAMS),
         tags={"model_family": "gpt", "preset": config.preset,
               "corpus": data.prepared.summary["source"]},
         params={"parameters": model.count_params(), "vocabulary_entries": len(vocabulary)},
@@ -199,7 +207,7 @@ def sample_table(generator, tokens, prompts=PROMPTS):
 
 def load_generator(run):
     with tracking.verified_model(run) as local:
-        return Generator.load(local / "artifacts" / "generator")
+        return generators.Generator.load(local / "artifacts" / "generator")
 
 
 def evaluate(run_id=None, imdb_path=None, work_dir=None, model_uri=None):
@@ -208,10 +216,10 @@ def evaluate(run_id=None, imdb_path=None, work_dir=None, model_uri=None):
     generator, config = load_generator(run), lifecycle.config_of(LESSON, run)
     data = prepare(config, imdb_path, work_dir, verbose=False,
                    source=generator if config.init_from else None)
-    generator.model.compile(loss=MaskedCrossentropy())
+    generator.model.compile(loss=layers.MaskedCrossentropy())
     results = {}
     for split in ("val", "test"):
-        loss = generator.model.evaluate(for_backend(data.batches(config, split)), verbose=0)
+        loss = generator.model.evaluate(batches.for_backend(data.batches(config, split)), verbose=0)
         loss = loss[0] if isinstance(loss, list) else loss
         results.update({f"{split}_{k}": v for k, v in perplexities(data, split, loss).items()})
     lifecycle.log_evaluation(run.info.run_id, {f"final_{k}" if k.startswith("val") else k: v
@@ -240,9 +248,9 @@ COMPARE_COLUMNS = ("run_id", "params.preset", "params.init_from", "tags.corpus",
                    "params.parameters", "metrics.train_minutes", "metrics.best_val_perplexity",
                    "metrics.test_perplexity", "metrics.test_word_perplexity",
                    "metrics.mean_tokens_per_second", "start_time")
-LESSON = lifecycle.Lesson(EXPERIMENT, CATALOG, load_data, plan_training, COMPARE_COLUMNS,
-                          sort_by="metrics.test_perplexity", ascending=True,
-                          complete_config=complete_config)
+LESSON = Lesson(EXPERIMENT, CATALOG, load_data, plan_training, COMPARE_COLUMNS,
+                sort_by="metrics.test_perplexity", ascending=True,
+                complete_config=complete_config)
 
 
 def compare(sort_by=None, model=None, since=None, style="text"):

@@ -12,11 +12,7 @@ import contextlib
 import dataclasses
 import sys
 import tempfile
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
-from typing import Any
 
 import filelock
 import keras
@@ -25,7 +21,7 @@ import mlflow
 
 from data_prep import cache
 from workflows import compilation, distribution, tracking
-from workflows.config import Catalog, ConfigError, apply_overrides, describe
+from workflows.config import ConfigError, apply_overrides, describe
 from workflows.run_logging import (
     add_epoch_metrics,
     choose_averaged_weights,
@@ -41,56 +37,6 @@ from workflows.training import (
     remove_partial_files,
     starting_state,
 )
-
-
-@dataclass(frozen=True)
-class Lesson:
-    """What the shared lifecycle needs to know about a lesson."""
-
-    experiment: str  # the MLflow experiment, and the run folders' parent
-    catalog: Catalog
-    load_data: Callable  # (config, data_path, work_dir) -> data with a `fingerprint`
-    plan_training: Callable  # (config, data) -> TrainingPlan
-    compare_columns: tuple  # MLflow columns of the `compare` table
-    sort_by: str  # default `compare` order, best first
-    ascending: bool = False  # True when lower is better (perplexity)
-    complete_config: Callable | None = None  # config -> config, once the CLI has read it
-
-    def run_name(self, config):
-        return f"{config.model}-{config.preset}" if self.catalog.has_presets else config.model
-
-
-@dataclass(frozen=True)
-class ModelExport:
-    """How a trained model leaves its run folder: saved there, then logged as a pyfunc."""
-
-    artifact: str  # file or folder name, in the run folder and in the pyfunc's artifacts
-    save: Callable[[Path], Any]  # writes the artifact at the given path
-    python_model: Path  # the models-from-code pyfunc file
-    input_example: list
-    packages: tuple = ()  # subpackages of workflows/ the pyfunc imports
-    params: dict | None = None  # the params schema (name -> default) callers may tune
-
-
-@dataclass
-class TrainingPlan:
-    """One training run as a lesson describes it."""
-
-    model: keras.Model  # compiled
-    train_batches: Callable[[int], Any]  # epoch -> that epoch's batches (same on every call)
-    validation_batches: Any
-    train_examples: int
-    export: ModelExport
-    tags: dict = field(default_factory=dict)
-    params: dict = field(default_factory=dict)  # beyond the config's fields
-    artifacts: dict = field(default_factory=dict)  # logged at the start: name -> text or dict
-    metrics: dict = field(default_factory=dict)  # logged at the start
-    epoch_end: Callable[[int, dict], None] | None = None  # adds metrics to an epoch's dict
-    curves: tuple = ("loss", "accuracy")  # metrics drawn in the learning curves
-    time_budget_seconds: float | None = None
-    average_last_epochs: int = 0  # >1: export the mean of the last N epochs' weights if
-    # its validation loss beats the best epoch's
-
 
 # ## Train
 

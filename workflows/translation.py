@@ -34,18 +34,16 @@ from pathlib import Path
 import numpy as np
 
 from data_prep import cache, spa_eng
-from data_prep.batches import for_backend
 from data_prep.progress import Progress
-from data_prep.runtime import run_main
-from layers import MaskedCrossentropy
-from workflows import figures, lifecycle, logged_models, tracking
+from data_prep.runtime import deferred, run_main
 from workflows.cli import LessonCLI, read_texts
 from workflows.config import ConfigError
-from workflows.seq2seq.batching import PairBatches, truncate
+from workflows.lesson import Lesson, ModelExport, TrainingPlan
 from workflows.seq2seq.metrics import bleu_scores
 from workflows.seq2seq.presets import (  # noqa: F401  the lesson's API: make_config & co
     BATCH_TOKENS_HELP,
     CATALOG,
+    MAX_BEAM_WIDTH,
     TranslationConfig,
     batch_plan,
     build_model,
@@ -58,7 +56,16 @@ from workflows.seq2seq.tokenization import (
     references,
     token_arrays,
 )
-from workflows.seq2seq.translator import MAX_BEAM_WIDTH, PYFUNC_PARAMS, Translator, parse_pair
+
+# The machinery the steps use, loaded when a step runs (`--help` answers without it).
+batches = deferred("data_prep.batches")
+layers = deferred("layers")
+figures = deferred("workflows.figures")
+lifecycle = deferred("workflows.lifecycle")
+logged_models = deferred("workflows.logged_models")
+tracking = deferred("workflows.tracking")
+batching = deferred("workflows.seq2seq.batching")
+seq2seq_translator = deferred("workflows.seq2seq.translator")
 
 EXPERIMENT = "translation"
 PYFUNC_FILE = Path(__file__).parent / "seq2seq" / "pyfunc.py"
@@ -116,10 +123,10 @@ class TranslationData:
 
     def batches(self, config, split, epoch=None, limit=None):
         source, target = self.arrays[split]
-        source = truncate(source[:limit], config.sequence_length)
-        target = truncate(target[:limit], config.sequence_length + 1, keep_last=True)
+        source = batching.truncate(source[:limit], config.sequence_length)
+        target = batching.truncate(target[:limit], config.sequence_length + 1, keep_last=True)
         seed = None if epoch is None else config.seed + epoch
-        return PairBatches(source, target, batch_plan(config), seed)
+        return batching.PairBatches(source, target, batch_plan(config), seed)
 
 
 def load_data(config, spa_eng_path=None, work_dir=None):
@@ -135,8 +142,8 @@ def load_data(config, spa_eng_path=None, work_dir=None):
 
 
 def make_translator(config, model, tokenizer):
-    return Translator(model, tokenizer, config.sequence_length, config.sequence_length + 1,
-                      config.beam_width)
+    return seq2seq_translator.Translator(model, tokenizer, config.sequence_length,
+                                         config.sequence_length + 1, config.beam_width)
 
 
 # ## Train
@@ -164,13 +171,13 @@ def plan_training(config, data):
               flush=True)
 
     tokenizer = data.tokenizer
-    return lifecycle.TrainingPlan(
-        model, lambda epoch: for_backend(data.batches(config, "train", epoch)),
-        for_backend(data.batches(config, "val", limit=config.validation_pairs)),
+    return TrainingPlan(
+        model, lambda epoch: batches.for_backend(data.batches(config, "train", epoch)),
+        batches.for_backend(data.batches(config, "val", limit=config.validation_pairs)),
         len(data.arrays["train"][0]),
-        export=lifecycle.ModelExport("translator", translator.save, PYFUNC_FILE,
-                                     ["How are you?"], packages=("seq2seq",),
-                                     params=PYFUNC_PARAMS),
+        export=ModelExport("translator", translator.save, PYFUNC_FILE,
+                           ["How are you?"], packages=("seq2seq",),
+                           params=seq2seq_translator.PYFUNC_PARAMS),
         tags={"model_family": config.model, "preset": config.preset,
               "direction": config.direction},
         params={"parameters": model.count_params()},
@@ -199,7 +206,8 @@ def load_run_translator(run_id=None, model_uri=None, beam_width=None, direction=
     run = lifecycle.model_run(LESSON, run_id, model_uri,
                               {"direction": direction} if direction else None)
     with tracking.verified_model(run) as local:
-        return run, Translator.load(local / "artifacts" / "translator", beam_width)
+        folder = local / "artifacts" / "translator"
+        return run, seq2seq_translator.Translator.load(folder, beam_width)
 
 
 def check_length_penalty(alpha):
@@ -241,10 +249,10 @@ def evaluate(run_id=None, spa_eng_path=None, work_dir=None, model_uri=None, limi
         print(f"{name}: BLEU {scores['bleu']:.2f}, chrF {scores['chrf']:.2f}, normalized BLEU "
               f"{scores['normalized_bleu']:.2f}, chrF {scores['normalized_chrf']:.2f} "
               f"({1000 * seconds / len(sources):.1f} ms/sentence)", flush=True)
-    translator.model.compile(loss=MaskedCrossentropy(config.label_smoothing),
+    translator.model.compile(loss=layers.MaskedCrossentropy(config.label_smoothing),
                              weighted_metrics=["accuracy"])
     _, results["test_masked_accuracy"] = translator.model.evaluate(
-        for_backend(data.batches(config, "test")), verbose=0)
+        batches.for_backend(data.batches(config, "test")), verbose=0)
     panels = [(sentence[:40], *translator.cross_attention(sentence)) for sentence in sources[:4]]
     table = {"source": sources[:50], "references": [" | ".join(r) for r in refs[:50]],
              **{name: texts[:50] for name, texts in outputs.items()}}
@@ -311,7 +319,7 @@ def read_pairs(lines):
     pairs = []
     for number, line in enumerate(lines, start=1):
         try:
-            pairs.append(parse_pair(line))
+            pairs.append(seq2seq_translator.parse_pair(line))
         except ValueError as error:
             raise ConfigError(f"Pair {number}: {error}.") from None
     return pairs
@@ -323,8 +331,8 @@ COMPARE_COLUMNS = ("run_id", "params.direction", "params.model", "params.preset"
                    "metrics.test_greedy_normalized_bleu", "metrics.test_beam4_normalized_bleu",
                    "metrics.test_beam4_bleu", "metrics.test_beam4_chrf",
                    "metrics.mean_target_tokens_per_second", "start_time")
-LESSON = lifecycle.Lesson(EXPERIMENT, CATALOG, load_data, plan_training, COMPARE_COLUMNS,
-                          sort_by="metrics.test_beam4_normalized_bleu")
+LESSON = Lesson(EXPERIMENT, CATALOG, load_data, plan_training, COMPARE_COLUMNS,
+                sort_by="metrics.test_beam4_normalized_bleu")
 
 
 def compare(sort_by=None, model=None, since=None, style="text", ascending=False,

@@ -204,8 +204,8 @@ def test_data_parallel_on_one_device_compiles_the_train_step_once_per_batch_shap
 def test_batches_are_padded_to_the_device_count_with_zero_weight_rows():
     import numpy as np
 
+    from data_prep.batches import EvenBatches
     from data_prep.buckets import BucketPlan
-    from workflows.distribution import EvenBatches
     from workflows.seq2seq.batching import PairBatches
 
     rows = [np.arange(1, n + 2, dtype="int32") for n in range(5)]

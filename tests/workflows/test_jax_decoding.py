@@ -17,7 +17,8 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = """
 import numpy as np, keras
 from data_prep.buckets import BucketPlan
-from workflows.causal_lm.generator import Generator, Sampling
+from workflows.causal_lm.generator import Generator
+from workflows.causal_lm.sampling import Sampling
 from workflows.causal_lm.models import GPT
 from workflows.seq2seq.batching import PairBatches
 from workflows.seq2seq.presets import build_model, make_config

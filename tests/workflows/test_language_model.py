@@ -11,8 +11,9 @@ import pytest
 
 from workflows import language_model as workflow
 from workflows.causal_lm import vocabulary as vocabulary_extension
-from workflows.causal_lm.generator import Generator, Sampling
+from workflows.causal_lm.generator import Generator
 from workflows.causal_lm.models import GPT
+from workflows.causal_lm.sampling import Sampling
 
 TINY = ["--epochs", "2", "--set", "vocabulary_size=120", "--set", "sequence_length=16",
         "--set", "embed_dim=16", "--set", "dense_dim=32", "--set", "num_heads=2",

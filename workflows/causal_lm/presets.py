@@ -8,11 +8,14 @@ from dataclasses import dataclass
 
 import keras
 
-from layers import MaskedCrossentropy, WarmupLinearDecay
+from data_prep.runtime import deferred
 from workflows import precision
-from workflows.causal_lm.models import GPT
 from workflows.config import Catalog, option
 from workflows.distribution import CHOICES
+
+# the model, loaded when one is built (not for `--help`)
+layers = deferred("layers")
+models = deferred("workflows.causal_lm.models")
 
 
 @dataclass(frozen=True)
@@ -60,12 +63,12 @@ CATALOG = Catalog({"gpt": {
 def build_model(config, vocabulary_size, source=None):
     """A new GPT, or the model to fine-tune; compiled with AdamW and warmup + decay."""
     precision.use(config.dtype_policy)
-    model = source.model if source else GPT(
+    model = source.model if source else models.GPT(
         vocabulary_size, config.sequence_length, config.embed_dim, config.dense_dim,
         config.num_heads, config.num_layers, config.dropout)
     total = max(config.epochs * config.steps_per_epoch, config.warmup_steps + 1)
-    schedule = WarmupLinearDecay(config.learning_rate, config.warmup_steps, total,
-                                 end_learning_rate=config.learning_rate / 10)
+    schedule = layers.WarmupLinearDecay(config.learning_rate, config.warmup_steps, total,
+                                        end_learning_rate=config.learning_rate / 10)
     model.compile(optimizer=keras.optimizers.AdamW(schedule, weight_decay=0.01),
-                  loss=MaskedCrossentropy(), weighted_metrics=["accuracy"])
+                  loss=layers.MaskedCrossentropy(), weighted_metrics=["accuracy"])
     return model

@@ -19,7 +19,8 @@ from mlflow.exceptions import MlflowException
 from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE
 from mlflow.pyfunc import PythonModel
 
-from workflows.causal_lm.generator import Generator, Sampling
+from workflows.causal_lm.generator import Generator
+from workflows.causal_lm.sampling import Sampling
 
 
 class TextContinuation(PythonModel):

@@ -3,7 +3,7 @@
 import dataclasses
 
 from data_prep import paragraph_vectors
-from workflows import lifecycle
+from workflows.lesson import TrainingPlan
 from workflows.sentiment.paragraph_classifier import ParagraphVectorClassifier
 from workflows.sentiment.presets import build_model
 
@@ -36,7 +36,7 @@ def plan(config, prepared, export):
 
     model = build_model(config, vectors.vector_size)
     classifier = ParagraphVectorClassifier(model, vectors)
-    return lifecycle.TrainingPlan(
+    return TrainingPlan(
         model, lambda epoch: split_batches("train", epoch), split_batches("val"),
         len(inputs["train"]),
         export=dataclasses.replace(export, save=classifier.save),

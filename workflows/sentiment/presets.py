@@ -8,18 +8,14 @@ from dataclasses import dataclass
 
 import keras
 
-from layers import (
-    LayerwiseAdam,
-    NaiveBayesLinear,
-    PositionalEmbedding,
-    RNNClassifier,
-    TransformerEncoder,
-    WarmupLinearDecay,
-)
+from data_prep.runtime import deferred
 from workflows import precision
-from workflows.causal_lm.models import GPT, GPTClassifier
 from workflows.config import Catalog, option
 from workflows.distribution import CHOICES
+
+# the models, loaded when one is built (not for `--help`)
+layers = deferred("layers")
+gpt_models = deferred("workflows.causal_lm.models")
 
 # One dataclass per model family; the defaults are the tutorial's settings.
 
@@ -213,19 +209,20 @@ def lm_classifier_model(config, pretrained_gpt, steps_per_epoch):
     """GPTClassifier over the pretrained GPT (or a new one), compiled with LayerwiseAdam:
     each layer down trains at `layer_lr_decay` times the rate of the one above, and the
     layers unfreeze top-down, evenly over the first `unfreeze_epochs`."""
-    gpt = pretrained_gpt if config.pretrained else GPT(
+    gpt = pretrained_gpt if config.pretrained else gpt_models.GPT(
         config.vocabulary_size, config.sequence_length, config.embed_dim, config.dense_dim,
         config.num_heads, config.num_layers, dropout=0.1,
         dtype=precision.resolve(config.dtype_policy))
-    model = GPTClassifier(gpt, config.dropout)
+    model = gpt_models.GPTClassifier(gpt, config.dropout)
     names = ["final_norm", *(f"decoder_{i}" for i in reversed(range(config.num_layers))),
              "embedding"]  # top-down
     step = round(config.unfreeze_epochs * steps_per_epoch / len(names))
     groups = {name: (config.layer_lr_decay ** depth, depth * step)
               for depth, name in enumerate(names)}
     total = max(config.epochs * steps_per_epoch, 2)
-    schedule = WarmupLinearDecay(config.learning_rate, max(total // 10, 1), total)
-    model.compile(optimizer=LayerwiseAdam(schedule, groups=groups), loss="binary_crossentropy",
+    schedule = layers.WarmupLinearDecay(config.learning_rate, max(total // 10, 1), total)
+    model.compile(optimizer=layers.LayerwiseAdam(schedule, groups=groups),
+                  loss="binary_crossentropy",
                   weighted_metrics=["accuracy"])
     return model
 
@@ -252,7 +249,7 @@ def paragraph_vector_model(config, vector_size, _):
 def nbsvm_model(config, vocabulary_size, ratios):
     """Sparse binary n-gram vector -> NaiveBayesLinear -> sigmoid."""
     inputs = keras.Input(shape=(vocabulary_size,), sparse=True, name="ngrams")
-    linear = NaiveBayesLinear(config.beta, config.l2)
+    linear = layers.NaiveBayesLinear(config.beta, config.l2)
     outputs = keras.layers.Activation("sigmoid", dtype="float32")(linear(inputs))
     if ratios is not None:
         linear.set_ratios(ratios)
@@ -273,17 +270,17 @@ def rnn_model(config, vocabulary_size, embedding_matrix):
     x = embedding(inputs)
     if embedding_matrix is not None:
         embedding.set_weights([embedding_matrix])
-    outputs = RNNClassifier(config.cell, config.units, config.bidirectional, config.num_layers,
-                            dropout=config.dropout)(x)
+    outputs = layers.RNNClassifier(config.cell, config.units, config.bidirectional,
+                                   config.num_layers, dropout=config.dropout)(x)
     return keras.Model(inputs, outputs, name=config.model)
 
 
 def transformer_model(config, vocabulary_size, embedding_matrix):
     """The tutorial's encoder classifier, with learned or sinusoidal positions."""
     inputs = keras.Input(shape=(None,), dtype="int32", name="token_ids")
-    x = PositionalEmbedding(config.sequence_length, vocabulary_size, config.embed_dim,
+    x = layers.PositionalEmbedding(config.sequence_length, vocabulary_size, config.embed_dim,
                             position=config.position)(inputs)
-    x = TransformerEncoder(config.embed_dim, config.dense_dim, config.num_heads)(x)
+    x = layers.TransformerEncoder(config.embed_dim, config.dense_dim, config.num_heads)(x)
     x = keras.layers.GlobalMaxPooling1D()(x)
     x = keras.layers.Dropout(config.dropout)(x)
     outputs = keras.layers.Dense(1, activation="sigmoid")(x)

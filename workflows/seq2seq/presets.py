@@ -8,13 +8,17 @@ from dataclasses import dataclass
 
 import keras
 
-from layers import MaskedCrossentropy, NoamSchedule
+from data_prep.runtime import deferred
 from workflows import precision
 from workflows.config import Catalog, option
 from workflows.distribution import CHOICES
-from workflows.seq2seq.batching import pair_plan
-from workflows.seq2seq.models import build_translator
-from workflows.seq2seq.translator import MAX_BEAM_WIDTH
+
+# the models and their batches, loaded when a model is built (not for `--help`)
+layers = deferred("layers")
+batching = deferred("workflows.seq2seq.batching")
+models = deferred("workflows.seq2seq.models")
+
+MAX_BEAM_WIDTH = 64  # wider beams cost time for no gain on sentences this short
 
 # One dataclass for both translators; fields of one model only say so with `applies`.
 
@@ -126,19 +130,20 @@ BATCH_TOKENS_HELP = (
 
 def batch_plan(config):
     """The fixed batch shapes of a config (see `seq2seq.batching.pair_plan`)."""
-    return pair_plan(config.sequence_length, config.batch_tokens if config.bucketing else None,
-                     config.batch_size, config.bucket_width)
+    return batching.pair_plan(config.sequence_length,
+                              config.batch_tokens if config.bucketing else None,
+                              config.batch_size, config.bucket_width)
 
 
 def build_model(config, source_vocab_size, target_vocab_size):
     """The compiled translator: masked (label-smoothed) cross-entropy, Adam + Noam or
     the tutorial's RMSprop."""
     precision.use(config.dtype_policy)
-    model = build_translator(config, source_vocab_size, target_vocab_size)
-    rate = NoamSchedule(config.embed_dim, config.warmup_steps, scale=config.learning_rate) \
+    model = models.build_translator(config, source_vocab_size, target_vocab_size)
+    rate = layers.NoamSchedule(config.embed_dim, config.warmup_steps, scale=config.learning_rate) \
         if config.schedule == "noam" else config.learning_rate
     optimizer = keras.optimizers.Adam(rate, beta_1=0.9, beta_2=0.98, epsilon=1e-9) \
         if config.optimizer == "adam" else keras.optimizers.RMSprop(rate)
-    model.compile(optimizer=optimizer, loss=MaskedCrossentropy(config.label_smoothing),
+    model.compile(optimizer=optimizer, loss=layers.MaskedCrossentropy(config.label_smoothing),
                   weighted_metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")])
     return model
