@@ -17,8 +17,13 @@ def machine(**extra):
 
 
 def write_results(results, output):
-    """Prints `results` as JSON and writes them to `output` (folders created)."""
-    text = json.dumps(results, indent=2)
+    """Prints `results` as JSON and writes them to `output` (folders created), keeping
+    the `title` and `record` (the words around the figures, `results_report.py`) of the
+    file it replaces."""
+    previous = json.loads(Path(output).read_text()) if Path(output).exists() else {}
+    kept = {key: previous[key] for key in ("title", "record")
+            if isinstance(previous, dict) and key in previous and key not in results}
+    text = json.dumps({**kept, **results}, indent=2, ensure_ascii=False)
     print(text)
     Path(output).parent.mkdir(parents=True, exist_ok=True)
     Path(output).write_text(text + "\n")

@@ -18,8 +18,8 @@ try:
 except SystemExit as stop:
     status = stop.code
 from data_prep.runtime import loaded
-print(json.dumps({"status": status, "loaded": [name for name in %r if loaded(name)]}))
-""" % (HEAVY,)
+print(json.dumps({"status": status, "loaded": [name for name in HEAVY if loaded(name)]}))
+""".replace("HEAVY", repr(HEAVY))
 
 
 def answer(*argv):
