@@ -1,9 +1,12 @@
-"""The work folder: downloads, extracted archives and prepared data, keyed by settings.
+"""The work folder: downloads, extracted archives and prepared data, keyed by what they
+were made from (the settings and the source's content digest).
 
 Every entry is produced under an inter-process lock (`producing`) and appears by an
 atomic rename once complete, so two commands that need the same entry at once share
-one result, a complete entry is never deleted, and partial copies left by a killed
-process are removed by the next producer.
+one result, and partial copies left by a killed process are removed by the next
+producer. A folder entry records the SHA-256 of each of its files (`manifest.json`),
+a file entry in a `.sha256` sidecar; both are checked when the entry is used, and a
+missing or damaged file makes the entry be built again.
 """
 
 import contextlib
@@ -19,6 +22,8 @@ import filelock
 
 WORK_DIR_ENV = "NLPKIT_WORK_DIR"
 SETTINGS_FILE = "settings.json"
+MANIFEST_FILE = "manifest.json"
+DIGESTS_FILE = "digests.json"  # content digests of sources, by path, size and mtime
 
 
 def work_dir(path=None):
@@ -42,26 +47,117 @@ def is_complete(directory):
     return (Path(directory) / SETTINGS_FILE).is_file()
 
 
+def damage(directory):
+    """Why a complete folder entry cannot be used (a file missing, changed, or no
+    manifest), or None when every file matches its recorded digest."""
+    manifest = Path(directory) / MANIFEST_FILE
+    if not manifest.is_file():
+        return f"{manifest.name} is missing"
+    for name, digest in json.loads(manifest.read_text()).items():
+        path = Path(directory) / name
+        if not path.is_file():
+            return f"{name} is missing"
+        if sha256_of(path) != digest:
+            return f"{name} is damaged"
+    return None
+
+
+def is_intact(directory):
+    """Complete, and every file as it was written."""
+    return is_complete(directory) and damage(directory) is None
+
+
 def write_atomically(directory, settings, fill):
-    """Calls `fill(tmp)` on a temporary sibling folder, then renames it to `directory`.
+    """Calls `fill(tmp)` on a temporary sibling folder, records the digest of every
+    file it wrote, then renames it to `directory`.
 
     A crash leaves only a `*.partial-*` folder, never a half-written `directory`. If
-    another process completes `directory` first, its result is kept and reused.
+    another process completes `directory` first, its result is kept and reused; a
+    complete entry with a missing or damaged file is built again (and says so).
     """
     directory = Path(directory)
     with producing(directory):
         if is_complete(directory):
-            return directory
+            problem = damage(directory)
+            if problem is None:
+                return directory
+            print(f"Rebuilding {directory}: {problem}.")
         tmp = Path(tempfile.mkdtemp(prefix=f"{directory.name}.partial-", dir=directory.parent))
         try:
             fill(tmp)
+            write_manifest(tmp)
             (tmp / SETTINGS_FILE).write_text(json.dumps(settings, indent=2, sort_keys=True))
-            remove(directory)  # an incomplete copy (no settings file); nobody reads it
+            remove(directory)  # incomplete or damaged; the lock keeps readers out
             tmp.rename(directory)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
     return directory
+
+
+def write_manifest(folder):
+    files = sorted(p for p in Path(folder).rglob("*") if p.is_file())
+    digests = {str(p.relative_to(folder)): sha256_of(p) for p in files}
+    (Path(folder) / MANIFEST_FILE).write_text(json.dumps(digests, indent=1))
+
+
+def produce_file(path, write):
+    """The cache file `path`, written by `write(partial_path)` once (under its lock) with
+    a `.sha256` sidecar, and written again when it is missing or no longer matches."""
+    path = Path(path)
+    sidecar = path.with_name(path.name + ".sha256")
+    with producing(path):
+        if path.exists() or sidecar.exists():
+            if sidecar.is_file() and path.is_file() and sidecar.read_text() == sha256_of(path):
+                return path
+            print(f"Rebuilding {path}: it is missing or damaged.")
+            remove(path)
+        partial = partial_path(path)
+        try:
+            write(partial)
+            sidecar_partial = partial_path(sidecar)
+            sidecar_partial.write_text(sha256_of(partial))
+            os.replace(partial, path)
+            os.replace(sidecar_partial, sidecar)
+        except BaseException:
+            remove(partial)
+            raise
+    return path
+
+
+def source_digest(path, root=None):
+    """The SHA-256 of a file's content, or of a folder's (its files' paths and
+    contents), computed once and remembered by path, size and modification time."""
+    path = Path(path).resolve()
+    if path.is_file():
+        stat = path.stat()
+        stamp = f"{stat.st_size}:{stat.st_mtime_ns}"
+    else:
+        files = sorted(p for p in path.rglob("*") if p.is_file())
+        stamp = hashlib.sha256("\n".join(
+            f"{p.relative_to(path)}:{p.stat().st_size}:{p.stat().st_mtime_ns}"
+            for p in files).encode()).hexdigest()
+    known = work_dir(root) / DIGESTS_FILE
+    with producing(known):
+        digests = json.loads(known.read_text()) if known.is_file() else {}
+        entry = digests.get(str(path))
+        if entry and entry["stamp"] == stamp:
+            return entry["sha256"]
+    digest = sha256_of(path) if path.is_file() else _folder_digest(path)
+    with producing(known):
+        digests = json.loads(known.read_text()) if known.is_file() else {}
+        digests[str(path)] = {"stamp": stamp, "sha256": digest}
+        partial = partial_path(known)
+        partial.write_text(json.dumps(digests, indent=1))
+        os.replace(partial, known)
+    return digest
+
+
+def _folder_digest(folder):
+    digest = hashlib.sha256()
+    for file in sorted(p for p in folder.rglob("*") if p.is_file()):
+        digest.update(f"{file.relative_to(folder)}\0{sha256_of(file)}\n".encode())
+    return digest.hexdigest()
 
 
 @contextlib.contextmanager

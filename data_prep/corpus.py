@@ -143,7 +143,7 @@ def prepare(corpus=None, imdb_path=None, settings=CorpusSettings(), root=None,
                     "vocabulary": vocabulary and hashlib.sha256(
                         "\n".join(vocabulary).encode()).hexdigest()}
     directory = cache.prepared_dir("corpus", key_settings, root)
-    if not cache.is_complete(directory):
+    if not cache.is_intact(directory):
         cache.write_atomically(directory, key_settings, lambda tmp: _write_prepared(
             tmp, corpus, imdb_path, settings, root, vocabulary, verbose))
     prepared = PreparedCorpus(directory, json.loads((directory / "summary.json").read_text()))
@@ -161,13 +161,7 @@ def _source_digest(corpus, imdb_path, root):
     if not path.exists():
         raise CorpusError(f"--corpus {path} does not exist; give a UTF-8 .txt file, a "
                           "folder of them, or a .zip/.tar.gz of them.")
-    if path.is_file():
-        return cache.sha256_of(path)
-    listing = hashlib.sha256()
-    for file in sorted(p for p in path.rglob("*") if p.is_file()):
-        stat = file.stat()
-        listing.update(f"{file.relative_to(path)}:{stat.st_size}:{stat.st_mtime_ns}\n".encode())
-    return listing.hexdigest()
+    return cache.source_digest(path, root)
 
 
 def _write_prepared(tmp, corpus, imdb_path, settings, root, vocabulary, verbose):

@@ -25,7 +25,7 @@ import numpy as np
 
 from data_prep import cache
 from data_prep.runtime import deferred, run_main
-from data_prep.sources import DatasetSource, add_location_arguments, resolve
+from data_prep.sources import DatasetSource, add_location_arguments, resolve, source_key
 from data_prep.text import clean_html
 
 standardize = deferred("data_prep.standardize")  # Keras layers: loaded on use
@@ -139,9 +139,10 @@ class PreparedImdb:
 
 def prepare(path=None, settings=ImdbSettings(), root=None, verbose=True):
     """Prepares (or reuses) the IMDB data for `settings`; returns `PreparedImdb`."""
-    key_settings = {"dataset": "imdb", **asdict(settings)}
+    key_settings = {"dataset": "imdb", "source": source_key(ACL_IMDB, path, root),
+                    **asdict(settings)}
     directory = cache.prepared_dir("imdb", key_settings, root)
-    if not cache.is_complete(directory):
+    if not cache.is_intact(directory):
         folder = resolve(ACL_IMDB, path, root) / "aclImdb"
         cache.write_atomically(
             directory, key_settings, lambda tmp: _write_prepared(folder, settings, tmp, verbose)

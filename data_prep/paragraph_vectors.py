@@ -148,15 +148,12 @@ def split_vectors(prepared_imdb, split, settings=ParagraphVectorSettings()):
     """(vectors, seconds): the inferred vectors of a split's reviews, computed once and
     cached with the seconds inference took."""
     vectors, folder = load_or_train(prepared_imdb, settings)
-    path = folder / f"{split}_vectors.npz"
-    with cache.producing(path):
-        if not path.exists():
-            partial = cache.partial_path(path)
-            started = time.perf_counter()
-            inferred = vectors.infer(prepared_imdb.texts(split),
-                                     f"Inferring {split} paragraph vectors")
-            with open(partial, "wb") as file:
-                np.savez(file, vectors=inferred, seconds=time.perf_counter() - started)
-            partial.rename(path)
-    stored = np.load(path)
+
+    def infer(partial):
+        started = time.perf_counter()
+        inferred = vectors.infer(prepared_imdb.texts(split), f"Inferring {split} paragraph vectors")
+        with open(partial, "wb") as file:
+            np.savez(file, vectors=inferred, seconds=time.perf_counter() - started)
+
+    stored = np.load(cache.produce_file(folder / f"{split}_vectors.npz", infer))
     return stored["vectors"], float(stored["seconds"])

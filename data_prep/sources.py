@@ -5,7 +5,9 @@ escaping the target) and atomically into the work folder; the user's archive or 
 is only read, never modified.
 """
 
+import bz2
 import gzip
+import lzma
 import os
 import shutil
 import tarfile
@@ -17,7 +19,15 @@ from pathlib import Path, PurePosixPath
 
 import keras
 
-from data_prep.cache import producing, remove, sha256_of, work_dir
+from data_prep.cache import (
+    damage,
+    producing,
+    remove,
+    sha256_of,
+    source_digest,
+    work_dir,
+    write_manifest,
+)
 from data_prep.errors import UserError
 
 
@@ -58,10 +68,23 @@ def resolve(source, path=None, root=None):
     if path:
         return _from_local_path(source, Path(path).expanduser(), root)
     extracted = work_dir(root) / "extracted" / source.name
-    if (extracted / source.marker).exists():
+    if (extracted / source.marker).exists() and damage(extracted) is None:
         return extracted
     archive = download(source, root)
     return extract(archive, extracted, source)
+
+
+def source_key(source, path=None, root=None):
+    """What prepared data made from this source is keyed by: the content digest of the
+    user's archive or folder (computed once per file version), else the official
+    archive's published SHA-256."""
+    path = path or os.environ.get(source.env_var)
+    if not path:
+        return (source.sha256 or "official")[:16]
+    path = Path(path).expanduser()
+    if not path.exists():
+        raise DataSourceError(f"{path} does not exist. {source.how_to_provide()}")
+    return source_digest(path, root)[:16]
 
 
 def _from_local_path(source, path, root=None):
@@ -76,11 +99,8 @@ def _from_local_path(source, path, root=None):
             f"dataset (the folder that contains {PurePosixPath(source.marker).parts[0]}) "
             "or at the archive itself."
         )
-    key = sha256_of(path)[:16]
-    target = work_dir(root) / "extracted" / f"{source.name}-{key}"
-    if (target / source.marker).exists():
-        return target
-    return extract(path, target, source)
+    key = source_digest(path, root)[:16]
+    return extract(path, work_dir(root) / "extracted" / f"{source.name}-{key}", source)
 
 
 def download(source, root=None):
@@ -124,15 +144,21 @@ def verify_checksum(archive, source):
 
 
 def extract(archive, target, source=None):
-    """Extracts `archive` into `target` atomically; returns `target`.
+    """Verifies `archive` end to end, then extracts it into `target` atomically, with
+    the digest of every file; returns `target`.
 
     With a `source`, the archive must hold its marker file. Under the entry's lock: a
-    process that finds `target` complete (another one just extracted it) reuses it.
+    process that finds `target` intact (another one just extracted it) reuses it; a
+    copy with a missing or damaged file is extracted again.
     """
     archive, target = Path(archive), Path(target)
     with producing(target):
         if (target / (source.marker if source else ".")).exists():
-            return target
+            problem = damage(target)
+            if problem is None:
+                return target
+            print(f"Extracting again: {target}: {problem}.")
+        verify_archive(archive)
         tmp = Path(tempfile.mkdtemp(prefix=f"{target.name}.partial-", dir=target.parent))
         print(f"Extracting {archive} -> {target}")
         try:
@@ -142,12 +168,50 @@ def extract(archive, target, source=None):
                     f"{archive} does not look like {source.archive_name}: it has no "
                     f"{source.marker}."
                 )
-            remove(target)  # an incomplete earlier copy (no marker); nobody reads it
+            write_manifest(tmp)
+            remove(target)  # incomplete or damaged; the lock keeps readers out
             tmp.rename(target)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
     return target
+
+
+STREAMS = {b"\x1f\x8b": gzip.open, b"BZh": bz2.open, b"\xfd7zXZ\x00": lzma.open}
+
+
+def verify_archive(archive):
+    """Reads the whole archive once, checking what its format guards: a zip's CRC of
+    every member, a gzip/bzip2/xz stream's checksum and length, a tar's headers.
+    A damaged archive is one `DataSourceError` naming it; nothing is extracted."""
+    try:
+        if zipfile.is_zipfile(archive):
+            with zipfile.ZipFile(archive) as zipped:
+                bad = zipped.testzip()
+            if bad is not None:
+                raise zipfile.BadZipFile(f"CRC check failed for member {bad!r}")
+            return
+        with open(archive, "rb") as file:
+            head = file.read(6)
+        opener = next((open_ for magic, open_ in STREAMS.items() if head.startswith(magic)),
+                      None)
+        if opener is not None:
+            with opener(archive, "rb") as stream:
+                while stream.read(1 << 22):
+                    pass
+        if not tarfile.is_tarfile(archive):
+            raise DataSourceError(
+                f"{archive} is neither a zip nor a tar archive (corrupted or wrong file?).")
+        with tarfile.open(archive) as tar:
+            for _ in tar:  # every header, with its checksum
+                pass
+    except (FileNotFoundError, PermissionError, IsADirectoryError) as error:
+        raise DataSourceError(f"Cannot read {archive}: {error.strerror}.") from error
+    except (tarfile.TarError, EOFError, OSError, zlib.error, zipfile.BadZipFile,
+            lzma.LZMAError) as error:
+        raise DataSourceError(
+            f"{archive} is corrupted or truncated ({type(error).__name__}: {error}): nothing was "
+            "extracted. Get a fresh copy (download it again) and rerun.") from error
 
 
 def _extract_into(archive, destination):

@@ -16,7 +16,7 @@ from pathlib import Path
 from gensim.models import FastText, KeyedVectors, Word2Vec
 
 from data_prep import imdb
-from data_prep.cache import partial_path, producing
+from data_prep.cache import produce_file
 from data_prep.gensim_progress import EpochProgress
 from data_prep.progress import Progress
 from data_prep.runtime import run_main
@@ -71,19 +71,19 @@ def default_vectors_path(prepared_imdb, algorithm="word2vec", vector_size=100):
 def load_or_train(prepared_imdb, path=None, algorithm="word2vec", vector_size=100, epochs=5):
     """The vectors saved at `path`, or trained on the unlabelled + train reviews and saved."""
     path = Path(path or default_vectors_path(prepared_imdb, algorithm, vector_size))
-    with producing(path):  # a second process waits, then reuses the vectors
-        if path.exists():
-            print(f"Reusing {path}")
-            return KeyedVectors.load(str(path))
+
+    def train(partial):
         texts = prepared_imdb.unlabelled_texts() + prepared_imdb.texts("train")
-        print(f"Training {algorithm} on {len(texts)} reviews (once; saved to {path})", flush=True)
+        print(f"Training {algorithm} on {len(texts)} reviews (once; saved to {path})",
+              flush=True)
         started = time.perf_counter()
         vectors = train_word2vec(texts, vector_size, epochs=epochs, algorithm=algorithm)
         print(f"Trained {algorithm} in {time.perf_counter() - started:.1f} s")
-        tmp = partial_path(path)
-        vectors.save(str(tmp), separately=[])  # one file, so the rename is atomic
-        tmp.rename(path)
-    return vectors
+        vectors.save(str(partial), separately=[])  # one file, so the rename is atomic
+
+    if path.exists():
+        print(f"Reusing {path}")
+    return KeyedVectors.load(str(produce_file(path, train)))  # a second process waits
 
 
 def main(argv=None):

@@ -23,6 +23,17 @@ def store(tmp_path_factory):
         yield root
 
 
+def first_runs_by_model():
+    """Each model's first run in the shared store: the runs `store` made, whatever other
+    tests added since (so no test depends on which ran before it)."""
+    import mlflow
+
+    experiment = mlflow.get_experiment_by_name(workflow.EXPERIMENT)
+    runs = mlflow.search_runs([experiment.experiment_id], output_format="list",
+                              order_by=["attributes.start_time DESC"])
+    return {run.data.params["model"]: run for run in runs}  # the earliest wins
+
+
 @pytest.fixture
 def restore_tracking_uri():
     """For tests that point MLflow elsewhere: later tests find the shared store again."""

@@ -12,7 +12,6 @@ work folder), which is also how a model is trained on another backend: the batch
 are plain numpy.
 """
 
-import os
 import re
 import string
 from dataclasses import dataclass
@@ -150,15 +149,14 @@ def joint_wordpiece_vocabulary(prepared, size, work_dir=None):
     pairs' sentences (never val or test) once and cached."""
     path = (cache.work_dir(work_dir) / "tokens"
             / f"spa-eng-joint-wordpiece-{size}-{prepared.directory.name}.txt")
-    with cache.producing(path):
-        if not path.exists():
-            print(f"Learning one WordPiece vocabulary ({size} tokens) for both languages",
-                  flush=True)
-            sentences = [sentence for pair in prepared.pairs("train") for sentence in pair]
-            partial = cache.partial_path(path)
-            partial.write_text("\n".join(learn_wordpiece(sentences, size)), encoding="utf-8")
-            os.replace(partial, path)
-    return path.read_text(encoding="utf-8").split("\n")
+
+    def learn(partial):
+        print(f"Learning one WordPiece vocabulary ({size} tokens) for both languages",
+              flush=True)
+        sentences = [sentence for pair in prepared.pairs("train") for sentence in pair]
+        partial.write_text("\n".join(learn_wordpiece(sentences, size)), encoding="utf-8")
+
+    return cache.produce_file(path, learn).read_text(encoding="utf-8").split("\n")
 
 
 def token_arrays(prepared, tokenizer, work_dir=None):
@@ -170,13 +168,12 @@ def token_arrays(prepared, tokenizer, work_dir=None):
     key = cache.settings_key(settings)
     path = (cache.work_dir(work_dir) / "tokens"
             / f"spa-eng-{tokenizer.direction}-{tokenizer.kind}-{key}.npz")
-    with cache.producing(path):  # concurrent runs tokenize once
-        if not path.exists():
-            partial = cache.partial_path(path)
-            with open(partial, "wb") as file:
-                np.savez(file, **_tokenize_splits(prepared, tokenizer))
-            os.replace(partial, path)
-    return _unflatten(np.load(path))
+
+    def tokenize(partial):
+        with open(partial, "wb") as file:
+            np.savez(file, **_tokenize_splits(prepared, tokenizer))
+
+    return _unflatten(np.load(cache.produce_file(path, tokenize)))  # concurrent runs: once
 
 
 def _tokenize_splits(prepared, tokenizer):

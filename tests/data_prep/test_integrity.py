@@ -1,0 +1,119 @@
+"""What the work folder stores is keyed by its source and checked when it is used."""
+
+import tarfile
+import zipfile
+
+import numpy as np
+import pytest
+
+from data_prep import cache, imdb, sources, spa_eng
+from tests.data_prep.fixtures import write_imdb_folder, write_spa_eng_zip, write_tar_gz
+
+SETTINGS = imdb.ImdbSettings(max_tokens=60, sequence_length=12)
+
+
+@pytest.fixture
+def work(tmp_path, monkeypatch):
+    monkeypatch.setenv(cache.WORK_DIR_ENV, str(tmp_path / "work"))
+    monkeypatch.delenv(imdb.ACL_IMDB.env_var, raising=False)
+    return tmp_path / "work"
+
+
+def imdb_archive(folder, archive, word="number"):
+    base = write_imdb_folder(folder)
+    for review in base.rglob("*.txt"):
+        review.write_text(review.read_text().replace("number", word))
+    return write_tar_gz(base, archive)
+
+
+def test_another_archive_never_reuses_the_data_prepared_from_the_first(tmp_path, work):
+    first = imdb.prepare(imdb_archive(tmp_path / "a", tmp_path / "a.tar.gz"), SETTINGS,
+                         verbose=False)
+    second = imdb.prepare(imdb_archive(tmp_path / "b", tmp_path / "b.tar.gz", "numero"),
+                          SETTINGS, verbose=False)
+    assert second.directory != first.directory
+    assert all("numero" in text for text in second.texts("test"))
+    assert all("number" in text for text in first.texts("test"))
+    imdb_archive(tmp_path / "c", tmp_path / "unused.tar.gz", "nummer")
+    folder = tmp_path / "c"
+    from_folder = imdb.prepare(folder, SETTINGS, verbose=False)  # a folder: by its content
+    assert all("nummer" in text for text in from_folder.texts("test"))
+    (folder / "aclImdb" / "test" / "pos" / "0_7.txt").write_text("Changed in place. nummer")
+    changed = imdb.prepare(folder, SETTINGS, verbose=False)
+    assert changed.directory != from_folder.directory
+    assert "Changed in place. nummer" in changed.texts("test")
+
+
+def test_the_digest_of_a_source_is_computed_once_per_version(tmp_path, work, monkeypatch):
+    archive = imdb_archive(tmp_path / "a", tmp_path / "a.tar.gz")
+    digest = cache.source_digest(archive)
+    monkeypatch.setattr(cache, "sha256_of", lambda path: pytest.fail("hashed again"))
+    assert cache.source_digest(archive) == digest
+    monkeypatch.undo()
+    archive.write_bytes(archive.read_bytes() + b"\0" * 1024)  # a new version: new size
+    assert cache.source_digest(archive) != digest
+
+
+def test_a_gzip_archive_with_a_bad_checksum_is_refused_and_nothing_is_kept(tmp_path, work):
+    archive = imdb_archive(tmp_path / "a", tmp_path / "aclImdb_v1.tar.gz")
+    data = bytearray(archive.read_bytes())
+    data[-8] ^= 0xFF  # the CRC-32 in gzip's trailer: only reading to the end notices
+    archive.write_bytes(bytes(data))
+    with tarfile.open(archive) as tar:
+        assert len(tar.getnames()) > 10  # tarfile alone reads it without complaint
+    with pytest.raises(sources.DataSourceError, match=f"{archive.name} is corrupted"):
+        imdb.prepare(archive, SETTINGS, verbose=False)
+    assert not list((work / "extracted").glob("*/*")) and not (work / "prepared").exists()
+
+
+def test_a_zip_with_a_damaged_member_is_refused(tmp_path, work):
+    archive = write_spa_eng_zip(tmp_path / "spa-eng.zip")
+    with zipfile.ZipFile(archive) as zipped:
+        info = zipped.getinfo("spa-eng/spa.txt")
+    data = bytearray(archive.read_bytes())
+    data[info.header_offset + 30 + len(info.filename) + 5] ^= 0x01  # inside its data
+    archive.write_bytes(bytes(data))
+    with pytest.raises(sources.DataSourceError, match="spa-eng.zip is corrupted"):
+        spa_eng.prepare(archive, spa_eng.SpaEngSettings(), verbose=False)
+
+
+def test_a_prepared_entry_with_a_missing_or_damaged_file_is_built_again(tmp_path, work,
+                                                                          capsys):
+    archive = imdb_archive(tmp_path / "a", tmp_path / "a.tar.gz")
+    prepared = imdb.prepare(archive, SETTINGS, verbose=False)
+    ids = prepared.token_ids("train")
+    (prepared.directory / "train_ids.npy").unlink()
+    again = imdb.prepare(archive, SETTINGS, verbose=False)
+    assert "train_ids.npy is missing" in capsys.readouterr().out
+    assert np.array_equal(again.token_ids("train"), ids)
+    texts = prepared.directory / "test_texts.json"
+    texts.write_text(texts.read_text().replace("number", "nmber"))  # same size, other bytes
+    again = imdb.prepare(archive, SETTINGS, verbose=False)
+    assert "test_texts.json is damaged" in capsys.readouterr().out
+    assert all("nmber" not in text for text in again.texts("test"))
+
+
+def test_an_extracted_copy_with_a_missing_file_is_extracted_again(tmp_path, work, capsys):
+    archive = imdb_archive(tmp_path / "a", tmp_path / "a.tar.gz")
+    folder = sources.resolve(imdb.ACL_IMDB, archive)
+    review = next(folder.rglob("*.txt"))
+    review.unlink()
+    assert sources.resolve(imdb.ACL_IMDB, archive) == folder and review.exists()
+    assert "Extracting again" in capsys.readouterr().out
+
+
+def test_a_damaged_cache_file_is_written_again(tmp_path, work, capsys):
+    path = work / "tokens" / "numbers.txt"
+    calls = []
+
+    def write(partial):
+        calls.append(partial)
+        partial.write_text("1 2 3")
+
+    assert cache.produce_file(path, write).read_text() == "1 2 3"
+    assert cache.produce_file(path, write) == path and len(calls) == 1  # reused
+    path.write_text("1 2 4")
+    assert cache.produce_file(path, write).read_text() == "1 2 3" and len(calls) == 2
+    assert "damaged" in capsys.readouterr().out
+    path.unlink()
+    assert cache.produce_file(path, write).read_text() == "1 2 3" and len(calls) == 3
