@@ -24,6 +24,7 @@ from workflows import compilation, distribution, tracking
 from workflows.config import ConfigError, apply_overrides, describe
 from workflows.run_logging import (
     add_epoch_metrics,
+    check_finite,
     choose_averaged_weights,
     export_and_log_model,
     log_epoch,
@@ -125,6 +126,7 @@ def _train_in(lesson, config, data, folder, retrain, run_tags, after_epoch, plac
             log_compilations(compiled)
         if plan.average_last_epochs > 1:
             choose_averaged_weights(plan, placement, training_folder, state)
+        check_finite(plan, placement)
         export_and_log_model(plan.export, training_folder.output, log=processes.is_chief)
         if processes.is_chief:
             TrainingFolder(folder).mark_finished(state)

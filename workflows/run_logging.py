@@ -13,6 +13,7 @@ import matplotlib.pyplot as plt
 import mlflow
 import numpy as np
 
+from data_prep.errors import UserError
 from workflows import distribution, figures, precision, tracking
 from workflows.training import average_weights
 
@@ -93,9 +94,8 @@ def choose_averaged_weights(plan, placement, folder, state):
 def _average_if_better(plan, placement, folder, state):
     """Loads the average of the last epochs if its validation loss beats the best
     epoch's; returns what the model holds and the average's validation metrics."""
-    epochs = [epoch for epoch in range(state.epoch - plan.average_last_epochs + 1,
-                                       state.epoch + 1)
-              if epoch >= 1 and folder.epoch_weights(epoch).exists()]
+    epochs = folder.intact_epoch_weights(
+        range(max(state.epoch - plan.average_last_epochs + 1, 1), state.epoch + 1), state)
     if len(epochs) < 2:
         return f"best epoch {state.best_epoch} (fewer than two epochs to average)", {}
     average_weights(plan.model, [folder.epoch_weights(epoch) for epoch in epochs])
@@ -108,10 +108,34 @@ def _average_if_better(plan, placement, folder, state):
         print(f"Exporting the average of {span}: val_loss {metrics['val_loss']:.4f} < "
               f"{state.best_val_loss:.4f} (best epoch {state.best_epoch})")
         return f"average of {span}", metrics
-    plan.model.load_weights(folder.best_weights)
+    folder.load_best_weights(plan.model, state)
     print(f"Keeping the best epoch {state.best_epoch}: the average of {span} has val_loss "
           f"{metrics['val_loss']:.4f} >= {state.best_val_loss:.4f}")
     return f"best epoch {state.best_epoch}", metrics
+
+
+class ExportError(UserError):
+    """A trained model that must not leave its run (non-finite weights or outputs)."""
+
+
+def check_finite(plan, placement):
+    """Refuses, in one line, to export a model whose weights or outputs are not finite:
+    every weight is checked, and the model is evaluated on one validation batch."""
+    for variable in plan.model.weights:
+        if "float" in str(variable.dtype):
+            value = keras.ops.convert_to_numpy(variable.value)
+            if not np.isfinite(value).all():
+                raise ExportError(f"The trained weight {variable.path} holds NaN or infinite "
+                                  f"values: nothing was exported or logged. {RETRAIN_HINT}")
+    loss = plan.model.evaluate(placement.batches(plan.validation_batches), steps=1, verbose=0,
+                               return_dict=True)["loss"]
+    if not np.isfinite(loss):
+        raise ExportError(f"The trained model's loss on a validation batch is {loss}: nothing "
+                          f"was exported or logged. {RETRAIN_HINT}")
+
+
+RETRAIN_HINT = ("Train it again with --retrain (a lower --set learning_rate=... if the loss "
+                "diverged).")
 
 
 def export_and_log_model(export, folder, log=True):

@@ -19,7 +19,10 @@ from pathlib import Path
 
 import keras
 
+from data_prep.cache import sha256_of
+
 STATE_FILE = "state.json"
+PREVIOUS_STATE_FILE = "state.previous.json"  # the state of the checkpoint before
 # Batches of unknown count (bucketing) end each one-epoch `fit` this way; it is expected.
 warnings.filterwarnings("ignore", message="Your input ran out of data")
 BEST_WEIGHTS = "best.weights.h5"
@@ -39,6 +42,7 @@ class TrainingState:
     run_id: str = ""
     train_seconds: float = 0.0  # fit time of all epochs (and partial epochs) so far
     finished: bool = False  # trained, summarized and the model logged: nothing left to do
+    digests: dict = field(default_factory=dict)  # weights file -> SHA-256 when written
 
 
 class TrainingFolder:
@@ -61,10 +65,16 @@ class TrainingFolder:
             self.barrier(name)
 
     def load_state(self):
-        path = self.directory / STATE_FILE
-        if not path.exists():
-            return TrainingState()
-        return TrainingState(**json.loads(path.read_text()))
+        """The saved state; if `state.json` is unreadable, the one before it (said so)."""
+        for name in (STATE_FILE, PREVIOUS_STATE_FILE):
+            path = self.directory / name
+            if not path.exists():
+                continue
+            try:
+                return TrainingState(**json.loads(path.read_text()))
+            except (ValueError, TypeError) as error:
+                print(f"{path} is damaged ({error}); trying the state before it.", flush=True)
+        return TrainingState()
 
     def save_state(self, state):
         self.output.mkdir(parents=True, exist_ok=True)
@@ -72,17 +82,31 @@ class TrainingFolder:
                             lambda tmp: tmp.write_text(json.dumps(asdict(state), indent=2)))
 
     def checkpoint(self, model, state):
-        """Writes a new weights file, then the state naming it, then drops the old file.
-
-        A crash at any point leaves a state whose checkpoint file is complete.
-        """
+        """Writes a new weights file (its digest into the state), then the state naming
+        it; the state before it and its file are kept, to fall back on if the newest is
+        found damaged. A crash at any point leaves a state whose checkpoint is complete."""
         self.output.mkdir(parents=True, exist_ok=True)
-        previous = state.checkpoint
         state.checkpoint = f"checkpoint-e{state.epoch}-s{state.step}.weights.h5"
-        _replace_atomically(self.output / state.checkpoint, lambda tmp: model.save_weights(tmp))
+        state.digests[state.checkpoint] = _replace_atomically(
+            self.output / state.checkpoint, lambda tmp: model.save_weights(tmp))
+        current = self.output / STATE_FILE
+        if current.exists():
+            os.replace(current, self.output / PREVIOUS_STATE_FILE)
+        previous = self._previous_state()
+        state.digests = {name: digest for name, digest in state.digests.items()
+                         if not name.startswith("checkpoint-")
+                         or name in (state.checkpoint, previous.checkpoint)}
         self.save_state(state)
-        if previous and previous != state.checkpoint:
-            (self.output / previous).unlink(missing_ok=True)
+        for path in self.output.glob("checkpoint-*.weights.h5"):
+            if path.name not in (state.checkpoint, previous.checkpoint):
+                path.unlink(missing_ok=True)
+
+    def _previous_state(self):
+        path = self.output / PREVIOUS_STATE_FILE
+        try:
+            return TrainingState(**json.loads(path.read_text()))
+        except (OSError, ValueError, TypeError):
+            return TrainingState()
 
     def mark_finished(self, state):
         """Records that the run is complete; call it after the model is logged."""
@@ -90,29 +114,89 @@ class TrainingFolder:
         self.save_state(state)
 
     def restore(self, model, state):
+        """Loads the state's checkpoint and returns the state to go on from: if that
+        checkpoint is missing or damaged (said so), the one before it, else a fresh
+        start of the training (said so too)."""
         if not state.checkpoint:
-            return
+            return state
         if model.optimizer is not None and not model.optimizer.built:
             model.optimizer.build(model.trainable_variables)
-        model.load_weights(self.directory / state.checkpoint)
+        problem = self.load_weights(model, state.checkpoint, state)
+        if problem is None:
+            return state
+        before = TrainingState(**json.loads((self.directory / PREVIOUS_STATE_FILE).read_text())) \
+            if (self.directory / PREVIOUS_STATE_FILE).exists() else TrainingState()
+        if before.checkpoint and self.load_weights(model, before.checkpoint, before) is None:
+            print(f"Checkpoint {state.checkpoint} {problem}: resuming from the one before "
+                  f"it (epoch {before.epoch + 1}, after batch {before.step}).", flush=True)
+            return before
+        print(f"Checkpoint {state.checkpoint} {problem} and no earlier one is intact: "
+              "training this run again from its first epoch.", flush=True)
+        return TrainingState(run_id=state.run_id)
+
+    def problem_with(self, name, state):
+        """What is wrong with weights file `name`: missing, or not the bytes whose digest
+        `state` recorded (None if neither)."""
+        path = self.directory / name
+        if not path.is_file():
+            return "is missing"
+        recorded = state.digests.get(name)
+        if recorded is not None and sha256_of(path) != recorded:
+            return "is damaged (its contents changed since it was written)"
+        return None
+
+    def load_weights(self, model, name, state):
+        """Loads weights file `name` if it is intact; returns None, or what is wrong."""
+        problem = self.problem_with(name, state)
+        if problem is not None:
+            return problem
+        path = self.directory / name
+        try:
+            model.load_weights(path)
+        except (OSError, ValueError, KeyError) as error:  # e.g. h5py on a truncated file
+            return f"cannot be read ({type(error).__name__}: {error})"
+        return None
 
     @property
     def best_weights(self):
         return self.directory / BEST_WEIGHTS
 
-    def save_best_weights(self, model):
-        _replace_atomically(self.output / BEST_WEIGHTS, lambda tmp: model.save_weights(tmp))
+    def save_best_weights(self, model, state):
+        state.digests[BEST_WEIGHTS] = _replace_atomically(
+            self.output / BEST_WEIGHTS, lambda tmp: model.save_weights(tmp))
+
+    def load_best_weights(self, model, state):
+        """Gives `model` the best epoch's weights; if their file is damaged, says so and
+        leaves the model as it is (the latest checkpoint's weights). Returns whether
+        the best weights were loaded."""
+        if not self.best_weights.exists():
+            return False
+        problem = self.load_weights(model, BEST_WEIGHTS, state)
+        if problem is None:
+            return True
+        print(f"{self.best_weights} {problem}: keeping the weights of the latest checkpoint "
+              f"(epoch {state.epoch}) instead of the best epoch's.", flush=True)
+        if state.checkpoint:
+            self.load_weights(model, state.checkpoint, state)
+        return False
 
     def epoch_weights(self, epoch):
         """The weights at the end of `epoch` (1-based), kept for checkpoint averaging."""
         return self.directory / _epoch_file(epoch)
 
-    def save_epoch_weights(self, model, epoch, keep):
+    def save_epoch_weights(self, model, epoch, keep, state):
         """Saves `epoch`'s weights and drops those older than the last `keep` epochs."""
-        _replace_atomically(self.output / _epoch_file(epoch), lambda tmp: model.save_weights(tmp))
+        state.digests[_epoch_file(epoch)] = _replace_atomically(
+            self.output / _epoch_file(epoch), lambda tmp: model.save_weights(tmp))
         for path in self.output.glob("epoch-*.weights.h5"):
             if int(path.name.split("-")[1].split(".")[0]) <= epoch - keep:
                 path.unlink(missing_ok=True)
+                state.digests.pop(path.name, None)
+
+    def intact_epoch_weights(self, epochs, state):
+        """Those of `epochs` whose weights file exists and matches its digest."""
+        return [epoch for epoch in epochs
+                if self.problem_with(_epoch_file(epoch), state) is None]
 
 
 def _epoch_file(epoch):
@@ -144,7 +228,8 @@ def starting_state(folder, retrain=False):
 
 
 def _replace_atomically(path, write):
-    """`write(tmp)` to a fresh temporary sibling, then rename it over `path`.
+    """`write(tmp)` to a fresh temporary sibling, then rename it over `path`; returns
+    the SHA-256 of what was written.
 
     Each write has its own temporary name: a save interrupted by Ctrl-C may still hold
     its file open while the interrupt handler writes the checkpoint again.
@@ -152,7 +237,9 @@ def _replace_atomically(path, write):
     tmp = path.with_name(f".partial-{uuid.uuid4().hex[:8]}-{path.name}")
     try:
         write(tmp)
+        digest = sha256_of(tmp)
         os.replace(tmp, path)
+        return digest
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
@@ -228,8 +315,7 @@ def fit_resumably(model, epoch_dataset, validation_data, folder, epochs, patienc
     """
     folder = folder if isinstance(folder, TrainingFolder) else TrainingFolder(folder)
     folder.output.mkdir(parents=True, exist_ok=True)
-    state = folder.load_state()
-    folder.restore(model, state)
+    state = folder.restore(model, folder.load_state())
     while agree(state.epoch < epochs and state.epochs_without_improvement < patience
                 and _within_budget(state, time_budget_seconds)):
         resumed_at = state.step
@@ -266,13 +352,12 @@ def fit_resumably(model, epoch_dataset, validation_data, folder, epochs, patienc
         state.history.append(metrics)
         state.epoch, state.step = state.epoch + 1, 0
         if keep_epoch_weights:  # before the state: an epoch done is an epoch kept
-            folder.save_epoch_weights(model, state.epoch, keep_epoch_weights)
+            folder.save_epoch_weights(model, state.epoch, keep_epoch_weights, state)
         folder.checkpoint(model, state)
         if on_epoch_end:
             on_epoch_end(state.epoch - 1, metrics)
     folder.synchronize("trained")
-    if folder.best_weights.exists():
-        model.load_weights(folder.best_weights)
+    folder.load_best_weights(model, state)
     return state
 
 
@@ -295,6 +380,6 @@ def _update_early_stopping(model, folder, state, metrics):
     if val_loss < state.best_val_loss:
         state.best_val_loss, state.best_epoch = val_loss, state.epoch + 1
         state.epochs_without_improvement = 0
-        folder.save_best_weights(model)
+        folder.save_best_weights(model, state)
     else:
         state.epochs_without_improvement += 1

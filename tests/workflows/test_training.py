@@ -59,7 +59,10 @@ def test_interrupted_training_resumes_mid_epoch_without_redoing_batches(tmp_path
     assert len(state.history) == 3 and not state.finished  # the caller marks it finished
     assert "epoch_seconds" in state.history[0] and "epoch_seconds" not in state.history[1]
     saved = json.loads((tmp_path / "state.json").read_text())
-    assert saved["epoch"] == 3 and len(list(tmp_path.glob("checkpoint-*"))) == 1
+    previous = json.loads((tmp_path / "state.previous.json").read_text())
+    assert saved["epoch"] == 3 and previous["epoch"] == 2  # the newest and the one before
+    assert sorted(p.name for p in tmp_path.glob("checkpoint-*")) == sorted(
+        [saved["checkpoint"], previous["checkpoint"]])
 
 
 def test_rerun_after_the_last_epoch_trains_nothing_and_restores_the_best_weights(tmp_path):
@@ -133,3 +136,84 @@ def test_epoch_weights_are_kept_for_the_last_epochs_and_average_to_their_mean(tm
     average_weights(model, [folder.epoch_weights(epoch) for epoch in (2, 3, 4)])
     for variable, *values in zip(model.weights, *checkpoints, strict=True):
         np.testing.assert_allclose(variable.numpy(), np.mean(values, axis=0), rtol=1e-6)
+
+
+def interrupted_run(folder):
+    with pytest.raises(KeyboardInterrupt):
+        fit_resumably(small_model(), epoch_dataset, epoch_dataset(99), folder, epochs=3,
+                      patience=9, checkpoint_every_steps=3,
+                      callbacks=[InterruptAt(epoch=1, batch=4)], verbose=0)
+    return TrainingFolder(folder).load_state()
+
+
+def damage(path, at=None):
+    data = bytearray(path.read_bytes())
+    start = len(data) // 2 if at is None else at
+    data[start:start + 64] = bytes(64)  # 64 bytes overwritten, the size unchanged
+    path.write_bytes(bytes(data))
+
+
+def test_a_damaged_checkpoint_is_reported_and_the_run_resumes_from_the_one_before(
+        tmp_path, capsys):
+    state = interrupted_run(tmp_path)
+    assert (state.epoch, state.step) == (1, 5)
+    damage(tmp_path / state.checkpoint)
+    model, CountBatches.count = small_model(), 0
+    state = fit_resumably(model, epoch_dataset, epoch_dataset(99), tmp_path, epochs=3,
+                          patience=9, callbacks=[CountBatches()], verbose=0)
+    assert "is damaged" in capsys.readouterr().out
+    assert CountBatches.count == (STEPS - 3) + STEPS  # from the checkpoint after batch 3
+    assert int(model.optimizer.iterations.numpy()) == 3 * STEPS and state.epoch == 3
+
+
+def test_a_truncated_checkpoint_with_no_intact_one_before_restarts_the_run_and_says_so(
+        tmp_path, capsys):
+    state = interrupted_run(tmp_path)
+    newest = tmp_path / state.checkpoint
+    newest.write_bytes(newest.read_bytes()[:100])  # truncated
+    previous = json.loads((tmp_path / "state.previous.json").read_text())["checkpoint"]
+    (tmp_path / previous).unlink()
+    model = small_model()
+    state = fit_resumably(model, epoch_dataset, epoch_dataset(99), tmp_path, epochs=2,
+                          patience=9, verbose=0)
+    out = capsys.readouterr().out
+    assert "no earlier one is intact: training this run again from its first epoch" in out
+    assert state.epoch == 2 and len(state.history) == 2
+    assert int(model.optimizer.iterations.numpy()) == 2 * STEPS
+
+
+def test_damaged_best_weights_are_reported_and_never_loaded(tmp_path, capsys):
+    folder = TrainingFolder(tmp_path)
+    fit_resumably(small_model(), epoch_dataset, epoch_dataset(99), folder, epochs=2,
+                  patience=9, verbose=0)
+    state = folder.load_state()
+    damage(folder.best_weights)
+    model = small_model()
+    model.optimizer.build(model.trainable_variables)
+    assert not folder.load_best_weights(model, state)
+    assert "best.weights.h5 is damaged" in capsys.readouterr().out
+    latest = small_model()
+    latest.optimizer.build(latest.trainable_variables)
+    latest.load_weights(tmp_path / state.checkpoint)
+    for mine, expected in zip(model.get_weights(), latest.get_weights(), strict=True):
+        assert np.array_equal(mine, expected)  # the latest checkpoint's, all finite
+
+
+def test_a_model_with_non_finite_weights_or_outputs_is_never_exported():
+    from types import SimpleNamespace
+
+    from workflows.run_logging import ExportError, check_finite
+
+    model = small_model()
+    placement = SimpleNamespace(batches=lambda batches: batches)
+    plan = SimpleNamespace(model=model, validation_batches=epoch_dataset(99))
+    check_finite(plan, placement)  # a trained-looking model passes
+    kernel, bias = model.get_weights()
+    model.set_weights([np.full_like(kernel, np.nan), bias])
+    with pytest.raises(ExportError, match="holds NaN or infinite values"):
+        check_finite(plan, placement)
+    model.set_weights([np.full_like(kernel, 3e38), bias])  # finite, but the outputs are not
+    model.layers[-1].activation = keras.activations.linear
+    model.compile(optimizer="adam", loss="mse")
+    with pytest.raises(ExportError, match="loss on a validation batch is"):
+        check_finite(plan, placement)
