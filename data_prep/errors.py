@@ -5,6 +5,7 @@ raises `UserError`, or a subclass; `run_command` prints it as one line and exits
 status 2. Any other exception is a bug and keeps its traceback.
 """
 
+import errno
 import sys
 
 
@@ -13,9 +14,19 @@ class UserError(Exception):
 
 
 def run_command(main, argv=None):
-    """`main(argv)`'s exit status; a `UserError` is one `error:` line and status 2."""
+    """`main(argv)`'s exit status; a `UserError` is one `error:` line and status 2, and
+    so is a full disk (what to free, and that the command picks up where it stopped)."""
     try:
         return main(argv)
     except UserError as error:
         print(f"error: {error}", file=sys.stderr)
+        return 2
+    except OSError as error:
+        if error.errno not in (errno.ENOSPC, errno.EDQUOT) \
+                and "No space left on device" not in str(error):  # h5py says it in words
+            raise
+        where = f" writing {error.filename}" if error.filename else ""
+        print(f"error: no space left on the disk{where}: free some space (or point "
+              "NLPKIT_WORK_DIR elsewhere), then rerun the same command; it picks up from "
+              "its last checkpoint or cache entry.", file=sys.stderr)
         return 2

@@ -6,6 +6,7 @@ import importlib.machinery
 import importlib.util
 import os
 import platform
+import signal
 import sys
 import threading
 import types
@@ -134,15 +135,23 @@ def defer_heavy_imports():
 def run_main(main):
     """The `__main__` of every command: quiet start-up, one-line user errors, exit status.
 
-    Ctrl-C ends the command with status 130 and one line instead of a traceback.
+    Ctrl-C ends the command with status 130 and one line instead of a traceback;
+    SIGTERM and SIGHUP (a scheduler stopping the job, the terminal closed) act as Ctrl-C,
+    so a training checkpoints and a search stops its workers before the command ends.
     """
     defer_heavy_imports()
+    for stop_signal in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(stop_signal, _interrupt)
     try:
         status = run_command(main)
     except KeyboardInterrupt:
         print("Interrupted.", file=sys.stderr)
         status = 130
     sys.exit(status)
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
 
 
 def cpu_model():

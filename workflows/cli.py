@@ -113,7 +113,18 @@ class LessonCLI:
                 "Several processes (KERAS_DISTRIBUTION_NUM_PROCESSES) train one config: use "
                 "the train step, then evaluate in one process (README: Scale out).")
         compilation.use_persistent_cache(getattr(args, "work_dir", None))
-        self.handlers[args.step](args)
+        if args.step not in STORELESS_STEPS:
+            tracking.check_store()  # before any data is read
+        try:
+            self.handlers[args.step](args)
+        except Exception as error:
+            if not tracking.is_store_failure(error):
+                raise
+            tracking.give_up_on_store()
+            raise tracking.StoreError(
+                f"The tracking store {tracking.redacted(tracking.tracking_uri())} stopped "
+                "answering. Nothing is lost: once it is back, rerun the same command (a "
+                "training resumes from its last checkpoint).") from error
         return 0
 
     # ## Shared steps
@@ -249,6 +260,7 @@ class LessonCLI:
 
 
 SEARCH_OWN_FLAGS = ("direction",)
+STORELESS_STEPS = ("prepare",)
 
 
 def add_search_arguments(parser):

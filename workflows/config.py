@@ -41,6 +41,11 @@ def option(default, *, choices=None, at_least=None, above=None, at_most=None, be
                                                         if v is not None})
 
 
+def seed_option(default=1337):
+    """The random seed field: what NumPy, TensorFlow and JAX all accept."""
+    return option(default, at_least=0, at_most=2**32 - 1)
+
+
 class Catalog:
     """The configs of a lesson: `{model: {preset: config}}`.
 

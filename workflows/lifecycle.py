@@ -95,6 +95,8 @@ def training_lock(folder):
 def _train_in(lesson, config, data, folder, retrain, run_tags, after_epoch, placement):
     name, processes = lesson.run_name(config), placement.processes
     state = processes.chief_first(lambda: _starting_state(folder, retrain, processes))
+    if state.run_id and processes.is_chief:
+        _check_run_is_in_this_store(state.run_id, folder)
     if state.finished:
         print(f"{name} with this config is already trained: run {state.run_id} ({folder}). "
               "Pass --retrain to train it again.")
@@ -143,6 +145,14 @@ def _train_in(lesson, config, data, folder, retrain, run_tags, after_epoch, plac
     return state.run_id
 
 
+def _check_run_is_in_this_store(run_id, folder):
+    if tracking.stored_run(run_id) is None:
+        raise tracking.RunNotFoundError(
+            f"The run folder {folder} belongs to run {run_id}, which the tracking store "
+            f"{tracking.tracking_uri()} does not have: train it again here with --retrain, "
+            "or set MLFLOW_TRACKING_URI to the store that has it.")
+
+
 def log_compilations(compiled):
     """What XLA compiled for this session's `fit` calls (JAX): train and test steps, and
     the seconds spent compiling or loading them from the persistent cache."""
@@ -175,9 +185,22 @@ def _chief_run(lesson, name, state, tags, processes):
         yield
         return
     experiment = tracking.use_experiment(lesson.experiment)
-    with mlflow.start_run(run_id=state.run_id or None, run_name=None if state.run_id else name,
-                          experiment_id=experiment.experiment_id, tags=tags or None):
+    mlflow.start_run(run_id=state.run_id or None, run_name=None if state.run_id else name,
+                     experiment_id=experiment.experiment_id, tags=tags or None)
+    try:
         yield
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (run_main): stopped, not failed
+        mlflow.end_run("KILLED")
+        raise
+    except BaseException as error:
+        if tracking.is_store_failure(error):
+            tracking.give_up_on_store()  # ending the run there would wait for nothing
+            with contextlib.suppress(Exception):
+                mlflow.end_run("FAILED")
+        else:
+            mlflow.end_run("FAILED")
+        raise
+    mlflow.end_run()
 
 
 @contextlib.contextmanager

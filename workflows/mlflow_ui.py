@@ -18,9 +18,10 @@ import argparse
 import sys
 from pathlib import Path
 
+from data_prep.errors import run_command
 from data_prep.runtime import run_main
 from workflows import tracking
-from workflows.processes import run_until_stopped
+from workflows.processes import add_server_flags, check_can_serve, run_until_stopped
 
 
 def server_command(host, port, workers=1):
@@ -38,12 +39,14 @@ def serve(host="127.0.0.1", port=5000, workers=1):
     """Runs the UI server until Ctrl-C (or SIGTERM); prints the runs table of each
     experiment in the store."""
     tracking.DEFAULT_STORE_DIR.mkdir(exist_ok=True)
+    command = server_command(host, port, workers)
+    check_can_serve(command, host, port)
     ui = f"http://{host}:{port}"
     tables = "".join(
         f"\n  {experiment.name}: {tracking.runs_table_url(experiment.experiment_id, ui=ui)}"
         for experiment in lesson_experiments())
     return run_until_stopped(
-        server_command(host, port, workers), "MLflow UI",
+        command, "MLflow UI",
         f"MLflow UI: {ui}  (store: {tracking.tracking_uri()}); Ctrl-C to stop"
         + (f"\nRuns of each lesson:{tables}" if tables else ""))
 
@@ -64,12 +67,9 @@ def lesson_experiments():
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m workflows.mlflow_ui",
                                      description=__doc__.split("\n")[0])
-    parser.add_argument("--host", default="127.0.0.1",
-                        help="interface to bind (default: loopback; 0.0.0.0 exposes it)")
-    parser.add_argument("--port", type=int, default=5000)
-    parser.add_argument("--workers", type=int, default=1)
+    add_server_flags(parser, port=5000)
     args = parser.parse_args(argv)
-    return serve(args.host, args.port, args.workers)
+    return run_command(lambda a: serve(a.host, a.port, a.workers), args)
 
 
 if __name__ == "__main__":

@@ -1,9 +1,61 @@
 """Run a server in its own process group in the foreground; Ctrl-C stops all of it."""
 
+import argparse
+import errno
+import importlib.util
 import os
+import shutil
 import signal
+import socket
 import subprocess
+import sys
 import time
+
+from data_prep.errors import UserError
+
+
+def add_server_flags(parser, port):
+    """`--host`, `--port` and `--workers`, each with its range."""
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="interface to bind (default: loopback; 0.0.0.0 exposes it)")
+    parser.add_argument("--port", type=whole_number(1, 65535), default=port,
+                        help=f"TCP port, 1-65535 (default {port})")
+    most = 4 * (os.cpu_count() or 1)
+    parser.add_argument("--workers", type=whole_number(1, most), default=1,
+                        help=f"server worker processes, 1-{most} (default 1)")
+
+
+def whole_number(low, high):
+    """An argparse type: an int from `low` to `high`, else a one-line usage error."""
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be from {low} to {high}, got {value}")
+        return value
+    return parse
+
+
+def check_can_serve(command, host, port):
+    """One-line errors, before anything starts: the port is taken, or the server program
+    is not installed."""
+    if command[0] == sys.executable and command[1] == "-m":
+        missing = importlib.util.find_spec(command[2]) is None
+    else:
+        missing = shutil.which(command[0]) is None
+    if missing:
+        raise UserError(f"Cannot start the server: {' '.join(command[:3])} is not installed "
+                        "here (pip install -r requirements.txt).")
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        try:
+            probe.bind((host, port))
+        except OSError as error:
+            if error.errno == errno.EADDRINUSE:
+                raise UserError(f"Port {port} on {host} is already in use (another server?): "
+                                "choose another with --port, or stop what holds it.") from None
+            raise UserError(f"Cannot listen on {host}:{port} ({error.strerror}).") from None
 
 
 def run_until_stopped(command, name, banner, env=None):

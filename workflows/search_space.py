@@ -16,6 +16,7 @@ both ends of a range (every value of a choice) must be valid values of the field
 
 import dataclasses
 import math
+import os
 import typing
 from dataclasses import dataclass
 
@@ -188,6 +189,13 @@ class SearchSettings:
 
 
 SAMPLERS = ("tpe", "random")
+MAX_TRIALS = 100_000
+
+
+def max_workers():
+    """Local search workers: at most one per core (each trains a model)."""
+    return os.cpu_count() or 1
+
 PRUNERS = ("median", "hyperband", "none")
 
 
@@ -225,8 +233,10 @@ def _check_settings(settings):
              (settings.sampler in SAMPLERS, f"--sampler is one of {', '.join(SAMPLERS)}"),
              (settings.pruner in PRUNERS, f"--pruner is one of {', '.join(PRUNERS)}"),
              (isinstance(settings.trials, int) and settings.trials >= 1, "--trials is at least 1"),
-             (isinstance(settings.workers, int) and settings.workers >= 1,
-              "--workers is at least 1"),
+             (isinstance(settings.workers, int) and 1 <= settings.workers <= max_workers(),
+              f"--workers is from 1 to {max_workers()} (the cores of this machine; more "
+              "workers join from other machines with --study and --storage)"),
+             (settings.trials <= MAX_TRIALS, f"--trials is at most {MAX_TRIALS:,}"),
              (settings.max_minutes is None or settings.max_minutes > 0,
               "--max-minutes is positive"),
              (settings.prune_after_trials >= 0, "prune_after_trials is at least 0")]

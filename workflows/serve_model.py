@@ -23,7 +23,7 @@ import mlflow
 from data_prep.errors import run_command
 from data_prep.runtime import run_main
 from workflows import tracking
-from workflows.processes import run_until_stopped
+from workflows.processes import add_server_flags, check_can_serve, run_until_stopped
 
 
 def model_server_command(model_uri, host="127.0.0.1", port=5001, workers=1):
@@ -47,16 +47,14 @@ def serve(model_uri, host="127.0.0.1", port=5001, workers=1):
     banner = (f"Serving {model_uri} (run {run.info.run_id}) at {url}; Ctrl-C to stop. Try:\n"
               f"  curl -s {url}/invocations -H 'Content-Type: application/json' "
               "-d '{\"inputs\": [\"Your text here.\"]}'")
+    check_can_serve(model_server_command(model_uri, host, port, workers), host, port)
     with tracking.verified_model(run) as local:
         return run_until_stopped(model_server_command(str(local), host, port, workers),
                                  "Model server", banner, env=server_environment())
 
 
 def add_server_arguments(parser):
-    parser.add_argument("--host", default="127.0.0.1",
-                        help="interface to bind (default: loopback; 0.0.0.0 exposes it)")
-    parser.add_argument("--port", type=int, default=5001)
-    parser.add_argument("--workers", type=int, default=1)
+    add_server_flags(parser, port=5001)
 
 
 def main(argv=None):

@@ -16,9 +16,11 @@ import logging
 import os
 import shlex
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
+import urllib.parse
 import warnings
 from pathlib import Path
 
@@ -42,7 +44,73 @@ class ModelChangedError(UserError):
     """A logged model's files differ from what was logged: they are not loaded."""
 
 
+class StoreError(UserError):
+    """The tracking store cannot be reached (or was lost during a command)."""
+
+
 DIGEST_TAG = "model_sha256"  # digest of every file of the run's logged model
+# A tracking server that stops answering fails a request within about a minute (MLflow's
+# defaults retry for over four minutes); set these variables to choose otherwise.
+HTTP_LIMITS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "3", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+               "MLFLOW_HTTP_REQUEST_TIMEOUT": "10"}
+for _name, _value in HTTP_LIMITS.items():
+    os.environ.setdefault(_name, _value)
+DEFAULT_PORTS = {"http": 80, "https": 443, "postgresql": 5432, "mysql": 3306, "mssql": 1433}
+
+
+def check_store(timeout=5.0):
+    """Raises `StoreError` (one line) unless the tracking store answers: a server or a
+    database within `timeout` seconds, a SQLite file where its folder can be made."""
+    uri = tracking_uri()
+    if uri.startswith("sqlite:///"):
+        folder = Path(uri[len("sqlite:///"):]).parent
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise StoreError(f"Cannot create the tracking store's folder {folder} "
+                             f"({error.strerror}); set MLFLOW_TRACKING_URI to a store you "
+                             "can write.") from error
+        return
+    parsed = urllib.parse.urlparse(uri)
+    scheme = parsed.scheme.split("+")[0]  # postgresql+psycopg2 -> postgresql
+    if scheme not in DEFAULT_PORTS or not parsed.hostname:
+        return  # a store the kit cannot probe cheaply (databricks, file): MLflow decides
+    address = (parsed.hostname, parsed.port or DEFAULT_PORTS[scheme])
+    try:
+        socket.create_connection(address, timeout=timeout).close()
+    except OSError as error:
+        reason = error.strerror or type(error).__name__
+        raise StoreError(f"The tracking store {redacted(uri)} does not answer ({reason}): "
+                         "start it, or unset MLFLOW_TRACKING_URI to use the local store "
+                         "mlflow/mlflow.db.") from error
+
+
+def is_store_failure(error):
+    """Whether `error` (or what caused it) is the tracking store not answering."""
+    import requests
+
+    while error is not None:
+        if isinstance(error, (requests.exceptions.ConnectionError,
+                              requests.exceptions.Timeout)):
+            return True
+        if isinstance(error, mlflow.exceptions.MlflowException) and \
+                "API request to" in str(error) and "failed with exception" in str(error):
+            return True
+        error = error.__cause__ or error.__context__
+    return False
+
+
+def give_up_on_store():
+    """After the store failed: any further request fails at once (the process ends)."""
+    os.environ.update(MLFLOW_HTTP_REQUEST_MAX_RETRIES="0", MLFLOW_HTTP_REQUEST_TIMEOUT="2")
+
+
+def redacted(uri):
+    """`uri` without a password."""
+    parsed = urllib.parse.urlparse(uri)
+    if parsed.password:
+        return uri.replace(f":{parsed.password}@", ":***@")
+    return uri
 
 
 def tracking_uri():
@@ -281,7 +349,14 @@ def source_run_id(uri):
 
 
 def register_model(run_id, name, alias=None):
-    """Registers the run's model as a new version of `name` (and `alias`); returns the version."""
+    """Registers the run's model as a new version of `name` (and `alias`); returns the
+    version. A run of another store, or without a logged model, registers nothing."""
+    run = stored_run(run_id)
+    if run is None or run.data.tags.get("model_logged") != "true":
+        raise RunNotFoundError(
+            f"Run {run_id} {'is not in' if run is None else 'has no logged model in'} the "
+            f"tracking store {tracking_uri()}: nothing was registered. Point "
+            "MLFLOW_TRACKING_URI at the store that has it, or train it there.")
     version = mlflow.register_model(model_uri(run_id), name)
     also = [f"models:/{name}/latest"]
     if alias:
@@ -290,6 +365,20 @@ def register_model(run_id, name, alias=None):
     print(f"Registered {name} version {version.version}: models:/{name}/{version.version} "
           f"(also {', '.join(also)})")
     return version.version
+
+
+def stored_run(run_id):
+    """The run `run_id` of the current tracking store, or None if the store has none."""
+    quiet_mlflow()
+    uri = tracking_uri()
+    mlflow.set_tracking_uri(uri)
+    with store_lock(uri):  # the first client of a SQLite store migrates it
+        try:
+            return mlflow.MlflowClient().get_run(run_id)
+        except mlflow.exceptions.MlflowException as error:
+            if error.error_code == "RESOURCE_DOES_NOT_EXIST":
+                return None
+            raise
 
 
 def find_run(experiment_name, run_id=None, accept=None, wanted=""):

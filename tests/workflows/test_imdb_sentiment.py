@@ -16,7 +16,9 @@ from data_prep import imdb, paragraph_vectors
 from tests.workflows.conftest import BOW, COMMON, RNN, first_runs_by_model
 from workflows import imdb_sentiment as workflow
 from workflows import lifecycle, training
+from workflows.classification import binary_metrics
 from workflows.sentiment import ensemble, paragraph_training
+from workflows.sentiment.ngrams import split_texts
 
 runs_by_model = first_runs_by_model
 
@@ -141,7 +143,7 @@ def test_bad_input_gets_a_clear_error(store, capsys, argv, message):
 
 
 def test_binary_metrics_match_hand_computation():
-    metrics = workflow.binary_metrics([1, 1, 0, 0, 1], [0.9, 0.4, 0.3, 0.6, 0.8])
+    metrics = binary_metrics([1, 1, 0, 0, 1], [0.9, 0.4, 0.3, 0.6, 0.8])
     assert metrics["confusion_matrix"] == [[1, 1], [1, 2]]
     assert metrics["accuracy"] == pytest.approx(0.6)
     assert metrics["precision"] == pytest.approx(2 / 3)
@@ -244,7 +246,7 @@ def test_nbsvm_scales_ngrams_by_the_log_count_ratios_of_the_train_reviews(store)
     np.testing.assert_allclose(keras.ops.convert_to_numpy(linear.ratios), expected, rtol=1e-5,
                                atol=1e-5)
     assert any(len(term.split()) == 3 for term in vectorizer.get_vocabulary())  # trigrams
-    texts, labels = workflow.split_texts(workflow.CATALOG.make("nbsvm", None, {}), prepared,
+    texts, labels = split_texts(workflow.CATALOG.make("nbsvm", None, {}), prepared,
                                          "train")  # by default, one slice per review too
     assert len(texts) == 2 * len(labels) // 2 == 2 * len(prepared.texts("train"))
     assert list(labels) == list(prepared.labels("train")) * 2

@@ -44,3 +44,9 @@ def test_cross_attention_weights_have_one_row_per_output_token(name):
     assert source_tokens == ["i", "see", "the", "dog"]
     assert weights.shape == (len(output_tokens), len(source_tokens))
     assert np.all(np.isfinite(weights))
+
+
+def test_the_presets_and_the_logged_translator_agree_on_the_widest_beam():
+    from workflows.seq2seq import presets, translator
+
+    assert presets.MAX_BEAM_WIDTH == translator.MAX_BEAM_WIDTH

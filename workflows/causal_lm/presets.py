@@ -10,7 +10,7 @@ import keras
 
 from data_prep.runtime import deferred
 from workflows import precision
-from workflows.config import Catalog, option
+from workflows.config import Catalog, option, seed_option
 from workflows.distribution import CHOICES
 
 # the model, loaded when one is built (not for `--help`)
@@ -46,7 +46,7 @@ class LMConfig:
     validation_windows: int = option(512, at_least=1)  # fixed val windows, each epoch
     sample_tokens: int = option(30, at_least=1)  # generated from each prompt, each epoch
     dtype_policy: str = option("mixed_bfloat16", choices=precision.POLICIES)  # auto: precision.py
-    seed: int = 1337
+    seed: int = seed_option()
     checkpoint_every_steps: int = option(200, at_least=0)
     distribution: str = option("none", choices=CHOICES)  # see workflows/distribution.py
 

@@ -10,7 +10,7 @@ import keras
 
 from data_prep.runtime import deferred
 from workflows import precision
-from workflows.config import Catalog, option
+from workflows.config import Catalog, option, seed_option
 from workflows.distribution import CHOICES
 
 # the models, loaded when one is built (not for `--help`)
@@ -30,7 +30,7 @@ class TrainConfig:
     optimizer: str = option("rmsprop", choices=OPTIMIZERS)
     learning_rate: float = option(0.001, above=0)
     patience: int = option(2, at_least=1)  # epochs without a lower val loss before stopping
-    seed: int = 1337
+    seed: int = seed_option()
     checkpoint_every_steps: int = option(200, at_least=0)  # 0: only at the end of epochs
     distribution: str = option("none", choices=CHOICES)  # see workflows/distribution.py
     # share of the official train reviews held out for validation (early stopping and

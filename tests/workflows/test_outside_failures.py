@@ -1,0 +1,162 @@
+"""Failures from outside the kit are one line, quickly; nothing is lost or half-done."""
+
+import errno
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import mlflow
+import pytest
+import requests
+
+from tests.workflows.conftest import BOW, COMMON
+from tests.workflows.test_search import SPACE
+from workflows import imdb_sentiment as workflow
+from workflows import lifecycle, mlflow_ui, processes, tracking, training
+from workflows.processes import check_can_serve
+
+BOW_ONE_EPOCH = ["train", "--model", "bow", *COMMON, *BOW, "--epochs", "1"]
+
+
+def closed_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]  # free, and nothing listens once it is closed
+
+
+def runs_of(uri):
+    mlflow.set_tracking_uri(uri)
+    experiment = mlflow.get_experiment_by_name(workflow.EXPERIMENT)
+    return mlflow.search_runs([experiment.experiment_id], output_format="list") \
+        if experiment else []
+
+
+def test_an_unreachable_tracking_store_is_one_quick_line_before_any_data_is_read(
+        store, tmp_path, monkeypatch, capsys, restore_tracking_uri):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{closed_port()}")
+    monkeypatch.setenv("NLPKIT_WORK_DIR", str(tmp_path / "work"))
+    started = time.monotonic()
+    assert workflow.main(BOW_ONE_EPOCH) == 2
+    assert time.monotonic() - started < 15
+    err = capsys.readouterr().err
+    assert err.startswith("error: The tracking store http://127.0.0.1:") and "does not answer" \
+        in err and err.count("\n") == 1
+    assert not (tmp_path / "work").exists()  # no data was read or prepared
+
+
+def test_a_store_lost_mid_run_is_one_line_and_the_rerun_resumes_the_run(
+        store, tmp_path, monkeypatch, capsys, restore_tracking_uri):
+    uri = f"sqlite:///{tmp_path / 'lost.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    log_metrics = mlflow.log_metrics
+
+    def lost_at_epoch_two(metrics, step=None, **kwargs):
+        if step == 2:
+            monkeypatch.setattr(mlflow, "log_metrics", log_metrics)
+            raise requests.exceptions.ConnectionError("connection refused")
+        return log_metrics(metrics, step=step, **kwargs)
+
+    monkeypatch.setattr(mlflow, "log_metrics", lost_at_epoch_two)
+    argv = [*BOW_ONE_EPOCH[:-1], "3", "--set", "hidden_units=7"]
+    for name, value in tracking.HTTP_LIMITS.items():
+        monkeypatch.setenv(name, value)  # give_up_on_store changes them: undone after
+    assert workflow.main(argv) == 2
+    assert "stopped answering. Nothing is lost" in capsys.readouterr().err
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "3")
+    assert workflow.main(argv) == 0
+    (run,) = runs_of(uri)
+    steps = [m.step for m in mlflow.MlflowClient().get_metric_history(run.info.run_id, "loss")]
+    assert steps == [1, 2, 3] and run.info.status == "FINISHED"
+
+
+def test_a_run_folder_of_another_store_is_one_line_and_registers_nothing(
+        store, tmp_path, monkeypatch, capsys, restore_tracking_uri):
+    assert workflow.main(BOW_ONE_EPOCH) == 0  # a run of the shared store
+    other = f"sqlite:///{tmp_path / 'other.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", other)
+    assert workflow.main([*BOW_ONE_EPOCH, "--register", "elsewhere"]) == 2
+    err = capsys.readouterr().err
+    assert "belongs to run" in err and "--retrain" in err and err.count("\n") == 1
+    mlflow.set_tracking_uri(other)
+    assert mlflow.search_registered_models() == []
+    with pytest.raises(tracking.RunNotFoundError, match="nothing was registered"):
+        tracking.register_model("0" * 32, "ghost")
+    assert mlflow.search_registered_models() == []
+
+
+def test_a_full_disk_is_one_line_saying_what_to_do(store, tmp_path, monkeypatch, capsys,
+                                                   restore_tracking_uri):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'full.db'}")
+
+    def no_space(self, model, state):
+        raise OSError(errno.ENOSPC, "No space left on device", str(self.output / "x.h5"))
+
+    monkeypatch.setattr(training.TrainingFolder, "checkpoint", no_space)
+    assert workflow.main([*BOW_ONE_EPOCH, "--set", "hidden_units=3"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: no space left on the disk writing ") and "rerun" in err
+    assert "Traceback" not in err
+
+
+def test_an_interrupted_run_is_killed_not_failed(store, tmp_path, monkeypatch,
+                                                  restore_tracking_uri):
+    uri = f"sqlite:///{tmp_path / 'ctrl-c.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(lifecycle, "log_epoch", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        workflow.main([*BOW_ONE_EPOCH, "--set", "hidden_units=2"])
+    (run,) = runs_of(uri)
+    assert run.info.status == "KILLED"
+
+
+def test_a_busy_port_and_a_missing_server_program_are_one_line(capsys):
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        assert mlflow_ui.main(["--port", str(port)]) == 2
+    assert f"Port {port} on 127.0.0.1 is already in use" in capsys.readouterr().err
+    with pytest.raises(processes.UserError, match="no_such_server is not installed"):
+        check_can_serve([sys.executable, "-m", "no_such_server"], "127.0.0.1", closed_port())
+
+
+def test_search_workers_are_capped_by_the_cores(store, capsys):
+    argv = ["search", "--model", "bow", *COMMON, *SPACE, "--workers", "100000"]
+    assert workflow.main(argv) == 2
+    assert f"--workers is from 1 to {os.cpu_count()}" in capsys.readouterr().err
+
+
+def test_sigterm_to_a_search_stops_its_workers_and_marks_its_run_killed(store, tmp_path):
+    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
+    argv = ["search", "--model", "bow", *COMMON, *SPACE, "--epochs", "30", "--set",
+            "patience=30", "--trials", "4", "--workers", "2", "--pruner", "none"]
+    parent = subprocess.Popen([sys.executable, "-m", "workflows.imdb_sentiment", *argv],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              env=env, start_new_session=True)
+    for line in parent.stdout:
+        if line.startswith("Started 2 workers"):
+            break
+    workers = worker_pids(parent.pid)
+    assert len(workers) == 2
+    time.sleep(3)
+    parent.send_signal(signal.SIGTERM)
+    assert parent.wait(timeout=120) == 130
+    for pid in workers:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    (search_run,) = [run for run in runs_of(env["MLFLOW_TRACKING_URI"])
+                     if run.data.tags.get("search") == "true"]
+    assert search_run.info.status == "KILLED"
+
+
+def worker_pids(parent_pid):
+    listing = subprocess.run(["ps", "-o", "pid=", "--ppid", str(parent_pid)],
+                             capture_output=True, text=True).stdout
+    return [int(pid) for pid in listing.split()]
