@@ -133,3 +133,41 @@ print(json.dumps([imdb_sentiment.main(["prepare"]), language_model.main(["prepar
     result = run_steps(LM_STEPS.format(lm=LM), env)
     assert result["codes"] == [0] * 6 and not result["tensorflow"]
     assert programs(result, "jit(train_step)") == 2  # one window shape; one review bucket
+
+
+GENERATION = """
+import json
+import numpy as np
+from workflows import compilation
+from workflows.causal_lm.generator import BATCHES, Generator
+from workflows.causal_lm.models import GPT
+from workflows.causal_lm.sampling import Sampling
+
+vocabulary = ["[PAD]", "[UNK]", "[START]", "[END]"] + [f"w{i}" for i in range(46)]
+generator = Generator(GPT(50, 64, 16, 32, 2, 1), vocabulary)
+rng = np.random.default_rng(0)
+requests = [[list(rng.integers(4, 50, rng.integers(1, 20))) for _ in range(count)]
+            for count in (1, 3, 9, 40, 2)]
+sampling = Sampling(max_new_tokens=7)
+with compilation.Compilations() as first:
+    outputs = [generator.continue_ids(prompts, sampling) for prompts in requests]
+with compilation.Compilations() as again:
+    alone = generator.continue_ids(requests[1][:1], sampling)
+print(json.dumps({"first": first.counts, "again": again.counts,
+                  "counts": [len(texts) for texts in outputs], "batches": list(BATCHES),
+                  "same_alone": alone == outputs[1][:1],
+                  "words": [len(text.split()) for text in outputs[3]]}))
+"""
+
+
+@pytest.mark.slow
+def test_generation_compiles_a_few_fixed_shapes_whatever_the_prompts(tmp_path):
+    result = run_steps(GENERATION, {"NLPKIT_WORK_DIR": str(tmp_path / "work")})
+    assert result["counts"] == [1, 3, 9, 40, 2]  # one answer per prompt
+    # requests of 1-40 prompts of 1-19 tokens: 2 batch shapes x 1 length (every prompt
+    # and its continuation fit 32 tokens)
+    greedy = sum(n for name, n in result["first"].items() if "generate_greedy" in name)
+    assert greedy == len(result["batches"])
+    assert sum(result["again"].values()) == 0  # nothing compiled twice
+    assert result["same_alone"]  # a prompt's continuation does not depend on its batch
+    assert all(words <= 7 for words in result["words"])  # cut at max_new_tokens
