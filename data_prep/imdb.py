@@ -15,6 +15,8 @@ import data_prep.quiet_start  # noqa: F401  first: hides TensorFlow's start-up n
 
 import argparse
 import json
+import re
+import string
 import time
 import warnings
 from dataclasses import asdict, dataclass
@@ -107,6 +109,37 @@ def make_vectorizer(settings, vocabulary=None):
     )
 
 
+class ReviewVectorizer:
+    """The prepared `TextVectorization`, in plain Python: the same token ids for any
+    text, without TensorFlow (a model trained on the prepared ids serves anywhere).
+
+    It repeats `standardize.standardize_review` and TensorFlow's defaults: ASCII
+    letters lowercased (TensorFlow leaves other letters as they are), HTML tags and
+    entities turned into spaces, ASCII punctuation dropped, split on ASCII whitespace;
+    unknown words are `[UNK]` (1), rows cut or 0-padded to `sequence_length`.
+    """
+
+    _LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
+    _MARKUP = re.compile(r"<[^>]+>|&[a-z]+;|&#[0-9]+;")
+    _PUNCTUATION = re.compile(f"[{re.escape(string.punctuation)}]")
+    _WHITESPACE = re.compile(r"[ \t\n\r\x0b\x0c]+")
+
+    def __init__(self, vocabulary, sequence_length):
+        self.vocabulary, self.sequence_length = list(vocabulary), sequence_length
+        self.index = {token: i for i, token in enumerate(self.vocabulary) if i > 0}
+
+    def __call__(self, texts):
+        ids = np.zeros((len(texts), self.sequence_length), "int32")
+        for row, text in enumerate(texts):
+            tokens = self.tokens(text)[:self.sequence_length]
+            ids[row, :len(tokens)] = [self.index.get(token, 1) for token in tokens]
+        return ids
+
+    def tokens(self, text):
+        text = self._PUNCTUATION.sub("", self._MARKUP.sub(" ", text.translate(self._LOWER)))
+        return [token for token in self._WHITESPACE.split(text) if token]
+
+
 @dataclass
 class PreparedImdb:
     """Prepared IMDB data on disk, loaded lazily where large."""
@@ -131,6 +164,10 @@ class PreparedImdb:
     def vectorizer(self):
         """A `TextVectorization` with the saved vocabulary, identical to the adapted one."""
         return make_vectorizer(self.settings, vocabulary=self.vocabulary())
+
+    def python_vectorizer(self):
+        """The same vectorizer in plain Python (`ReviewVectorizer`): no TensorFlow."""
+        return ReviewVectorizer(self.vocabulary(), self.settings.sequence_length)
 
     def unlabelled_texts(self):
         path = self.directory / "unsup_texts.json"

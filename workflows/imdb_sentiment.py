@@ -57,6 +57,7 @@ classification = deferred("workflows.classification")
 ensemble_run = deferred("workflows.sentiment.ensemble_run")
 paragraph_training = deferred("workflows.sentiment.paragraph_training")
 subword_classifier = deferred("workflows.sentiment.subword_classifier")
+token_classifier = deferred("workflows.sentiment.token_classifier")
 ngrams = deferred("workflows.sentiment.ngrams")
 
 EXPERIMENT = "imdb_sentiment"
@@ -208,22 +209,29 @@ def plan_training(config, data):
             "classifier", None, FOLDER_PYFUNC_FILE, EXAMPLES[:1], packages=("sentiment",)))
     prepared = data.prepared
     prior, coverage = embedding_matrix_for(config, prepared)
-    vectorizer = (ngrams.ngram_vectorizer(config, prepared)
-                  if isinstance(config, ngrams.NGRAM_CONFIGS) else prepared.vectorizer())
-    if isinstance(config, NBSVMConfig):
-        negative, positive = ngrams.class_feature_counts(config, vectorizer, prepared)
-        prior = layers.naive_bayes_linear.log_count_ratios(positive, negative, config.alpha)
-    model = build_model(config, vectorizer.vocabulary_size(), prior)
+    if isinstance(config, ngrams.NGRAM_CONFIGS):  # TensorFlow's n-gram TextVectorization
+        vectorizer = ngrams.ngram_vectorizer(config, prepared)
+        if isinstance(config, NBSVMConfig):
+            negative, positive = ngrams.class_feature_counts(config, vectorizer, prepared)
+            prior = layers.naive_bayes_linear.log_count_ratios(positive, negative, config.alpha)
+        model = build_model(config, vectorizer.vocabulary_size(), prior)
+        export = ModelExport(
+            "model.keras", lambda path: end_to_end_model(model, vectorizer).save(path),
+            PYFUNC_FILE, EXAMPLES[:1], packages=("sentiment",))
+    else:  # the prepared token ids; served with their vectorizer in plain Python
+        vectorizer, vocabulary = None, prepared.vocabulary()
+        model = build_model(config, len(vocabulary), prior)
+        classifier = token_classifier.TokenClassifier(model, vocabulary,
+                                                      prepared.settings.sequence_length)
+        export = ModelExport("classifier", classifier.save, FOLDER_PYFUNC_FILE, EXAMPLES[:1],
+                             packages=("sentiment",))
     artifacts = {"vocabulary.txt": (prepared.directory / "vocabulary.txt").read_text("utf-8")}
     if coverage:
         artifacts["embedding_coverage.json"] = coverage
     return TrainingPlan(
         model, lambda epoch: batches(config, prepared, "train", vectorizer, epoch),
         batches(config, prepared, "val", vectorizer),
-        len(ngrams.split_texts(config, prepared, "train")[1]),
-        export=ModelExport(
-            "model.keras", lambda path: end_to_end_model(model, vectorizer).save(path),
-            PYFUNC_FILE, EXAMPLES[:1], packages=("sentiment",)),
+        len(ngrams.split_texts(config, prepared, "train")[1]), export=export,
         tags={"model_family": type(config).__name__.removesuffix("Config").lower()},
         artifacts=artifacts, metrics={"embedding_coverage": coverage["fraction"]} if coverage
         else {})

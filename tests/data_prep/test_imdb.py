@@ -84,3 +84,13 @@ def test_bucketing_changes_only_batch_order_and_shapes(archive):
     assert sorted(bucketed) == list(range(20))
     for index in range(20):
         np.testing.assert_allclose(bucketed[index], padded[index], atol=1e-6)
+
+
+def test_the_python_vectorizer_gives_the_prepared_token_ids_without_tensorflow(archive):
+    prepared = imdb.prepare(archive, SETTINGS, verbose=False)
+    python = prepared.python_vectorizer()
+    assert np.array_equal(python(prepared.texts("test")), prepared.token_ids("test"))
+    tricky = ["The FILM is GREAT!<br /><br />", "Café\u00a0école ÉCOLE  don't\ttab",
+              "&amp; a &#39; b", "", "İstanbul Straße ΣΑΣ", "x\u2003y\nz\r\nw",
+              "<i>review</i>number", "number-one's don’t " * 5, "NUMBER 1 IN TEST"]
+    assert np.array_equal(python(tricky), np.asarray(prepared.vectorizer()(tricky)))

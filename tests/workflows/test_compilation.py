@@ -114,13 +114,16 @@ with compilation.Compilations() as compiled:
                                    "--epochs", "1", "--set", "batch_size=8",
                                    "--set", "max_review_tokens=40"]),
               imdb_sentiment.main(["evaluate"]), imdb_sentiment.main(["predict", "A fine film"])]
+    codes += [imdb_sentiment.main(["train", "--model", "bilstm", "--epochs", "1", "--set",
+                                   "embed_dim=8", "--set", "units=4", "--set", "batch_size=8"]),
+              imdb_sentiment.main(["evaluate"]), imdb_sentiment.main(["predict", "A fine film"])]
 print(json.dumps({{"codes": codes, "tensorflow": "tensorflow" in sys.modules,
                   "counts": compiled.counts}}))
 """
 
 
 @pytest.mark.slow
-def test_language_model_and_lm_classifier_run_where_tensorflow_is_absent(tmp_path):
+def test_language_model_lm_classifier_and_bilstm_run_where_tensorflow_is_absent(tmp_path):
     imdb = write_imdb_folder(tmp_path / "imdb", reviews_per_class=16, unlabelled=10).parent
     env = {"NLPKIT_WORK_DIR": str(tmp_path / "work"), "NLPKIT_IMDB_PATH": str(imdb),
            "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
@@ -131,8 +134,9 @@ print(json.dumps([imdb_sentiment.main(["prepare"]), language_model.main(["prepar
 """
     assert run_steps(prepare.format(lm=LM), env, hide_tensorflow=False) == [0, 0]
     result = run_steps(LM_STEPS.format(lm=LM), env)
-    assert result["codes"] == [0] * 6 and not result["tensorflow"]
-    assert programs(result, "jit(train_step)") == 2  # one window shape; one review bucket
+    assert result["codes"] == [0] * 9 and not result["tensorflow"]
+    # one window shape; one review bucket for the classifier, one for the BiLSTM
+    assert programs(result, "jit(train_step)") == 3
 
 
 GENERATION = """

@@ -1,7 +1,8 @@
 """The sentiment classifiers saved as folders, as an MLflow pyfunc: reviews in, P(positive) out.
 
 Logged as a models-from-code pyfunc by `workflows.imdb_sentiment` for `lm_classifier`
-(`SubwordClassifier`) and `doc2vec` (`ParagraphVectorClassifier`), with `layers/`,
+(`SubwordClassifier`), `doc2vec` (`ParagraphVectorClassifier`) and the models of the
+prepared token ids (`TokenClassifier`: RNNs, Transformer), with `layers/`,
 `data_prep/` and the `sentiment` (and `causal_lm`) packages as its code:
 
     mlflow.pyfunc.load_model(uri).predict(["A gripping, beautifully shot film."])
@@ -23,6 +24,10 @@ def load_classifier(folder):
         from workflows.sentiment.paragraph_classifier import ParagraphVectorClassifier
 
         return ParagraphVectorClassifier.load(folder)
+    if settings.get("kind") == "token_ids":
+        from workflows.sentiment.token_classifier import TokenClassifier
+
+        return TokenClassifier.load(folder)
     from workflows.sentiment.subword_classifier import SubwordClassifier
 
     return SubwordClassifier.load(folder)

@@ -1,0 +1,57 @@
+"""A classifier of the prepared IMDB token ids (the RNNs, the Transformer), with the
+vectorizer in plain Python: it trains, serves and predicts without TensorFlow.
+
+`TokenClassifier.save(folder)` writes the Keras model (token ids in, P(positive)
+out), the vocabulary and the sequence length; `TokenClassifier.load(folder)
+.predict(texts)` vectorizes raw reviews exactly as the prepared data was
+(`data_prep.imdb.ReviewVectorizer`) and scores them in batches of one shape.
+"""
+
+import json
+from pathlib import Path
+
+import keras
+import numpy as np
+
+import layers  # noqa: F401  registers the layers a saved model uses
+from data_prep.imdb import ReviewVectorizer
+from data_prep.runtime import compiled
+
+SETTINGS_FILE = "classifier.json"
+KIND = "token_ids"
+
+
+class TokenClassifier:
+    def __init__(self, model, vocabulary, sequence_length, batch_size=64):
+        self.model, self.batch_size = model, batch_size
+        self.vectorizer = ReviewVectorizer(vocabulary, sequence_length)
+        self._forward = compiled(lambda ids: self.model(ids, training=False), model)
+
+    def predict(self, texts):
+        """P(positive) of each text, in batches of `batch_size` (the last one padded)."""
+        ids = self.vectorizer(list(texts))
+        probabilities = []
+        for start in range(0, len(ids), self.batch_size):
+            batch = ids[start:start + self.batch_size]
+            padded = np.concatenate([batch, np.zeros((self.batch_size - len(batch),
+                                                      ids.shape[1]), "int32")])
+            output = keras.ops.convert_to_numpy(self._forward(padded))
+            probabilities.append(output.reshape(len(padded), -1)[:len(batch), 0])
+        return np.concatenate(probabilities) if probabilities else np.zeros(0)
+
+    def save(self, folder):
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        self.model.save(folder / "model.keras")
+        (folder / "vocabulary.txt").write_text("\n".join(self.vectorizer.vocabulary), "utf-8")
+        (folder / SETTINGS_FILE).write_text(json.dumps(
+            {"kind": KIND, "sequence_length": self.vectorizer.sequence_length}))
+        return folder
+
+    @classmethod
+    def load(cls, folder):
+        folder = Path(folder)
+        settings = json.loads((folder / SETTINGS_FILE).read_text())
+        model = keras.saving.load_model(folder / "model.keras", compile=False)
+        vocabulary = (folder / "vocabulary.txt").read_text("utf-8").split("\n")
+        return cls(model, vocabulary, settings["sequence_length"])
