@@ -113,6 +113,9 @@ class LessonCLI:
                 "Several processes (KERAS_DISTRIBUTION_NUM_PROCESSES) train one config: use "
                 "the train step, then evaluate in one process (README: Scale out).")
         compilation.use_persistent_cache(getattr(args, "work_dir", None))
+        if hasattr(args, "retrain") and args.model is not None:  # a config mistake: first
+            self.configs(args, args.model if isinstance(args.model, list) else None,
+                         complete=False)
         if args.step not in STORELESS_STEPS:
             tracking.check_store()  # before any data is read
         try:
@@ -205,8 +208,9 @@ class LessonCLI:
         return {name: text for name, text in self.shortcuts.items()
                 if name not in SEARCH_OWN_FLAGS}
 
-    def configs(self, args, models=None):
-        """One config per model; with several models, each override goes to those it applies to."""
+    def configs(self, args, models=None, complete=True):
+        """One config per model; with several models, each override goes to those it
+        applies to. `complete`: as the lesson completes them (which may read runs)."""
         overrides = overrides_from_args(args)
         for name in self.step_shortcuts(args.step):
             value = getattr(args, name)
@@ -214,7 +218,7 @@ class LessonCLI:
                 overrides[name] = value
         catalog, preset = self.lesson.catalog, getattr(args, "preset", None)
         models = models or [args.model]
-        complete = self.lesson.complete_config or (lambda config: config)
+        complete = (self.lesson.complete_config if complete else None) or (lambda config: config)
         if len(models) == 1:
             return [complete(catalog.make(models[0], preset, overrides))]
         applicable = {model: catalog.applicable_overrides(model, preset, overrides)

@@ -58,11 +58,13 @@ ensemble_run = deferred("workflows.sentiment.ensemble_run")
 paragraph_training = deferred("workflows.sentiment.paragraph_training")
 subword_classifier = deferred("workflows.sentiment.subword_classifier")
 token_classifier = deferred("workflows.sentiment.token_classifier")
+end_to_end = deferred("workflows.sentiment.end_to_end")
+calibration = deferred("workflows.sentiment.calibration")
+classifiers = deferred("workflows.sentiment.classifiers")
 ngrams = deferred("workflows.sentiment.ngrams")
 
 EXPERIMENT = "imdb_sentiment"
-PYFUNC_FILE = Path(__file__).with_name("imdb_pyfunc.py")
-FOLDER_PYFUNC_FILE = Path(__file__).parent / "sentiment" / "pyfunc.py"  # saved classifiers
+PYFUNC_FILE = Path(__file__).parent / "sentiment" / "pyfunc.py"  # every classifier folder
 # Padded review lengths (tokens) batches come in, up to the longest a config reads: a
 # handful of shapes, each compiled once
 REVIEW_LENGTHS = (64, 128, 192, 256, 384, 512, 768, 1024)
@@ -202,12 +204,32 @@ def end_to_end_model(model, vectorizer):
 
 
 def plan_training(config, data):
+    """The lesson's plan for `config`; every model it exports carries the Platt scaling
+    fitted on the validation reviews."""
+    plan = _plan_training(config, data.prepared)
+    return dataclasses.replace(plan, export=calibrated(plan.export, data.prepared))
+
+
+def calibrated(export, prepared):
+    """`export`, whose saved classifier then gets its calibration: fitted on the
+    validation reviews (never test) from the saved classifier's own scores."""
+    def save(folder):
+        export.save(folder)
+        scores = classifiers.load_classifier(folder).predict(prepared.texts("val"))
+        fitted = calibration.Calibration.fit(prepared.labels("val"), scores)
+        fitted.save(folder)
+        print(f"Calibration on the validation reviews: p -> sigmoid({fitted.slope:.3f} "
+              f"logit(p) + {fitted.intercept:.3f})")
+
+    return dataclasses.replace(export, save=save)
+
+
+def _plan_training(config, prepared):
     if isinstance(config, LMClassifierConfig):
-        return plan_lm_classifier(config, data.prepared)
+        return plan_lm_classifier(config, prepared)
     if isinstance(config, ParagraphVectorConfig):
-        return paragraph_training.plan(config, data.prepared, ModelExport(
-            "classifier", None, FOLDER_PYFUNC_FILE, EXAMPLES[:1], packages=("sentiment",)))
-    prepared = data.prepared
+        return paragraph_training.plan(config, prepared, ModelExport(
+            "classifier", None, PYFUNC_FILE, EXAMPLES[:1], packages=("sentiment",)))
     prior, coverage = embedding_matrix_for(config, prepared)
     if isinstance(config, ngrams.NGRAM_CONFIGS):  # TensorFlow's n-gram TextVectorization
         vectorizer = ngrams.ngram_vectorizer(config, prepared)
@@ -216,14 +238,15 @@ def plan_training(config, data):
             prior = layers.naive_bayes_linear.log_count_ratios(positive, negative, config.alpha)
         model = build_model(config, vectorizer.vocabulary_size(), prior)
         export = ModelExport(
-            "model.keras", lambda path: end_to_end_model(model, vectorizer).save(path),
+            "classifier", lambda path: end_to_end.EndToEndClassifier(
+                end_to_end_model(model, vectorizer)).save(path),
             PYFUNC_FILE, EXAMPLES[:1], packages=("sentiment",))
     else:  # the prepared token ids; served with their vectorizer in plain Python
         vectorizer, vocabulary = None, prepared.vocabulary()
         model = build_model(config, len(vocabulary), prior)
         classifier = token_classifier.TokenClassifier(model, vocabulary,
                                                       prepared.settings.sequence_length)
-        export = ModelExport("classifier", classifier.save, FOLDER_PYFUNC_FILE, EXAMPLES[:1],
+        export = ModelExport("classifier", classifier.save, PYFUNC_FILE, EXAMPLES[:1],
                              packages=("sentiment",))
     artifacts = {"vocabulary.txt": (prepared.directory / "vocabulary.txt").read_text("utf-8")}
     if coverage:
@@ -258,7 +281,7 @@ def plan_lm_classifier(config, prepared):
     return TrainingPlan(
         model, split_batches["train"], split_batches["val"](None),
         len(prepared.labels("train")),
-        export=ModelExport("classifier", classifier.save, FOLDER_PYFUNC_FILE,
+        export=ModelExport("classifier", classifier.save, PYFUNC_FILE,
                            EXAMPLES[:1], packages=("sentiment", "causal_lm")),
         tags={"model_family": "lm_classifier", "pretrained": str(config.pretrained).lower()},
         artifacts={"vocabulary.txt": "\n".join(generator.vocabulary)})
@@ -293,14 +316,23 @@ def evaluate(run_id=None, imdb_path=None, work_dir=None, model_uri=None, top_wro
                **classification.class_f1_scores(labels, probabilities)}
     curve = classification.calibration(labels, probabilities)
     metrics["expected_calibration_error"] = curve["expected_calibration_error"]
+    curves, diagrams = {f"{name}_calibration.json": curve}, {}
+    fitted = getattr(model.unwrap_python_model(), "calibration", None)
+    if fitted is not None:  # the scores before the model's Platt scaling, for comparison
+        before = classification.calibration(labels, fitted.undo(probabilities))
+        metrics["uncalibrated_expected_calibration_error"] = before["expected_calibration_error"]
+        curves[f"{name}_calibration_before.json"] = before
+        diagrams[f"{name}_calibration_before.png"] = figures.reliability_diagram(
+            before, f"{name}, before calibration")
     results = {f"{name}_{key}": value for key, value in metrics.items()
                if key != "confusion_matrix"}
     lifecycle.log_evaluation(
         run.info.run_id, {**results, f"{name}_reviews_per_second": len(texts) / seconds},
-        dicts={f"{name}_metrics.json": metrics, f"{name}_calibration.json": curve},
+        dicts={f"{name}_metrics.json": metrics, **curves},
         figures={f"{name}_confusion_matrix.png": figures.confusion_matrix(
                      metrics["confusion_matrix"]),
-                 f"{name}_calibration.png": figures.reliability_diagram(curve, name)},
+                 f"{name}_calibration.png": figures.reliability_diagram(curve, name),
+                 **diagrams},
         tables={f"{name}_confidently_wrong.json": classification.confidently_wrong(texts, labels,
                                                                     probabilities, top_wrong)})
     print(json.dumps({"run_id": run.info.run_id, "texts": name, **metrics}, indent=2))

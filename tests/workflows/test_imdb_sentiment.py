@@ -14,10 +14,11 @@ import tensorflow as tf
 import layers
 from data_prep import imdb, paragraph_vectors
 from tests.workflows.conftest import BOW, COMMON, RNN, first_runs_by_model
+from workflows import classification as workflow_classification
 from workflows import imdb_sentiment as workflow
 from workflows import lifecycle, training
 from workflows.classification import binary_metrics
-from workflows.sentiment import ensemble, paragraph_training
+from workflows.sentiment import calibration, classifiers, ensemble, paragraph_training
 from workflows.sentiment.ngrams import split_texts
 
 runs_by_model = first_runs_by_model
@@ -231,7 +232,8 @@ def test_nbsvm_scales_ngrams_by_the_log_count_ratios_of_the_train_reviews(store)
                           "--set", "sentence_slices=0"]) == 0
     run = runs_by_model()["nbsvm"]
     assert run.info.status == "FINISHED" and run.data.params["ngrams"] == "3"
-    end_to_end = keras.saving.load_model(Path(run.data.tags["run_folder"]) / "model.keras")
+    end_to_end = keras.saving.load_model(
+        Path(run.data.tags["run_folder"]) / "classifier" / "model.keras")
     vectorizer = next(layer for layer in end_to_end.layers
                       if isinstance(layer, keras.layers.TextVectorization))
     (linear,) = [layer for layer in end_to_end._flatten_layers()
@@ -247,7 +249,7 @@ def test_nbsvm_scales_ngrams_by_the_log_count_ratios_of_the_train_reviews(store)
                                atol=1e-5)
     assert any(len(term.split()) == 3 for term in vectorizer.get_vocabulary())  # trigrams
     texts, labels = split_texts(workflow.CATALOG.make("nbsvm", None, {}), prepared,
-                                         "train")  # by default, one slice per review too
+                                "train")  # by default, one slice per review too
     assert len(texts) == 2 * len(labels) // 2 == 2 * len(prepared.texts("train"))
     assert list(labels) == list(prepared.labels("train")) * 2
 
@@ -418,3 +420,53 @@ def test_doc2vec_learns_from_unlabelled_and_train_reviews_and_scores_any_text_al
     texts = ["Wonderful and moving", "", "dull " * 3000]
     alone = [model.predict([text])[0] for text in texts]
     assert np.allclose(model.predict(texts), alone) and all(0 <= p <= 1 for p in alone)
+
+
+def test_every_model_is_calibrated_on_validation_and_evaluate_logs_before_and_after(
+        store, tmp_path):
+    import shutil
+    from types import SimpleNamespace
+
+    from workflows.sentiment.pyfunc import FolderReviewSentiment
+
+    run = runs_by_model()["bilstm"]
+    folder = Path(run.data.tags["run_folder"]) / "classifier"
+    texts = ["Wonderful and moving", "Dull."]
+    raw = classifiers.load_classifier(folder).predict(texts)
+    served = mlflow.pyfunc.load_model(f"runs:/{run.info.run_id}/model").predict(texts)
+    fitted = calibration.Calibration.load(folder)  # fitted on the tiny validation split
+    assert (folder / calibration.FILE).exists()
+    assert served == pytest.approx(list(fitted.apply(raw)), abs=1e-6)
+    copy = shutil.copytree(folder, tmp_path / "classifier")
+    calibration.Calibration(slope=0.5, intercept=0.25).save(copy)  # what the pyfunc applies
+    model = FolderReviewSentiment()
+    model.load_context(SimpleNamespace(artifacts={"classifier": str(copy)}))
+    assert model.predict(None, texts) == pytest.approx(list(
+        calibration.Calibration(0.5, 0.25).apply(raw)), abs=1e-6)
+    assert workflow.main(["evaluate", "--run-id", run.info.run_id]) == 0
+    metrics = mlflow.get_run(run.info.run_id).data.metrics
+    assert {"test_expected_calibration_error",
+            "test_uncalibrated_expected_calibration_error"} <= set(metrics)
+    artifacts = {a.path for a in mlflow.MlflowClient().list_artifacts(run.info.run_id)}
+    assert {"test_calibration.png", "test_calibration_before.png"} <= artifacts
+
+
+def test_platt_scaling_repairs_an_over_confident_scorer_and_keeps_its_order():
+    rng = np.random.default_rng(0)
+    evidence = rng.normal(0, 1.5, 8000)
+    labels = (rng.uniform(size=8000) < 1 / (1 + np.exp(-evidence))).astype(int)
+    confident = 1 / (1 + np.exp(-(3 * evidence + 0.5)))  # too sure, and leaning positive
+    fit, held_out = slice(0, 4000), slice(4000, None)
+    fitted = calibration.Calibration.fit(labels[fit], confident[fit])
+    after = fitted.apply(confident[held_out])
+
+    def error(probabilities):
+        return workflow_classification.calibration(labels[held_out], probabilities)[
+            "expected_calibration_error"]
+
+    assert error(after) < 0.03 < 0.1 < error(confident[held_out])
+    assert fitted.slope == pytest.approx(1 / 3, rel=0.15)  # it softens the scores
+    assert np.array_equal(np.argsort(after, kind="stable"),
+                          np.argsort(confident[held_out], kind="stable"))
+    assert fitted.undo(after) == pytest.approx(confident[held_out], rel=1e-6)
+    assert calibration.Calibration.fit(labels, rng.uniform(size=8000)).slope > 0
