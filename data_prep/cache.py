@@ -42,6 +42,21 @@ def prepared_dir(name, settings, root=None):
     return work_dir(root) / "prepared" / f"{name}-{settings_key(settings)}"
 
 
+def newest_prepared(name, settings, root=None):
+    """The newest intact entry of `name` prepared with `settings` (whatever its `source`
+    setting says), or None."""
+    found = []
+    for entry in (work_dir(root) / "prepared").glob(f"{name}-*"):
+        try:
+            recorded = json.loads((entry / SETTINGS_FILE).read_text())
+        except (OSError, ValueError):
+            continue
+        recorded.pop("source", None)
+        if recorded == json.loads(json.dumps(settings, default=str)) and is_intact(entry):
+            found.append(((entry / SETTINGS_FILE).stat().st_mtime, entry))
+    return max(found)[1] if found else None
+
+
 def is_complete(directory):
     """A prepared folder is complete once its settings file exists (written last)."""
     return (Path(directory) / SETTINGS_FILE).is_file()

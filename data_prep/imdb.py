@@ -27,7 +27,12 @@ import numpy as np
 
 from data_prep import cache
 from data_prep.runtime import deferred, run_main
-from data_prep.sources import DatasetSource, add_location_arguments, resolve, source_key
+from data_prep.sources import (
+    DatasetSource,
+    add_location_arguments,
+    prepared_entry,
+    resolve,
+)
 from data_prep.text import clean_html
 
 standardize = deferred("data_prep.standardize")  # Keras layers: loaded on use
@@ -176,9 +181,8 @@ class PreparedImdb:
 
 def prepare(path=None, settings=ImdbSettings(), root=None, verbose=True):
     """Prepares (or reuses) the IMDB data for `settings`; returns `PreparedImdb`."""
-    key_settings = {"dataset": "imdb", "source": source_key(ACL_IMDB, path, root),
-                    **asdict(settings)}
-    directory = cache.prepared_dir("imdb", key_settings, root)
+    directory, key_settings = prepared_entry(
+        ACL_IMDB, "imdb", {"dataset": "imdb", **asdict(settings)}, path, root)
     if not cache.is_intact(directory):
         folder = resolve(ACL_IMDB, path, root) / "aclImdb"
         cache.write_atomically(

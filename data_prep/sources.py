@@ -7,6 +7,7 @@ is only read, never modified.
 
 import bz2
 import gzip
+import json
 import lzma
 import os
 import shutil
@@ -21,6 +22,8 @@ import keras
 
 from data_prep.cache import (
     damage,
+    newest_prepared,
+    prepared_dir,
     producing,
     remove,
     sha256_of,
@@ -85,6 +88,20 @@ def source_key(source, path=None, root=None):
     if not path.exists():
         raise DataSourceError(f"{path} does not exist. {source.how_to_provide()}")
     return source_digest(path, root)[:16]
+
+
+def prepared_entry(source, name, settings, path=None, root=None):
+    """`(folder, settings)` of the data prepared from `source` with `settings`: keyed by
+    the content of the archive or folder given; with none given, the newest entry
+    prepared with these settings (a work folder copied to another machine is used as
+    it is), else the official archive's."""
+    given = path or os.environ.get(source.env_var)
+    if not given:
+        found = newest_prepared(name, settings, root)
+        if found is not None:
+            return found, json.loads((found / "settings.json").read_text())
+    keyed = {**settings, "source": source_key(source, path, root)}
+    return prepared_dir(name, keyed, root), keyed
 
 
 def _from_local_path(source, path, root=None):

@@ -27,7 +27,12 @@ import numpy as np
 
 from data_prep import cache
 from data_prep.runtime import deferred, run_main
-from data_prep.sources import DatasetSource, add_location_arguments, resolve, source_key
+from data_prep.sources import (
+    DatasetSource,
+    add_location_arguments,
+    prepared_entry,
+    resolve,
+)
 from data_prep.subwords import SPECIAL_TOKENS, learn_wordpiece
 
 standardize = deferred("data_prep.standardize")  # Keras layers: loaded on use
@@ -222,9 +227,8 @@ class PreparedSpaEng:
 
 def prepare(path=None, settings=SpaEngSettings(), root=None, verbose=True):
     """Prepares (or reuses) the pairs for `settings`; returns `PreparedSpaEng`."""
-    key_settings = {"dataset": "spa-eng", "source": source_key(SPA_ENG, path, root),
-                    **asdict(settings)}
-    directory = cache.prepared_dir("spa-eng", key_settings, root)
+    directory, key_settings = prepared_entry(
+        SPA_ENG, "spa-eng", {"dataset": "spa-eng", **asdict(settings)}, path, root)
     if not cache.is_intact(directory):
         folder = resolve(SPA_ENG, path, root)
         cache.write_atomically(

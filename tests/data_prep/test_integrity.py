@@ -117,3 +117,16 @@ def test_a_damaged_cache_file_is_written_again(tmp_path, work, capsys):
     assert "damaged" in capsys.readouterr().out
     path.unlink()
     assert cache.produce_file(path, write).read_text() == "1 2 3" and len(calls) == 3
+
+
+def test_without_a_source_the_prepared_copy_is_used_as_it_is(tmp_path, work, monkeypatch):
+    archive = imdb_archive(tmp_path / "a", tmp_path / "a.tar.gz")
+    prepared = imdb.prepare(archive, SETTINGS, verbose=False)
+    archive.unlink()  # a work folder copied to a machine that has no archive
+
+    def no_download(*args, **kwargs):
+        raise AssertionError("downloaded")
+
+    monkeypatch.setattr(sources, "download", no_download)
+    again = imdb.prepare(None, SETTINGS, verbose=False)
+    assert again.directory == prepared.directory
