@@ -15,6 +15,7 @@ import data_prep.quiet_start  # noqa: F401  first: hides TensorFlow's start-up n
 # isort: split
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -48,7 +49,20 @@ def serve(host="127.0.0.1", port=5000, workers=1):
     return run_until_stopped(
         command, "MLflow UI",
         f"MLflow UI: {ui}  (store: {tracking.tracking_uri()}); Ctrl-C to stop"
-        + (f"\nRuns of each lesson:{tables}" if tables else ""))
+        + (f"\nRuns of each lesson:{tables}" if tables else ""), env=quiet_server_environment())
+
+
+def quiet_server_environment():
+    """This environment, without the deprecation warnings MLflow's server triggers in
+    Starlette (nothing a user can act on)."""
+    quiet = ",".join(f"ignore:{message}" for message in STARLETTE_DEPRECATIONS)
+    current = os.environ.get("PYTHONWARNINGS")
+    return {**os.environ, "PYTHONWARNINGS": f"{current},{quiet}" if current else quiet}
+
+
+STARLETTE_DEPRECATIONS = ("async generator function lifespans are deprecated",
+                          "generator function lifespans are deprecated",
+                          "run_until_first_complete is deprecated")
 
 
 def lesson_experiments():
