@@ -34,3 +34,13 @@ def run_steps(code, env=None, timeout=600, hide_tensorflow=True):
                             env=environment, timeout=timeout, cwd=ROOT)
     assert result.returncode == 0, result.stderr[-4000:]
     return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def programs(result, prefix):
+    """How many programs of functions named `prefix...` a run's `counts` hold."""
+    return sum(n for name, n in result["counts"].items() if name.startswith(prefix))
+
+
+def hits(result, prefix):
+    """How many of those came from the persistent compilation cache."""
+    return sum(n for name, n in result["hits"].items() if name.startswith(prefix))

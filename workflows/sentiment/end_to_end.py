@@ -1,16 +1,12 @@
 """A Keras model that takes raw review strings (TensorFlow's `TextVectorization`
 inside: the n-gram models), saved as a classifier folder like the others."""
 
-import json
-from pathlib import Path
-
-import keras
 import numpy as np
 
 import data_prep.standardize  # noqa: F401  registers the standardization in the model
 import layers  # noqa: F401  registers the custom layers
+from workflows.sentiment.classifiers import read_folder, save_folder
 
-SETTINGS_FILE = "classifier.json"
 KIND = "end_to_end"
 
 
@@ -27,12 +23,8 @@ class EndToEndClassifier:
         return np.asarray(probabilities, "float64").reshape(-1)
 
     def save(self, folder):
-        folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
-        self.model.save(folder / "model.keras")
-        (folder / SETTINGS_FILE).write_text(json.dumps({"kind": KIND}))
-        return folder
+        return save_folder(folder, self.model, {"kind": KIND})
 
     @classmethod
     def load(cls, folder):
-        return cls(keras.saving.load_model(Path(folder) / "model.keras"))
+        return cls(read_folder(folder, compile=True)[0])

@@ -6,7 +6,6 @@ training reviews' own vectors, which inference never reads);
 `load(folder).predict(texts)` does both steps.
 """
 
-import json
 from pathlib import Path
 
 import keras
@@ -14,9 +13,9 @@ import numpy as np
 
 from data_prep.paragraph_vectors import ParagraphVectors
 from data_prep.runtime import compiled
+from workflows.sentiment.classifiers import read_folder, save_folder
 
-KIND = "paragraph_vectors"  # the `kind` in classifier.json (see `sentiment/pyfunc.py`)
-SETTINGS_FILE = "classifier.json"
+KIND = "paragraph_vectors"  # the `kind` in classifier.json (see `sentiment/classifiers.py`)
 
 
 class ParagraphVectorClassifier:
@@ -31,15 +30,11 @@ class ParagraphVectorClassifier:
         return np.asarray(keras.ops.convert_to_numpy(self._forward(vectors)))[:, 0]
 
     def save(self, folder):
-        folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
-        self.model.save(folder / "model.keras")
-        self.vectors.for_inference().save(folder / "doc2vec")
-        (folder / SETTINGS_FILE).write_text(json.dumps({"kind": KIND}))
-        return folder
+        save_folder(folder, self.model, {"kind": KIND})
+        self.vectors.for_inference().save(Path(folder) / "doc2vec")
+        return Path(folder)
 
     @classmethod
     def load(cls, folder):
-        folder = Path(folder)
-        model = keras.saving.load_model(folder / "model.keras", compile=False)
-        return cls(model, ParagraphVectors.load(folder / "doc2vec"))
+        model, _, _ = read_folder(folder)
+        return cls(model, ParagraphVectors.load(Path(folder) / "doc2vec"))

@@ -6,9 +6,7 @@ tokenizes raw reviews the way the language model read its corpus (each document
 starts after `[END]`) and scores them in batches of similar length.
 """
 
-import json
 from functools import cached_property
-from pathlib import Path
 
 import keras
 import numpy as np
@@ -19,8 +17,8 @@ from data_prep.runtime import compiled
 from data_prep.subwords import SPECIAL_TOKENS, make_wordpiece_tokenizer
 from data_prep.text import clean_html
 from workflows.causal_lm import models  # noqa: F401  registers GPT and GPTClassifier
+from workflows.sentiment.classifiers import read_folder, save_folder
 
-SETTINGS_FILE = "classifier.json"
 END_ID = SPECIAL_TOKENS.index("[END]")
 
 
@@ -61,18 +59,10 @@ class SubwordClassifier:
         return probabilities
 
     def save(self, folder):
-        folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
-        self.model.save(folder / "model.keras")
-        (folder / "vocabulary.txt").write_text("\n".join(self.vocabulary), "utf-8")
-        (folder / SETTINGS_FILE).write_text(json.dumps(
-            {"max_review_tokens": self.max_review_tokens}))
-        return folder
+        return save_folder(folder, self.model, {"max_review_tokens": self.max_review_tokens},
+                           self.vocabulary)
 
     @classmethod
     def load(cls, folder):
-        folder = Path(folder)
-        settings = json.loads((folder / SETTINGS_FILE).read_text())
-        model = keras.saving.load_model(folder / "model.keras", compile=False)
-        vocabulary = (folder / "vocabulary.txt").read_text("utf-8").split("\n")
+        model, settings, vocabulary = read_folder(folder)
         return cls(model, vocabulary, settings["max_review_tokens"])

@@ -7,17 +7,14 @@ out), the vocabulary and the sequence length; `TokenClassifier.load(folder)
 (`data_prep.imdb.ReviewVectorizer`) and scores them in batches of one shape.
 """
 
-import json
-from pathlib import Path
-
 import keras
 import numpy as np
 
 import layers  # noqa: F401  registers the layers a saved model uses
 from data_prep.imdb import ReviewVectorizer
 from data_prep.runtime import compiled
+from workflows.sentiment.classifiers import read_folder, save_folder
 
-SETTINGS_FILE = "classifier.json"
 KIND = "token_ids"
 
 
@@ -40,18 +37,11 @@ class TokenClassifier:
         return np.concatenate(probabilities) if probabilities else np.zeros(0)
 
     def save(self, folder):
-        folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
-        self.model.save(folder / "model.keras")
-        (folder / "vocabulary.txt").write_text("\n".join(self.vectorizer.vocabulary), "utf-8")
-        (folder / SETTINGS_FILE).write_text(json.dumps(
-            {"kind": KIND, "sequence_length": self.vectorizer.sequence_length}))
-        return folder
+        return save_folder(folder, self.model, {
+            "kind": KIND, "sequence_length": self.vectorizer.sequence_length},
+            self.vectorizer.vocabulary)
 
     @classmethod
     def load(cls, folder):
-        folder = Path(folder)
-        settings = json.loads((folder / SETTINGS_FILE).read_text())
-        model = keras.saving.load_model(folder / "model.keras", compile=False)
-        vocabulary = (folder / "vocabulary.txt").read_text("utf-8").split("\n")
+        model, settings, vocabulary = read_folder(folder)
         return cls(model, vocabulary, settings["sequence_length"])
