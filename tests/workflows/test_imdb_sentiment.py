@@ -356,6 +356,11 @@ def test_ensemble_fits_weights_on_validation_only_and_serves_like_a_model(
     monkeypatch.undo()
     ensemble = runs_by_model()["ensemble"]
     assert ensemble.data.params["members"] == ",".join(sorted(members))
+    named = {name.removesuffix("_val_accuracy") for name in ensemble.data.metrics
+             if name.startswith("member_")}
+    in_order = sorted((runs["bow"], runs["bilstm"]), key=lambda run: run.info.run_id)
+    assert named == {f"member_{index}_{run.data.params['model']}_{run.info.run_id[:8]}"
+                     for index, run in enumerate(in_order)}  # kind and run: always apart
     val_reviews = len(workflow.load_data(workflow.CATALOG.make("bow", None, {})).prepared
                       .texts("val"))
     right = ensemble.data.metrics["best_val_accuracy"] * val_reviews  # a count of reviews

@@ -41,7 +41,8 @@ def ensemble(experiment, run_ids, validation, input_example):
     with tempfile.TemporaryDirectory() as staging:
         folder, names, columns = Path(staging) / "ensemble", [], []
         for index, run in enumerate(runs):
-            names.append(f"member_{index}_{run.data.params.get('model')}")
+            # the run's id in the name: two members of one model kind stay apart
+            names.append(f"member_{index}_{run.data.params.get('model')}_{run.info.run_id[:8]}")
             with tracking.verified_model(run) as local:
                 columns.append(logged_models.predict_in_chunks(
                     mlflow.pyfunc.load_model(str(local)), texts,
