@@ -18,10 +18,13 @@ from tests.data_prep.fixtures import write_imdb_folder, write_tar_gz
 PROCESSES = 4
 
 
-def start_together(script, env, count=PROCESSES, delay=8.0):
-    """Starts `count` Python processes running `script` at one shared instant."""
+def start_together(script, env, count=PROCESSES, delay=12.0):
+    """Starts `count` Python processes running `script` at one shared instant (after
+    each has imported what the scripts use: the slow part of starting)."""
     start_at = time.time() + delay
-    prologue = f"import time\ntime.sleep(max(0.0, {start_at} - time.time()))\n"
+    prologue = ("import time\nimport mlflow\nfrom data_prep import imdb\n"
+                "from workflows import tracking\n"
+                f"time.sleep(max(0.0, {start_at} - time.time()))\n")
     return [subprocess.Popen([sys.executable, "-c", prologue + textwrap.dedent(script)],
                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             for _ in range(count)]

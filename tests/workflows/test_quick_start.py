@@ -9,47 +9,56 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 HEAVY = ("tensorflow", "keras", "mlflow", "jax", "keras_hub", "gensim", "optuna", "matplotlib")
+# Each command line of a module, run in one fresh process one after the other: what any
+# of them loads stays loaded, so a heavy library loaded by one case shows in the rest.
 PROBE = """
-import json, runpy, sys
-module, *sys.argv[1:] = sys.argv[1:]
-sys.argv[0] = module
-try:
-    runpy.run_module(module, run_name="__main__")
-except SystemExit as stop:
-    status = stop.code
+import contextlib, io, json, runpy, sys
+module, cases = sys.argv[1], json.loads(sys.argv[2])
 from data_prep.runtime import loaded
-print(json.dumps({"status": status, "loaded": [name for name in HEAVY if loaded(name)]}))
+results = []
+for argv in cases:
+    sys.argv, err = [module, *argv], io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        try:
+            runpy.run_module(module, run_name="__main__")
+            status = None
+        except SystemExit as stop:
+            status = stop.code
+    results.append({"argv": argv, "status": status, "stderr": err.getvalue(),
+                    "loaded": [name for name in HEAVY if loaded(name)]})
+print(json.dumps(results))
 """.replace("HEAVY", repr(HEAVY))
+HELP = [["--help"], ["train", "--help"], ["evaluate", "--help"]]
+MISTAKES = [["train", "--no-such-flag"], ["train", "--set", "no_such_field=1"],
+            ["train", "--model", "no_such_model"], ["train", "--set", "seed=-1"]]
 
 
-def answer(*argv):
-    done = subprocess.run([sys.executable, "-c", PROBE, *argv], cwd=ROOT, capture_output=True,
-                          text=True, timeout=120)
-    return json.loads(done.stdout.strip().splitlines()[-1]), done.stderr
+def answers(module, cases):
+    done = subprocess.run([sys.executable, "-c", PROBE, module, json.dumps(cases)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 @pytest.mark.parametrize("lesson", ["imdb_sentiment", "translation", "language_model"])
-@pytest.mark.parametrize("argv", [["--help"], ["train", "--help"], ["evaluate", "--help"],
-                                  ["train", "--no-such-flag"],
-                                  ["train", "--set", "no_such_field=1"],
-                                  ["train", "--model", "no_such_model"]])
-def test_help_and_mistakes_load_no_heavy_library(lesson, argv):
-    result, stderr = answer(f"workflows.{lesson}", *argv)
-    assert result["loaded"] == [], result
-    if argv[-1] == "--help":
-        assert result["status"] in (0, None)
-    else:
-        assert result["status"] == 2
-        assert "Traceback" not in stderr and stderr.strip(), stderr
+def test_help_and_mistakes_load_no_heavy_library(lesson):
+    for result in answers(f"workflows.{lesson}", HELP + MISTAKES):
+        assert result["loaded"] == [], result
+        if result["argv"] in HELP:
+            assert result["status"] in (0, None), result
+        else:
+            assert result["status"] == 2, result
+            stderr = result["stderr"]
+            assert "Traceback" not in stderr and stderr.strip(), result
 
 
-@pytest.mark.parametrize("module", ["workflows.serve_model", "workflows.mlflow_ui"])
-def test_launchers_help_loads_no_heavy_library(module):
-    result, _ = answer(module, "--help")
-    assert result == {"status": 0, "loaded": []}
+def test_launchers_help_loads_no_heavy_library():
+    for module in ("workflows.serve_model", "workflows.mlflow_ui"):
+        (result,) = answers(module, [["--help"]])
+        assert (result["status"], result["loaded"]) == (0, []), result
 
 
 def test_a_step_still_loads_what_it_needs():
-    result, stderr = answer("workflows.translation", "translate", "--run-id", "0" * 32,
-                            "Hello.")
-    assert result["status"] == 2 and "mlflow" in result["loaded"], (result, stderr)
+    (result,) = answers("workflows.translation",
+                        [["translate", "--run-id", "0" * 32, "Hello."]])
+    assert result["status"] == 2 and "mlflow" in result["loaded"], result
