@@ -158,7 +158,7 @@ def source_digest(path, root=None):
         entry = digests.get(str(path))
         if entry and entry["stamp"] == stamp:
             return entry["sha256"]
-    digest = sha256_of(path) if path.is_file() else _folder_digest(path)
+    digest = sha256_of(path) if path.is_file() else folder_digest(path)
     with producing(known):
         digests = json.loads(known.read_text()) if known.is_file() else {}
         digests[str(path)] = {"stamp": stamp, "sha256": digest}
@@ -168,10 +168,13 @@ def source_digest(path, root=None):
     return digest
 
 
-def _folder_digest(folder):
+def folder_digest(folder):
+    """SHA-256 over every file of `folder`: relative paths and contents, in order."""
+    folder = Path(folder)
     digest = hashlib.sha256()
-    for file in sorted(p for p in folder.rglob("*") if p.is_file()):
-        digest.update(f"{file.relative_to(folder)}\0{sha256_of(file)}\n".encode())
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        digest.update(path.relative_to(folder).as_posix().encode() + b"\0")
+        digest.update(bytes.fromhex(sha256_of(path)))
     return digest.hexdigest()
 
 

@@ -9,7 +9,6 @@ of a SQLite store live next to the database, in `artifacts/`.
 import contextlib
 import csv
 import dataclasses
-import hashlib
 import importlib
 import io
 import logging
@@ -28,7 +27,7 @@ import filelock
 import keras
 import mlflow
 
-from data_prep.cache import sha256_of
+from data_prep.cache import folder_digest
 from data_prep.errors import UserError
 from data_prep.runtime import cpu_model
 
@@ -295,16 +294,6 @@ def log_pyfunc_model(python_model_file, artifacts, input_example, pip_requiremen
         local = mlflow.artifacts.download_artifacts(artifact_uri=info.model_uri, dst_path=copy)
         mlflow.set_tag(DIGEST_TAG, folder_digest(local))  # as `verified_model` sees it
     return info
-
-
-def folder_digest(folder):
-    """SHA-256 over every file of `folder`: relative paths and contents, in order."""
-    folder = Path(folder)
-    digest = hashlib.sha256()
-    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-        digest.update(path.relative_to(folder).as_posix().encode() + b"\0")
-        digest.update(bytes.fromhex(sha256_of(path)))
-    return digest.hexdigest()
 
 
 @contextlib.contextmanager
