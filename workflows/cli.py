@@ -30,6 +30,7 @@ from workflows.config import (
 compilation = deferred("workflows.compilation")
 lifecycle = deferred("workflows.lifecycle")
 search = deferred("workflows.search")
+store_health = deferred("workflows.store_health")
 tracking = deferred("workflows.tracking")
 
 
@@ -117,16 +118,16 @@ class LessonCLI:
             self.configs(args, args.model if isinstance(args.model, list) else None,
                          complete=False)
         if args.step not in STORELESS_STEPS:
-            tracking.check_store()  # before any data is read
+            store_health.check_store()  # before any data is read
         try:
             self.handlers[args.step](args)
         except Exception as error:
-            if not tracking.is_store_failure(error):
+            if not store_health.is_store_failure(error):
                 raise
-            tracking.give_up_on_store()
-            raise tracking.StoreError(
-                f"The tracking store {tracking.redacted(tracking.tracking_uri())} stopped "
-                "answering. Nothing is lost: once it is back, rerun the same command (a "
+            store_health.give_up_on_store()
+            raise store_health.StoreError(
+                f"The tracking store {store_health.redacted(tracking.tracking_uri())} "
+                "stopped answering. Nothing is lost: once it is back, rerun the same command (a "
                 "training resumes from its last checkpoint).") from error
         return 0
 

@@ -59,7 +59,6 @@ paragraph_training = deferred("workflows.sentiment.paragraph_training")
 subword_classifier = deferred("workflows.sentiment.subword_classifier")
 token_classifier = deferred("workflows.sentiment.token_classifier")
 end_to_end = deferred("workflows.sentiment.end_to_end")
-calibration = deferred("workflows.sentiment.calibration")
 classifiers = deferred("workflows.sentiment.classifiers")
 ngrams = deferred("workflows.sentiment.ngrams")
 
@@ -206,22 +205,10 @@ def end_to_end_model(model, vectorizer):
 def plan_training(config, data):
     """The lesson's plan for `config`; every model it exports carries the Platt scaling
     fitted on the validation reviews."""
-    plan = _plan_training(config, data.prepared)
-    return dataclasses.replace(plan, export=calibrated(plan.export, data.prepared))
-
-
-def calibrated(export, prepared):
-    """`export`, whose saved classifier then gets its calibration: fitted on the
-    validation reviews (never test) from the saved classifier's own scores."""
-    def save(folder):
-        export.save(folder)
-        scores = classifiers.load_classifier(folder).predict(prepared.texts("val"))
-        fitted = calibration.Calibration.fit(prepared.labels("val"), scores)
-        fitted.save(folder)
-        print(f"Calibration on the validation reviews: p -> sigmoid({fitted.slope:.3f} "
-              f"logit(p) + {fitted.intercept:.3f})")
-
-    return dataclasses.replace(export, save=save)
+    plan, prepared = _plan_training(config, data.prepared), data.prepared
+    save = classifiers.calibrating(plan.export.save, prepared.texts("val"),
+                                   prepared.labels("val"))
+    return dataclasses.replace(plan, export=dataclasses.replace(plan.export, save=save))
 
 
 def _plan_training(config, prepared):

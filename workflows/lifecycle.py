@@ -20,7 +20,7 @@ import matplotlib.pyplot as plt
 import mlflow
 
 from data_prep import cache
-from workflows import compilation, distribution, tracking
+from workflows import compilation, distribution, store_health, tracking
 from workflows.config import ConfigError, apply_overrides, describe
 from workflows.run_logging import (
     add_epoch_metrics,
@@ -193,8 +193,8 @@ def _chief_run(lesson, name, state, tags, processes):
         mlflow.end_run("KILLED")
         raise
     except BaseException as error:
-        if tracking.is_store_failure(error):
-            tracking.give_up_on_store()  # ending the run there would wait for nothing
+        if store_health.is_store_failure(error):
+            store_health.give_up_on_store()  # ending the run there would wait for nothing
             with contextlib.suppress(Exception):
                 mlflow.end_run("FAILED")
         else:

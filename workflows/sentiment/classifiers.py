@@ -49,3 +49,18 @@ def load_classifier(folder):
     from workflows.sentiment.subword_classifier import SubwordClassifier
 
     return SubwordClassifier.load(folder)
+
+
+def calibrating(save, texts, labels):
+    """`save(folder)`, then the classifier it saved gets its Platt scaling, fitted on
+    (`texts`, `labels`): the validation reviews, never test."""
+    from workflows.sentiment.calibration import Calibration
+
+    def save_calibrated(folder):
+        save(folder)
+        fitted = Calibration.fit(labels, load_classifier(folder).predict(texts))
+        fitted.save(folder)
+        print(f"Calibration on the validation reviews: p -> sigmoid({fitted.slope:.3f} "
+              f"logit(p) + {fitted.intercept:.3f})")
+
+    return save_calibrated
