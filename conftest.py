@@ -1,11 +1,19 @@
-"""Suite-wide (tests and the layers' doctests): each test starts from float32 layers.
+"""Suite-wide (tests and the layers' doctests): each test starts from float32 layers;
+JAX compiles without its costly optimizations.
 
 Building a mixed-precision model sets Keras' global dtype policy; with the suite spread
 over workers, a later test or doctest in the same worker would inherit it.
 """
 
-import keras
-import pytest
+import os
+
+# The suite's tiny models compile more often than they run: JAX (in this process and in
+# the lessons' subprocesses, which inherit it) skips XLA's costly optimization passes,
+# which buy nothing here; the programs compute the same, up to float rounding.
+os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")
+
+import keras  # noqa: E402
+import pytest  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

@@ -4,8 +4,9 @@ For each config of the `imdb_sentiment` experiment (a model and the fields it ch
 from that model's defaults), its newest run that has test metrics
 (`python -m workflows.imdb_sentiment evaluate --run-id ...`): test accuracy,
 ROC AUC and macro F1 on all 25,000 test reviews, training minutes (an ensemble: its
-members' sum), test reviews scored per second, and accuracy on the short
-out-of-domain reviews of `--texts` (scored here when a run lacks it). Rows of an
+members' sum), test reviews scored per second, the expected calibration error, and
+accuracy and calibration error on the short out-of-domain reviews of `--texts` (scored
+here when a run lacks them or scored another version of the file). Rows of an
 earlier results file
 whose runs are not in this store (measured on another machine or store) are kept, each
 with the machine it was measured on.
@@ -23,6 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from data_prep import cache  # noqa: E402  (after the path is set)
 
 RESULTS = Path(__file__).with_name("results")
 SHORT_REVIEWS = Path(__file__).with_name("data") / "short_reviews.tsv"
@@ -87,8 +90,9 @@ def measured_runs(texts):
     minutes = {run.info.run_id: training_minutes(run.data.metrics) for run in every}
     key = texts_key(texts)
     rows = {}
+    digest = cache.sha256_of(texts)
     for model, run in newest.items():
-        if f"{key}_accuracy" not in run.data.metrics:
+        if scored_file_digest(run, key) != digest:  # never scored, or on another version
             workflow.evaluate(run.info.run_id, texts_file=texts)
             run = mlflow.get_run(run.info.run_id)
         metrics = run.data.metrics
@@ -101,11 +105,31 @@ def measured_runs(texts):
             "train_minutes": sum(minutes.get(m) or 0 for m in members) if members
             else training_minutes(metrics),
             "test_reviews_per_second": metrics.get("test_reviews_per_second"),
+            "test_calibration_error": metrics.get("test_expected_calibration_error"),
             "short_reviews_accuracy": metrics[f"{key}_accuracy"],
             "short_reviews_macro_f1": metrics[f"{key}_macro_f1"],
+            "short_reviews_calibration_error": metrics.get(f"{key}_expected_calibration_error"),
+            "short_reviews_sha256": digest,
+            **({"augment": run.data.params["augment"]} if run.data.params.get(
+                "augment", "none") != "none" else {}),
             **({"members": members, "weights": run.data.params.get("weights")} if members
                else {})}
     return rows
+
+
+def scored_file_digest(run, key):
+    """The SHA-256 of the texts file the run's `key` metrics were scored on (None if it
+    has none, or was scored before evaluate recorded it)."""
+    import mlflow
+
+    if f"{key}_accuracy" not in run.data.metrics:
+        return None
+    try:
+        scored = json.loads(mlflow.artifacts.load_text(
+            f"runs:/{run.info.run_id}/{key}_metrics.json"))
+    except Exception:  # noqa: BLE001  an artifact store without the file: score again
+        return None
+    return scored.get("sha256")
 
 
 def earlier_rows(output, measured):
@@ -126,18 +150,24 @@ def measured_on(row):
     return machine.get("device") or machine.get("cpu", "-")
 
 
-def markdown(rows):
-    lines = ["| model | test accuracy | ROC AUC | macro F1 | train min | reviews/s | "
-             "short reviews acc. | measured on |", "|---|---|---|---|---|---|---|---|"]
+def markdown(rows, texts_digest):
+    """The table; short-review figures only of rows scored on the file `texts_digest`."""
+    lines = ["| model | test accuracy | ROC AUC | macro F1 | test ECE | train min | reviews/s | "
+             "short reviews acc. | short ECE | measured on |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for model, row in sorted(rows.items(), key=lambda item: -item[1]["test_accuracy"]):
+        short = row.get("short_reviews_sha256") == texts_digest  # else: another probe
         cells = [row.get(k) for k in ("test_accuracy", "test_roc_auc", "test_macro_f1",
-                                      "train_minutes", "test_reviews_per_second",
-                                      "short_reviews_accuracy")]
-        formats = ["{:.4f}", "{:.4f}", "{:.4f}", "{:.1f}", "{:.0f}", "{:.3f}"]
+                                      "test_calibration_error", "train_minutes",
+                                      "test_reviews_per_second")]
+        cells += [row.get(k) if short else None for k in ("short_reviews_accuracy",
+                                                           "short_reviews_calibration_error")]
+        formats = ["{:.4f}", "{:.4f}", "{:.4f}", "{:.3f}", "{:.1f}", "{:.0f}", "{:.3f}",
+                   "{:.3f}"]
         lines.append(f"| {model} | " + " | ".join(
             "-" if cell is None else fmt.format(cell)
             for cell, fmt in zip(cells, formats, strict=True)) + f" | {measured_on(row)} |")
-    lines += [f"| *{name}* | *{value}* | | | | | | |" for name, value in ANCHORS.items()]
+    lines += [f"| *{name}* | *{value}* | | | | | | | | |" for name, value in ANCHORS.items()]
     return "\n".join(lines)
 
 
@@ -153,7 +183,7 @@ def main(argv=None):
             measured_runs(args.texts).items()}
     rows = {**earlier_rows(args.output, here), **here}
     write_results({"texts": args.texts, "anchors": ANCHORS, "models": rows}, args.output)
-    print(markdown(rows))
+    print(markdown(rows, cache.sha256_of(args.texts)))
 
 
 if __name__ == "__main__":

@@ -54,12 +54,13 @@ class LessonCLI:
 
     def step(self, name, help_text, handler, *, data=False, train=None, model=False,
              texts=None):
-        """Adds a step; `train` is "one" or "many" (models), `texts` names the inputs."""
+        """Adds a step; `train` is "one" or "many" (models) to train, or "config" (one
+        model's config, nothing trained); `texts` names the inputs."""
         parser = self.steps.add_parser(name, help=help_text, description=help_text)
         if data:
             add_location_arguments(parser, self.source)
         if train:
-            self._add_train_arguments(parser, many=train == "many", step=name)
+            self._add_train_arguments(parser, train, step=name)
         if texts:
             parser.add_argument("texts", nargs="*", help=texts)
             parser.add_argument("--file", help=f"a UTF-8 text file, one per line ({texts})")
@@ -114,7 +115,7 @@ class LessonCLI:
                 "Several processes (KERAS_DISTRIBUTION_NUM_PROCESSES) train one config: use "
                 "the train step, then evaluate in one process (README: Scale out).")
         compilation.use_persistent_cache(getattr(args, "work_dir", None))
-        if hasattr(args, "retrain") and args.model is not None:  # a config mistake: first
+        if hasattr(args, "overrides") and args.model is not None:  # a config mistake: first
             self.configs(args, args.model if isinstance(args.model, list) else None,
                          complete=False)
         if args.step not in STORELESS_STEPS:
@@ -238,8 +239,8 @@ class LessonCLI:
                                 choices=self.lesson.catalog.choices(field),
                                 help=help_text.format(field))
 
-    def _add_train_arguments(self, parser, many, step):
-        catalog = self.lesson.catalog
+    def _add_train_arguments(self, parser, step_kind, step):
+        catalog, many = self.lesson.catalog, step_kind == "many"
         names = ", ".join(catalog.models)
         if catalog.has_presets:
             parser.add_argument("--model", default=catalog.models[0], help=f"one of: {names}")
@@ -257,10 +258,11 @@ class LessonCLI:
             else:
                 parser.add_argument(flag, metavar=name.upper(),
                                     help=help_text or f"sets the config field {name}")
-        parser.add_argument("--retrain", action="store_true",
-                            help="train again even if this exact config already finished")
-        parser.add_argument("--register", metavar="NAME",
-                            help="register the trained model in the MLflow model registry")
+        if step_kind != "config":
+            parser.add_argument("--retrain", action="store_true",
+                                help="train again even if this exact config already finished")
+            parser.add_argument("--register", metavar="NAME",
+                                help="register the trained model in the MLflow model registry")
         add_config_arguments(parser)
 
 

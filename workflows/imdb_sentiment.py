@@ -61,6 +61,7 @@ token_classifier = deferred("workflows.sentiment.token_classifier")
 end_to_end = deferred("workflows.sentiment.end_to_end")
 classifiers = deferred("workflows.sentiment.classifiers")
 ngrams = deferred("workflows.sentiment.ngrams")
+augmentation = deferred("workflows.sentiment.augmentation")
 
 EXPERIMENT = "imdb_sentiment"
 PYFUNC_FILE = Path(__file__).parent / "sentiment" / "pyfunc.py"  # every classifier folder
@@ -77,9 +78,18 @@ EXAMPLES = ["A gripping, beautifully shot film.", "Dull, predictable and far too
 
 def complete_config(config):
     """`lm_classifier`: the language-model run it starts from, and that run's
-    architecture, vocabulary size and dtype policy."""
-    if not isinstance(config, LMClassifierConfig):
-        return config
+    architecture, vocabulary size and dtype policy; `augment=round_trip`: the run ids of
+    its two translators."""
+    if isinstance(config, LMClassifierConfig):
+        config = complete_lm_classifier(config)
+    if config.augment == "round_trip":
+        config = dataclasses.replace(config, **{
+            role: augmentation.translation_run(getattr(config, role), role).info.run_id
+            for role in augmentation.DIRECTIONS})
+    return config
+
+
+def complete_lm_classifier(config):
     if not config.init_from:
         raise ConfigError("lm_classifier fine-tunes a language model: give --init-from with "
                           "a run id or model URI from `python -m workflows.language_model`.")
@@ -131,14 +141,36 @@ def load_embedding_vectors(kind, prepared, glove_source=None, glove_dim=None):
 
 @dataclass
 class ImdbData:
-    prepared: imdb.PreparedImdb
-    fingerprint: str  # the prepared folder and a hash of its vocabulary
+    prepared: imdb.PreparedImdb  # or `AugmentedImdb`: its train split has extra rows
+    fingerprint: str  # the prepared folder, a hash of its vocabulary, the augmentation
+    augmentation: dict = dataclasses.field(default_factory=dict)  # what was added
 
 
 def load_data(config, imdb_path=None, work_dir=None):
     prepared = imdb.prepare(imdb_path, data_settings(config), work_dir, verbose=False)
     vocabulary_hash = cache.sha256_of(prepared.directory / "vocabulary.txt")[:12]
-    return ImdbData(prepared, f"{prepared.directory.name}:{vocabulary_hash}")
+    fingerprint = f"{prepared.directory.name}:{vocabulary_hash}"
+    if getattr(config, "augment", "none") == "none":
+        return ImdbData(prepared, fingerprint)
+    added = augmentation.augment(config, prepared, work_dir)
+    return ImdbData(augmentation.AugmentedImdb(prepared, added),
+                    f"{fingerprint}:{added.name}", added.summary)
+
+
+def augment(config, imdb_path=None, work_dir=None):
+    """`augment`: makes (or finds) the augmented train rows `config` trains on, ahead of
+    `train`, and prints a few with the reviews they came from."""
+    if config.augment == "none":
+        raise ConfigError("Say which augmentation: --augment round_trip (paraphrases by "
+                          "the translation lesson's translators) or --augment edit.")
+    data = load_data(config, imdb_path, work_dir)
+    added, originals = data.prepared.augmentation, data.prepared.prepared.texts("train")
+    picked = augmentation.units(originals, config.augment_unit, config.augment_copies,
+                                config.augment_fraction, config.seed)
+    for (_, _, text), made in list(zip(picked, added.texts, strict=True))[:3]:
+        print(f"  {text[:150]}\n  -> {made[:150]}")
+    print(json.dumps({"fingerprint": data.fingerprint, **data.augmentation}, indent=2))
+    return data
 
 
 # ## Build the model
@@ -208,7 +240,12 @@ def plan_training(config, data):
     plan, prepared = _plan_training(config, data.prepared), data.prepared
     save = classifiers.calibrating(plan.export.save, prepared.texts("val"),
                                    prepared.labels("val"))
-    return dataclasses.replace(plan, export=dataclasses.replace(plan.export, save=save))
+    added = {key: value for key, value in data.augmentation.items()
+             if isinstance(value, (int, float))}
+    return dataclasses.replace(plan, export=dataclasses.replace(plan.export, save=save),
+                               metrics={**plan.metrics, **added},
+                               artifacts={**plan.artifacts, **({"augmentation.json":
+                                          data.augmentation} if data.augmentation else {})})
 
 
 def _plan_training(config, prepared):
@@ -286,9 +323,11 @@ def evaluate(run_id=None, imdb_path=None, work_dir=None, model_uri=None, top_wro
     Metric names start with `test_`, or with `texts_<file stem>_`, so one run holds
     its scores on several files.
     """
+    source = {}
     if texts_file:
         texts, labels = read_labelled_texts(texts_file, text_column, label_column)
         name = "texts_" + re.sub(r"[^0-9a-zA-Z]+", "_", Path(texts_file).stem).strip("_").lower()
+        source = {"file": str(texts_file), "sha256": cache.sha256_of(texts_file)}
     run = lifecycle.model_run(LESSON, run_id, model_uri)
     model = logged_models.load_pyfunc(run)
     if not texts_file:  # an ensemble has no config: any settings give the same test reviews
@@ -315,7 +354,7 @@ def evaluate(run_id=None, imdb_path=None, work_dir=None, model_uri=None, top_wro
                if key != "confusion_matrix"}
     lifecycle.log_evaluation(
         run.info.run_id, {**results, f"{name}_reviews_per_second": len(texts) / seconds},
-        dicts={f"{name}_metrics.json": metrics, **curves},
+        dicts={f"{name}_metrics.json": {**metrics, **source}, **curves},
         figures={f"{name}_confusion_matrix.png": figures.confusion_matrix(
                      metrics["confusion_matrix"]),
                  f"{name}_calibration.png": figures.reliability_diagram(curve, name),
@@ -396,13 +435,23 @@ CLI = LessonCLI(LESSON, "workflows.imdb_sentiment", __doc__.split("\n")[0], imdb
                            "init_from": "lm_classifier: the language_model run (id or "
                                         "prefix) or model URI to fine-tune",
                            "fine_tune_embeddings": "let GloVe/Word2Vec vectors train "
-                                                   "(default: frozen)"})
+                                                   "(default: frozen)",
+                           "augment": "more train rows: round_trip (paraphrases through the "
+                                      "translation lesson's runs) or edit (random deletions "
+                                      "and swaps); default none",
+                           "translator": "round_trip: the en-es translation run (default: "
+                                         "the latest)",
+                           "back_translator": "round_trip: the es-en translation run "
+                                              "(default: the latest)"})
 _prepare = CLI.step("prepare", "prepare reviews, vocabulary and embeddings", lambda a: prepare(
     a.imdb_path, a.work_dir, not a.skip_word2vec, a.glove, a.glove_dim), data=True)
 _prepare.add_argument("--glove", help="GloVe .txt/.zip or gensim .kv file")
 _prepare.add_argument("--glove-dim", type=int, help="dimension to read from glove.6B.zip")
 _prepare.add_argument("--skip-word2vec", action="store_true",
                       help="do not train the Word2Vec vectors (about 5 min, once)")
+CLI.step("augment", "make the augmented train rows a config trains on (train makes them "
+         "too): --augment round_trip or edit", lambda a: augment(
+             CLI.configs(a)[0], a.imdb_path, a.work_dir), data=True, train="config")
 CLI.step("train", "train one model (resumes an interrupted run)", CLI.train, data=True,
          train="one")
 CLI.step("run", "prepare, train, evaluate and predict, for each --model (default: bow and "

@@ -43,6 +43,7 @@ from workflows.seq2seq.metrics import bleu_scores
 from workflows.seq2seq.presets import (  # noqa: F401  the lesson's API: make_config & co
     BATCH_TOKENS_HELP,
     CATALOG,
+    EXPERIMENT,
     MAX_BEAM_WIDTH,
     TranslationConfig,
     batch_plan,
@@ -67,7 +68,6 @@ tracking = deferred("workflows.tracking")
 batching = deferred("workflows.seq2seq.batching")
 seq2seq_translator = deferred("workflows.seq2seq.translator")
 
-EXPERIMENT = "translation"
 PYFUNC_FILE = Path(__file__).parent / "seq2seq" / "pyfunc.py"
 EXAMPLES = {
     "en-es": ["I love reading books.", "How are you?", "Where is the train station?",

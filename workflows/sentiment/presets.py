@@ -22,6 +22,21 @@ gpt_models = deferred("workflows.causal_lm.models")
 OPTIMIZERS = ("rmsprop", "adam", "adamw", "sgd", "nadam", "adagrad")
 
 
+AUGMENTATIONS = ("none", "round_trip", "edit")
+
+
+def _augmentable(config):  # Doc2Vec's cached vectors are of the prepared reviews only
+    return not isinstance(config, ParagraphVectorConfig)
+
+
+def _augmenting(config):
+    return config.augment != "none"
+
+
+def _round_trip(config):
+    return config.augment == "round_trip"
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     model: str = ""
@@ -36,6 +51,16 @@ class TrainConfig:
     # share of the official train reviews held out for validation (early stopping and
     # ensemble weights); members of one ensemble must share it
     val_fraction: float = option(0.2, above=0, below=1)
+    # more train rows (`sentiment/augmentation.py`): paraphrases of the train reviews by
+    # round-trip translation through the translation lesson's runs, or copies with random
+    # word deletions and swaps; validation and test are never augmented
+    augment: str = option("none", choices=AUGMENTATIONS, applies=_augmentable)
+    augment_unit: str = option("slices", choices=("slices", "reviews"), applies=_augmenting)
+    augment_copies: int = option(1, at_least=1, at_most=8, applies=_augmenting)
+    augment_fraction: float = option(1.0, above=0, at_most=1, applies=_augmenting)
+    # the en-es and es-en translation runs (id, prefix or model URI); "": the latest
+    translator: str = option("", applies=_round_trip)
+    back_translator: str = option("", applies=_round_trip)
 
 
 @dataclass(frozen=True)

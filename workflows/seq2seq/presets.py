@@ -18,6 +18,7 @@ layers = deferred("layers")
 batching = deferred("workflows.seq2seq.batching")
 models = deferred("workflows.seq2seq.models")
 
+EXPERIMENT = "translation"  # the MLflow experiment of the translators
 MAX_BEAM_WIDTH = 64  # = translator.MAX_BEAM_WIDTH (the logged pyfunc ships without presets)
 
 # One dataclass for both translators; fields of one model only say so with `applies`.
