@@ -20,10 +20,10 @@ RESULTS = Path(__file__).with_name("results")
 
 
 def main(argv=None):
-    from workflows import lifecycle
     from workflows import translation as workflow
+    from workflows.core import runs
+    from workflows.core.checkpoints import TrainingFolder, average_weights
     from workflows.seq2seq.metrics import bleu_scores
-    from workflows.training import TrainingFolder, average_weights
 
     parser = translation_run_parser("checkpoint_averaging.py", __doc__.split("\n")[0])
     parser.add_argument("--limit", type=int, help="only the first N test sentences")
@@ -31,7 +31,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     run, translator = workflow.load_run_translator(args.run_id)
-    config = lifecycle.config_of(workflow.LESSON, run)
+    config = runs.config_of(workflow.LESSON, run)
     folder = TrainingFolder(run.data.tags["run_folder"])
     state = folder.load_state()
     kept = [epoch for epoch in range(1, state.epoch + 1) if folder.epoch_weights(epoch).exists()]

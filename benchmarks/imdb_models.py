@@ -77,9 +77,9 @@ def measured_runs(texts):
     import mlflow
 
     from workflows import imdb_sentiment as workflow
-    from workflows import tracking
+    from workflows.core import store
 
-    experiment = tracking.use_experiment(workflow.EXPERIMENT)
+    experiment = store.use_experiment(workflow.EXPERIMENT)
     runs = mlflow.search_runs([experiment.experiment_id], "metrics.test_accuracy > 0",
                               order_by=["attributes.start_time DESC"], output_format="list")
     every = mlflow.search_runs([experiment.experiment_id], output_format="list")

@@ -54,7 +54,7 @@ def generation_speed(generator, rows, tokens):
 
 def main(argv=None):
     from workflows import language_model as workflow
-    from workflows import tracking
+    from workflows.core import runs
 
     parser = argparse.ArgumentParser(prog="python benchmarks/language_model.py",
                                      description=__doc__.split("\n")[0])
@@ -64,7 +64,7 @@ def main(argv=None):
     parser.add_argument("--output", default=str(RESULTS))
     args = parser.parse_args(argv)
 
-    run = tracking.find_run(workflow.EXPERIMENT, args.run_id)
+    run = runs.find_run(workflow.EXPERIMENT, args.run_id)
     generator = workflow.load_generator(run)
     by_length = {}  # the uncached baseline takes prompts of one length
     for prompt in PROMPTS:

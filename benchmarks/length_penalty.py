@@ -24,8 +24,8 @@ RESULTS = Path(__file__).with_name("results")
 
 
 def main(argv=None):
-    from workflows import lifecycle
     from workflows import translation as workflow
+    from workflows.core import runs
     from workflows.seq2seq.metrics import bleu_scores
 
     parser = translation_run_parser("length_penalty.py", __doc__.split("\n")[0])
@@ -39,7 +39,7 @@ def main(argv=None):
         workflow.check_length_penalty(alpha)
 
     run, translator = workflow.load_run_translator(args.run_id)
-    config = lifecycle.config_of(workflow.LESSON, run)
+    config = runs.config_of(workflow.LESSON, run)
     _, sources, refs = workflow.split_references(config, "val", args.spa_eng_path, args.work_dir,
                                                  args.sentences)
     output = Path(args.output or RESULTS / f"length_penalty_{config.direction}.json")

@@ -33,8 +33,8 @@ def main(argv=None):
 
     from data_prep import spa_eng
     from data_prep.batches import for_backend
-    from workflows import distribution
     from workflows import translation as workflow
+    from workflows.core import distribution
 
     parser = argparse.ArgumentParser(prog="python benchmarks/scaling.py",
                                      description=__doc__.split("\n")[0])

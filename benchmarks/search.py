@@ -44,12 +44,12 @@ def run_search(args, workers):
     import mlflow
 
     from workflows import imdb_sentiment as workflow
-    from workflows import tracking
+    from workflows.core import store
 
     started = time.monotonic()
     subprocess.run(search_command(args, workers), cwd=ROOT, check=True)
     wall = time.monotonic() - started
-    tracking.use_experiment(workflow.EXPERIMENT)
+    store.use_experiment(workflow.EXPERIMENT)
     (parent,) = mlflow.search_runs(
         experiment_names=[workflow.EXPERIMENT], output_format="list",
         filter_string=f"tags.optuna_study = '{args.study_prefix}-{workers}-workers' "

@@ -79,7 +79,7 @@ def percentile(values, q):
 def main(argv=None):
     from data_prep import cache, imdb
     from workflows import imdb_sentiment as workflow
-    from workflows import lifecycle, tracking
+    from workflows.core import models, runs
 
     parser = argparse.ArgumentParser(prog="python benchmarks/serving_load.py",
                                      description=__doc__.split("\n")[0])
@@ -93,10 +93,10 @@ def main(argv=None):
     parser.add_argument("--output", default=str(RESULTS))
     args = parser.parse_args(argv)
 
-    run = tracking.find_run(workflow.EXPERIMENT, tracking.source_run_id(args.model_uri)
+    run = runs.find_run(workflow.EXPERIMENT, runs.source_run_id(args.model_uri)
                             if args.model_uri else None)
-    model_uri = args.model_uri or tracking.model_uri(run.info.run_id)
-    config = lifecycle.config_of(workflow.LESSON, run)
+    model_uri = args.model_uri or models.model_uri(run.info.run_id)
+    config = runs.config_of(workflow.LESSON, run)
     prepared = imdb.prepare(args.imdb_path, workflow.data_settings(config), args.work_dir,
                             verbose=False)
     texts = prepared.texts("test")

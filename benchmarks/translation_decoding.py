@@ -70,8 +70,8 @@ def main(argv=None):
     import numpy as np
 
     from data_prep.padding import pad_rows
-    from workflows import lifecycle
     from workflows import translation as workflow
+    from workflows.core import runs
     from workflows.seq2seq.batching import truncate
 
     parser = translation_run_parser("translation_decoding.py", __doc__.split("\n")[0])
@@ -81,7 +81,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     run, translator = workflow.load_run_translator(args.run_id, beam_width=1)
-    config = lifecycle.config_of(workflow.LESSON, run)
+    config = runs.config_of(workflow.LESSON, run)
     _, sources, _ = workflow.split_references(config, "test", args.spa_eng_path, args.work_dir,
                                               args.sentences)
     rows = truncate(translator.tokenizer.source_ids(sources), translator.max_source_length)

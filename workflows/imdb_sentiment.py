@@ -31,9 +31,9 @@ from data_prep.buckets import BucketPlan, boundaries_up_to
 from data_prep.labelled_texts import read_labelled_texts
 from data_prep.padding import pad_rows
 from data_prep.runtime import deferred, run_main
-from workflows.cli import LessonCLI, read_texts
-from workflows.config import ConfigError
-from workflows.lesson import Lesson, ModelExport, TrainingPlan
+from workflows.core.cli import LessonCLI, read_texts
+from workflows.core.config import ConfigError
+from workflows.core.lesson import Lesson, ModelExport, TrainingPlan
 from workflows.sentiment.presets import (  # noqa: F401  the lesson's API
     CATALOG,
     LM_ARCHITECTURE,
@@ -50,10 +50,10 @@ from workflows.sentiment.presets import (  # noqa: F401  the lesson's API
 word2vec = deferred("data_prep.word2vec")
 data_batches = deferred("data_prep.batches")
 layers = deferred("layers")
-figures = deferred("workflows.figures")
-lifecycle = deferred("workflows.lifecycle")
-logged_models = deferred("workflows.logged_models")
-classification = deferred("workflows.classification")
+figures = deferred("workflows.core.figures")
+runs = deferred("workflows.core.runs")
+models = deferred("workflows.core.models")
+classification = deferred("workflows.sentiment.metrics")
 ensemble_run = deferred("workflows.sentiment.ensemble_run")
 paragraph_training = deferred("workflows.sentiment.paragraph_training")
 subword_classifier = deferred("workflows.sentiment.subword_classifier")
@@ -62,6 +62,7 @@ end_to_end = deferred("workflows.sentiment.end_to_end")
 classifiers = deferred("workflows.sentiment.classifiers")
 ngrams = deferred("workflows.sentiment.ngrams")
 augmentation = deferred("workflows.sentiment.augmentation")
+lm_source = deferred("workflows.causal_lm.source")  # lm_classifier's language model
 
 EXPERIMENT = "imdb_sentiment"
 PYFUNC_FILE = Path(__file__).parent / "sentiment" / "pyfunc.py"  # every classifier folder
@@ -93,10 +94,8 @@ def complete_lm_classifier(config):
     if not config.init_from:
         raise ConfigError("lm_classifier fine-tunes a language model: give --init-from with "
                           "a run id or model URI from `python -m workflows.language_model`.")
-    from workflows import language_model
-
-    run = language_model.source_run(config.init_from)
-    source = lifecycle.config_of(language_model.LESSON, run)
+    run = lm_source.source_run(config.init_from)
+    source = lm_source.source_config(run)
     return dataclasses.replace(config, init_from=run.info.run_id,
                                **{name: getattr(source, name) for name in LM_ARCHITECTURE})
 
@@ -230,7 +229,7 @@ def end_to_end_model(model, vectorizer):
 
 
 # ## Train
-# The shared lifecycle (workflows/lifecycle.py) starts or resumes the MLflow run,
+# The shared training (workflows/core/training.py) starts or resumes the MLflow run,
 # checkpoints, logs and exports; the lesson says what to train on.
 
 
@@ -287,9 +286,7 @@ def _plan_training(config, prepared):
 def plan_lm_classifier(config, prepared):
     """The language model's GPT and WordPiece vocabulary under a classifier head;
     reviews read as subword tokens, batched by length."""
-    from workflows import language_model
-
-    generator = language_model.load_generator(language_model.source_run(config.init_from))
+    generator = lm_source.load_generator(lm_source.source_run(config.init_from))
     print(f"Tokenizing the reviews with the vocabulary of run {config.init_from}")
     split_batches = {}
     for split in ("train", "val"):
@@ -328,15 +325,15 @@ def evaluate(run_id=None, imdb_path=None, work_dir=None, model_uri=None, top_wro
         texts, labels = read_labelled_texts(texts_file, text_column, label_column)
         name = "texts_" + re.sub(r"[^0-9a-zA-Z]+", "_", Path(texts_file).stem).strip("_").lower()
         source = {"file": str(texts_file), "sha256": cache.sha256_of(texts_file)}
-    run = lifecycle.model_run(LESSON, run_id, model_uri)
-    model = logged_models.load_pyfunc(run)
+    run = runs.model_run(LESSON, run_id, model_uri)
+    model = models.load_pyfunc(run)
     if not texts_file:  # an ensemble has no config: any settings give the same test reviews
-        config = lifecycle.config_of(LESSON, run) if run.data.params.get("model") in \
+        config = runs.config_of(LESSON, run) if run.data.params.get("model") in \
             CATALOG.models else None
         prepared = imdb.prepare(imdb_path, data_settings(config), work_dir, verbose=False)
         texts, labels, name = prepared.texts("test"), prepared.labels("test"), "test"
     started = time.perf_counter()
-    probabilities = logged_models.predict_in_chunks(model, texts, f"Scoring {len(texts)} texts")
+    probabilities = models.predict_in_chunks(model, texts, f"Scoring {len(texts)} texts")
     seconds = time.perf_counter() - started
     metrics = {**classification.binary_metrics(labels, probabilities),
                **classification.class_f1_scores(labels, probabilities)}
@@ -352,7 +349,7 @@ def evaluate(run_id=None, imdb_path=None, work_dir=None, model_uri=None, top_wro
             before, f"{name}, before calibration")
     results = {f"{name}_{key}": value for key, value in metrics.items()
                if key != "confusion_matrix"}
-    lifecycle.log_evaluation(
+    runs.log_evaluation(
         run.info.run_id, {**results, f"{name}_reviews_per_second": len(texts) / seconds},
         dicts={f"{name}_metrics.json": {**metrics, **source}, **curves},
         figures={f"{name}_confusion_matrix.png": figures.confusion_matrix(
@@ -368,9 +365,9 @@ def evaluate(run_id=None, imdb_path=None, work_dir=None, model_uri=None, top_wro
 
 def predict(texts, run_id=None, model_uri=None):
     """Label and probability for each text, printed; returns the probabilities."""
-    logged_models.check_texts(texts, "review")
-    run = lifecycle.model_run(LESSON, run_id, model_uri)
-    probabilities = logged_models.load_pyfunc(run).predict(list(texts))
+    models.check_texts(texts, "review")
+    run = runs.model_run(LESSON, run_id, model_uri)
+    probabilities = models.load_pyfunc(run).predict(list(texts))
     for text, probability in zip(texts, probabilities, strict=True):
         label = "positive" if probability >= 0.5 else "negative"
         preview = " ".join(text.split())
@@ -408,7 +405,7 @@ LESSON = Lesson(EXPERIMENT, CATALOG, load_data, plan_training, COMPARE_COLUMNS,
 
 def compare(sort_by=None, model=None, since=None, style="text", ascending=False):
     """Prints this lesson's runs as a table, best first; returns the rows."""
-    return lifecycle.compare(LESSON, sort_by, model, since, style, ascending)
+    return runs.compare(LESSON, sort_by, model, since, style, ascending)
 
 
 # ## Command line
@@ -424,7 +421,7 @@ def run_lesson(args):
         evaluate(run_id, args.imdb_path, args.work_dir)
         predict(EXAMPLES, run_id)
     compare()
-    logged_models.print_where_results_are(LESSON, args.work_dir)
+    runs.print_where_results_are(LESSON, args.work_dir)
 
 
 CLI = LessonCLI(LESSON, "workflows.imdb_sentiment", __doc__.split("\n")[0], imdb.ACL_IMDB,

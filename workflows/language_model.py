@@ -29,24 +29,28 @@ import numpy as np
 
 from data_prep import corpus, imdb
 from data_prep.runtime import deferred, run_main
-from workflows.causal_lm.presets import CATALOG, LMConfig, build_model  # noqa: F401  (API)
+from workflows.causal_lm.presets import (  # noqa: F401  (API)
+    CATALOG,
+    EXPERIMENT,
+    LMConfig,
+    build_model,
+)
 from workflows.causal_lm.sampling import PYFUNC_PARAMS, SAMPLERS, Sampling
-from workflows.cli import LessonCLI, read_texts
-from workflows.config import ConfigError
-from workflows.lesson import Lesson, ModelExport, TrainingPlan
+from workflows.core.cli import LessonCLI, read_texts
+from workflows.core.config import ConfigError
+from workflows.core.lesson import Lesson, ModelExport, TrainingPlan
 
 # The machinery the steps use, loaded when a step runs (`--help` answers without it).
 mlflow = deferred("mlflow")
 batches = deferred("data_prep.batches")
 layers = deferred("layers")
-lifecycle = deferred("workflows.lifecycle")
-logged_models = deferred("workflows.logged_models")
-tracking = deferred("workflows.tracking")
+runs = deferred("workflows.core.runs")
+models = deferred("workflows.core.models")
 vocabulary_extension = deferred("workflows.causal_lm.vocabulary")
 lm_batching = deferred("workflows.causal_lm.batching")
 generators = deferred("workflows.causal_lm.generator")
+lm_source = deferred("workflows.causal_lm.source")
 
-EXPERIMENT = "language_model"
 PYFUNC_FILE = Path(__file__).parent / "causal_lm" / "pyfunc.py"
 PROMPTS = ["The movie was", "I have never seen", "This film is a", "My favourite actor"]
 DEFAULT_SAMPLING = Sampling()
@@ -63,17 +67,11 @@ def complete_config(config):
     """With `init_from`, the architecture is the source model's (and its run is named)."""
     if not config.init_from:
         return config
-    run = source_run(config.init_from)
-    source = lifecycle.config_of(LESSON, run)
+    run = lm_source.source_run(config.init_from)
+    source = runs.config_of(LESSON, run)
     print(f"Fine-tuning run {run.info.run_id}: its architecture and vocabulary are kept")
     return dataclasses.replace(config, init_from=run.info.run_id,
                                **{name: getattr(source, name) for name in ARCHITECTURE})
-
-
-def source_run(init_from):
-    if ":/" in init_from:
-        init_from = tracking.source_run_id(init_from)
-    return tracking.find_run(EXPERIMENT, init_from)
 
 
 # ## Prepare the data
@@ -123,7 +121,7 @@ def prepare(config=None, imdb_path=None, work_dir=None, verbose=True, source=Non
     tokenized with the extended vocabulary."""
     config = config or CATALOG.base("gpt")
     if source is None and config.init_from:
-        source = load_generator(source_run(config.init_from))
+        source = lm_source.load_generator(lm_source.source_run(config.init_from))
     settings = corpus.CorpusSettings(vocabulary_size=config.vocabulary_size,
                                      seed=config.seed)
     prepared = corpus.prepare(config.corpus, imdb_path, settings, work_dir,
@@ -205,15 +203,10 @@ def sample_table(generator, tokens, prompts=PROMPTS):
 # ## Evaluate and generate
 
 
-def load_generator(run):
-    with tracking.verified_model(run) as local:
-        return generators.Generator.load(local / "artifacts" / "generator")
-
-
 def evaluate(run_id=None, imdb_path=None, work_dir=None, model_uri=None):
     """Test and validation perplexity (per token and per word), sample generations."""
-    run = lifecycle.model_run(LESSON, run_id, model_uri)
-    generator, config = load_generator(run), lifecycle.config_of(LESSON, run)
+    run = runs.model_run(LESSON, run_id, model_uri)
+    generator, config = lm_source.load_generator(run), runs.config_of(LESSON, run)
     data = prepare(config, imdb_path, work_dir, verbose=False,
                    source=generator if config.init_from else None)
     generator.model.compile(loss=layers.MaskedCrossentropy())
@@ -222,7 +215,7 @@ def evaluate(run_id=None, imdb_path=None, work_dir=None, model_uri=None):
         loss = generator.model.evaluate(batches.for_backend(data.batches(config, split)), verbose=0)
         loss = loss[0] if isinstance(loss, list) else loss
         results.update({f"{split}_{k}": v for k, v in perplexities(data, split, loss).items()})
-    lifecycle.log_evaluation(run.info.run_id, {f"final_{k}" if k.startswith("val") else k: v
+    runs.log_evaluation(run.info.run_id, {f"final_{k}" if k.startswith("val") else k: v
                                                for k, v in results.items()},
                              dicts={"test_metrics.json": results},
                              tables={"samples/test.json": sample_table(generator, 40)})
@@ -232,13 +225,13 @@ def evaluate(run_id=None, imdb_path=None, work_dir=None, model_uri=None):
 
 def generate(prompts, run_id=None, model_uri=None, sampling=DEFAULT_SAMPLING):
     """Prints and returns the continuation of each prompt."""
-    logged_models.check_texts(prompts, "prompt")
+    models.check_texts(prompts, "prompt")
     try:
         sampling.check()
     except ValueError as error:
         raise ConfigError(str(error)) from None
-    run = lifecycle.model_run(LESSON, run_id, model_uri)
-    outputs = load_generator(run).generate(list(prompts), sampling)
+    run = runs.model_run(LESSON, run_id, model_uri)
+    outputs = lm_source.load_generator(run).generate(list(prompts), sampling)
     for prompt, output in zip(prompts, outputs, strict=True):
         print(f"{prompt} ... {output}")
     return outputs
@@ -255,7 +248,7 @@ LESSON = Lesson(EXPERIMENT, CATALOG, load_data, plan_training, COMPARE_COLUMNS,
 
 def compare(sort_by=None, model=None, since=None, style="text"):
     """Prints this lesson's runs as a table, lowest test perplexity first."""
-    return lifecycle.compare(LESSON, sort_by, model, since, style)
+    return runs.compare(LESSON, sort_by, model, since, style)
 
 
 # ## Command line
@@ -269,7 +262,7 @@ def run_lesson(args):
     evaluate(run_id, args.imdb_path, args.work_dir)
     generate(PROMPTS, run_id, sampling=Sampling("top_p", 40, temperature=0.8, seed=1))
     compare()
-    logged_models.print_where_results_are(LESSON, args.work_dir)
+    runs.print_where_results_are(LESSON, args.work_dir)
 
 
 def sampling_from_args(args):

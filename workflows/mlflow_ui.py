@@ -21,16 +21,16 @@ from pathlib import Path
 
 from data_prep.errors import run_command
 from data_prep.runtime import run_main
-from workflows import tracking
-from workflows.processes import add_server_flags, check_can_serve, run_until_stopped
+from workflows.core import store
+from workflows.core.servers import add_server_flags, check_can_serve, run_until_stopped
 
 
 def server_command(host, port, workers=1):
     """The `mlflow server` command line for the project's store."""
-    uri = tracking.tracking_uri()
+    uri = store.tracking_uri()
     command = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri,
                "--host", host, "--port", str(port), "--workers", str(workers)]
-    artifacts = tracking.artifact_root(uri)
+    artifacts = store.artifact_root(uri)
     if artifacts:
         command += ["--default-artifact-root", artifacts]
     return command
@@ -39,16 +39,16 @@ def server_command(host, port, workers=1):
 def serve(host="127.0.0.1", port=5000, workers=1):
     """Runs the UI server until Ctrl-C (or SIGTERM); prints the runs table of each
     experiment in the store."""
-    tracking.DEFAULT_STORE_DIR.mkdir(exist_ok=True)
+    store.DEFAULT_STORE_DIR.mkdir(exist_ok=True)
     command = server_command(host, port, workers)
     check_can_serve(command, host, port)
     ui = f"http://{host}:{port}"
     tables = "".join(
-        f"\n  {experiment.name}: {tracking.runs_table_url(experiment.experiment_id, ui=ui)}"
+        f"\n  {experiment.name}: {store.runs_table_url(experiment.experiment_id, ui=ui)}"
         for experiment in lesson_experiments())
     return run_until_stopped(
         command, "MLflow UI",
-        f"MLflow UI: {ui}  (store: {tracking.tracking_uri()}); Ctrl-C to stop"
+        f"MLflow UI: {ui}  (store: {store.tracking_uri()}); Ctrl-C to stop"
         + (f"\nRuns of each lesson:{tables}" if tables else ""), env=quiet_server_environment())
 
 
@@ -69,11 +69,11 @@ def lesson_experiments():
     """The experiments of the store that hold runs (none if it does not exist yet)."""
     import mlflow
 
-    uri = tracking.tracking_uri()
+    uri = store.tracking_uri()
     if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).exists():
         return []  # a fresh store: the server creates it
     mlflow.set_tracking_uri(uri)
-    with tracking.store_lock(uri):
+    with store.store_lock(uri):
         return [experiment for experiment in mlflow.search_experiments()
                 if experiment.name != "Default"]
 

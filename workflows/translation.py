@@ -36,9 +36,9 @@ import numpy as np
 from data_prep import cache, spa_eng
 from data_prep.progress import Progress
 from data_prep.runtime import deferred, run_main
-from workflows.cli import LessonCLI, read_texts
-from workflows.config import ConfigError
-from workflows.lesson import Lesson, ModelExport, TrainingPlan
+from workflows.core.cli import LessonCLI, read_texts
+from workflows.core.config import ConfigError
+from workflows.core.lesson import Lesson, ModelExport, TrainingPlan
 from workflows.seq2seq.metrics import bleu_scores
 from workflows.seq2seq.presets import (  # noqa: F401  the lesson's API: make_config & co
     BATCH_TOKENS_HELP,
@@ -61,10 +61,9 @@ from workflows.seq2seq.tokenization import (
 # The machinery the steps use, loaded when a step runs (`--help` answers without it).
 batches = deferred("data_prep.batches")
 layers = deferred("layers")
-figures = deferred("workflows.figures")
-lifecycle = deferred("workflows.lifecycle")
-logged_models = deferred("workflows.logged_models")
-tracking = deferred("workflows.tracking")
+figures = deferred("workflows.core.figures")
+runs = deferred("workflows.core.runs")
+models = deferred("workflows.core.models")
 batching = deferred("workflows.seq2seq.batching")
 seq2seq_translator = deferred("workflows.seq2seq.translator")
 
@@ -203,9 +202,9 @@ def load_run_translator(run_id=None, model_uri=None, beam_width=None, direction=
     """(run, Translator) for a registered `model_uri`, a `run_id`, or the latest run (of
     `direction`, if given)."""
     check_beam_width(beam_width)
-    run = lifecycle.model_run(LESSON, run_id, model_uri,
+    run = runs.model_run(LESSON, run_id, model_uri,
                               {"direction": direction} if direction else None)
-    with tracking.verified_model(run) as local:
+    with models.verified_model(run) as local:
         folder = local / "artifacts" / "translator"
         return run, seq2seq_translator.Translator.load(folder, beam_width)
 
@@ -231,7 +230,7 @@ def evaluate(run_id=None, spa_eng_path=None, work_dir=None, model_uri=None, limi
     if limit is not None and limit < 1:
         raise ConfigError(f"--limit must be at least 1, got {limit}.")
     run, translator = load_run_translator(run_id, model_uri, direction=direction)
-    config = lifecycle.config_of(LESSON, run)
+    config = runs.config_of(LESSON, run)
     beam_width = beam_width or config.beam_width
     data, sources, refs = split_references(config, "test", spa_eng_path, work_dir, limit)
     results, outputs = {}, {}
@@ -256,7 +255,7 @@ def evaluate(run_id=None, spa_eng_path=None, work_dir=None, model_uri=None, limi
     panels = [(sentence[:40], *translator.cross_attention(sentence)) for sentence in sources[:4]]
     table = {"source": sources[:50], "references": [" | ".join(r) for r in refs[:50]],
              **{name: texts[:50] for name, texts in outputs.items()}}
-    lifecycle.log_evaluation(
+    runs.log_evaluation(
         run.info.run_id, results, dicts={"test_metrics.json": {**results,
                                                                "sentences": len(sources)}},
         figures={"attention.png": figures.heatmaps(panels)},
@@ -282,7 +281,7 @@ def translate(texts, run_id=None, model_uri=None, beam_width=None, n_best=None,
     unless a run or model is given); with `n_best`, its `n_best` best translations and
     their scores (log-likelihood over Wu et al.'s length penalty with alpha
     `length_penalty`)."""
-    logged_models.check_texts(texts, "sentence")
+    models.check_texts(texts, "sentence")
     if n_best is not None and not 1 <= n_best <= MAX_BEAM_WIDTH:
         raise ConfigError(f"--n-best must be from 1 to {MAX_BEAM_WIDTH}, got {n_best}.")
     check_length_penalty(length_penalty)
@@ -339,7 +338,7 @@ def compare(sort_by=None, model=None, since=None, style="text", ascending=False,
             direction=None):
     """Prints this lesson's runs (of `direction`, if given) as a table, best first;
     returns the rows."""
-    return lifecycle.compare(LESSON, sort_by, model, since, style, ascending,
+    return runs.compare(LESSON, sort_by, model, since, style, ascending,
                              {"direction": direction} if direction else None)
 
 
@@ -355,7 +354,7 @@ def run_lesson(args):
     evaluate(run_id, args.spa_eng_path, args.work_dir, limit=args.limit)
     translate(EXAMPLES[config.direction], run_id)
     compare(direction=config.direction)
-    logged_models.print_where_results_are(LESSON, args.work_dir)
+    runs.print_where_results_are(LESSON, args.work_dir)
 
 
 def length_penalty_flag(parser, what):

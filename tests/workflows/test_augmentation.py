@@ -14,8 +14,9 @@ from data_prep import cache
 from data_prep.text import clean_html
 from tests.workflows.conftest import COMMON, first_runs_by_model
 from workflows import imdb_sentiment as workflow
-from workflows import tracking
-from workflows.config import ConfigError
+from workflows.core import models, runs
+from workflows.core import store as mlflow_store
+from workflows.core.config import ConfigError
 from workflows.sentiment import augmentation
 from workflows.seq2seq.presets import CATALOG as TRANSLATORS
 from workflows.seq2seq.presets import EXPERIMENT as TRANSLATION
@@ -126,16 +127,16 @@ def save_translator(folder, source, target, direction, seed):
 def log_translator(direction, seed):
     """A run of the translation experiment holding a translator folder as its model."""
     source, target = (WORDS, SPANISH) if direction == "en-es" else (SPANISH, WORDS)
-    tracking.use_experiment(TRANSLATION)
+    mlflow_store.use_experiment(TRANSLATION)
     with mlflow.start_run() as run, tempfile.TemporaryDirectory() as folder:
         save_translator(Path(folder) / "translator", source, target, direction, seed)
         mlflow.log_params({"model": "transformer", "preset": "tutorial",
                            "direction": direction})
         mlflow.log_artifacts(folder, "model/artifacts")
-        local = mlflow.artifacts.download_artifacts(tracking.model_uri(run.info.run_id),
+        local = mlflow.artifacts.download_artifacts(models.model_uri(run.info.run_id),
                                                     dst_path=str(Path(folder) / "copy"))
         mlflow.set_tags({"model_logged": "true",
-                         tracking.DIGEST_TAG: cache.folder_digest(local)})
+                         models.DIGEST_TAG: cache.folder_digest(local)})
     return run.info.run_id
 
 
@@ -163,7 +164,7 @@ def test_a_model_trains_on_round_trip_paraphrases_of_train_reviews_only(store, t
     added = data.prepared.texts("train")[len(originals):]
     assert len(added) == round(0.5 * len(originals)) == run.data.metrics["augmented_rows"]
     picked = augmentation.units(originals, "slices", 1, 0.5, config.seed)
-    forward, back = (augmentation.load_translator(tracking.find_run(TRANSLATION, translators[r]))
+    forward, back = (augmentation.load_translator(runs.find_run(TRANSLATION, translators[r]))
                      for r in ("translator", "back_translator"))
     def round_trip(sentence):  # what the two logged translators make of one sentence
         spanish = forward.translate([sentence], beam_width=1)[0]

@@ -23,7 +23,8 @@ TINY = ["--preset", "cpu", "--epochs", "1", "--set", "embed_dim=16", "--set", "d
         "--set", "dtype_policy=float32"]
 STEPS = """
 import json, sys
-from workflows import compilation, translation as workflow
+from workflows import translation as workflow
+from workflows.core import compilation
 with compilation.Compilations() as compiled:
     codes = [workflow.main(step) for step in {steps!r}]
 import mlflow

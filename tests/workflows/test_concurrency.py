@@ -23,7 +23,7 @@ def start_together(script, env, count=PROCESSES, delay=12.0):
     each has imported what the scripts use: the slow part of starting)."""
     start_at = time.time() + delay
     prologue = ("import time\nimport mlflow\nfrom data_prep import imdb\n"
-                "from workflows import tracking\n"
+                "from workflows.core import store as mlflow_store\n"
                 f"time.sleep(max(0.0, {start_at} - time.time()))\n")
     return [subprocess.Popen([sys.executable, "-c", prologue + textwrap.dedent(script)],
                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -53,8 +53,9 @@ def env(tmp_path, monkeypatch):
 
 LOG_ONE_RUN = """
     import mlflow
-    from workflows import tracking
-    tracking.use_experiment("race")
+    from workflows.core import store as mlflow_store
+
+    mlflow_store.use_experiment("race")
     with mlflow.start_run():
         mlflow.log_metric("value", 1.0)
 """
@@ -77,9 +78,9 @@ def test_first_use_of_a_new_store_by_several_processes(env, restore_tracking_uri
 
 
 def test_several_processes_create_the_same_experiment(env, restore_tracking_uri):
-    from workflows import tracking
+    from workflows.core import store as mlflow_store
 
-    tracking.use_experiment("another")  # the store exists; the experiment does not
+    mlflow_store.use_experiment("another")  # the store exists; the experiment does not
     finish(start_together(LOG_ONE_RUN, env))
     assert_runs_recorded(PROCESSES)
 

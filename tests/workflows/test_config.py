@@ -2,7 +2,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from workflows import config
+from workflows.core import cli, config
 
 
 @dataclass(frozen=True)
@@ -39,9 +39,9 @@ def test_yaml_file_then_set_flags(tmp_path):
 
     (tmp_path / "run.yaml").write_text("epochs: 5\nrate: 0.5\n")
     parser = argparse.ArgumentParser()
-    config.add_config_arguments(parser)
+    cli.add_config_arguments(parser)
     args = parser.parse_args(["--config", str(tmp_path / "run.yaml"), "--set", "epochs=7"])
-    assert config.overrides_from_args(args) == {"epochs": "7", "rate": 0.5}
+    assert cli.overrides_from_args(args) == {"epochs": "7", "rate": 0.5}
     with pytest.raises(config.ConfigError, match="KEY=VALUE"):
-        config.overrides_from_args(parser.parse_args(["--set", "epochs"]))
+        cli.overrides_from_args(parser.parse_args(["--set", "epochs"]))
     assert "epochs = 10" in config.describe(Example())

@@ -138,7 +138,12 @@ def test_two_jax_processes_of_two_devices_train_like_one_and_resume_after_a_kill
 
 
 def test_unsupported_placements_are_refused_with_the_way_out(monkeypatch, capsys):
-    from workflows.distribution import DistributionError, _check_process_settings, check, placed
+    from workflows.core.distribution import (
+        DistributionError,
+        _check_process_settings,
+        check,
+        placed,
+    )
 
     with pytest.raises(DistributionError, match="KERAS_BACKEND=jax"), placed("data_parallel"):
         pass
@@ -169,7 +174,7 @@ def test_unsupported_placements_are_refused_with_the_way_out(monkeypatch, capsys
 COMPILES = """
 import logging, sys
 import jax, keras, numpy as np
-from workflows.distribution import placed
+from workflows.core.distribution import placed
 jax.config.update("jax_log_compiles", True)
 compiles = []
 class CountTrainStepCompiles(logging.Handler):

@@ -14,11 +14,11 @@ import tensorflow as tf
 import layers
 from data_prep import imdb, paragraph_vectors
 from tests.workflows.conftest import BOW, COMMON, RNN, first_runs_by_model
-from workflows import classification as workflow_classification
 from workflows import imdb_sentiment as workflow
-from workflows import lifecycle, training
-from workflows.classification import binary_metrics
+from workflows.core import checkpoints, runs, training
 from workflows.sentiment import calibration, classifiers, ensemble, paragraph_training
+from workflows.sentiment import metrics as workflow_classification
+from workflows.sentiment.metrics import binary_metrics
 from workflows.sentiment.ngrams import split_texts
 
 runs_by_model = first_runs_by_model
@@ -99,15 +99,15 @@ def test_rerunning_a_finished_config_reuses_it(store, capsys):
 
 
 def test_interrupted_train_resumes_the_same_run(store, monkeypatch, capsys):
-    original = training._BatchCheckpoint.on_train_batch_end
+    original = checkpoints._BatchCheckpoint.on_train_batch_end
 
     def interrupt_once(self, batch, logs=None):
         original(self, batch, logs)
         if self.state.epoch == 1 and self.state.step == 2:
-            monkeypatch.setattr(training._BatchCheckpoint, "on_train_batch_end", original)
+            monkeypatch.setattr(checkpoints._BatchCheckpoint, "on_train_batch_end", original)
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(training._BatchCheckpoint, "on_train_batch_end", interrupt_once)
+    monkeypatch.setattr(checkpoints._BatchCheckpoint, "on_train_batch_end", interrupt_once)
     args = ["train", "--model", "gru", *COMMON, *RNN, "--epochs", "3",
             "--set", "checkpoint_every_steps=1"]
     with pytest.raises(KeyboardInterrupt):
@@ -204,13 +204,13 @@ def test_a_crash_after_training_is_finished_by_the_rerun_without_training_again(
         store, tmp_path, monkeypatch, capsys, restore_tracking_uri):
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'crash.db'}")
     argv = ["train", "--model", "bow", *COMMON, "--set", "hidden_units=5"]
-    export = lifecycle.export_and_log_model
+    export = training.export_and_log_model
 
     def crash_once(*args, **kwargs):
-        monkeypatch.setattr(lifecycle, "export_and_log_model", export)
+        monkeypatch.setattr(training, "export_and_log_model", export)
         raise OSError("disk full")
 
-    monkeypatch.setattr(lifecycle, "export_and_log_model", crash_once)
+    monkeypatch.setattr(training, "export_and_log_model", crash_once)
     with pytest.raises(OSError, match="disk full"):
         workflow.main(argv)
     experiment_id = mlflow.get_experiment_by_name(workflow.EXPERIMENT).experiment_id
@@ -413,7 +413,7 @@ def test_doc2vec_learns_from_unlabelled_and_train_reviews_and_scores_any_text_al
               for stage in ("doc2vec_train", "train_inference", "val_inference")]
     assert all(minutes > 0 for minutes in stages)
     assert sum(stages) <= run.data.metrics["train_minutes"]  # parts of the training time
-    config = lifecycle.config_of(workflow.LESSON, run)
+    config = runs.config_of(workflow.LESSON, run)
     prepared = workflow.load_data(config).prepared
     vectors, _ = paragraph_vectors.load_or_train(prepared,
                                                  paragraph_training.paragraph_vector_settings(config))

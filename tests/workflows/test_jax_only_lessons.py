@@ -14,7 +14,8 @@ LM = ["--epochs", "2", "--set", "vocabulary_size=200", "--set", "sequence_length
       "--set", "dtype_policy=float32"]
 LM_STEPS = """
 import json, sys
-from workflows import compilation, imdb_sentiment, language_model
+from workflows import imdb_sentiment, language_model
+from workflows.core import compilation
 lm = {lm!r}
 with compilation.Compilations() as compiled:
     codes = [language_model.main(["train", *lm]), language_model.main(["evaluate"]),
@@ -52,7 +53,7 @@ print(json.dumps([imdb_sentiment.main(["prepare"]), language_model.main(["prepar
 GENERATION = """
 import json
 import numpy as np
-from workflows import compilation
+from workflows.core import compilation
 from workflows.causal_lm.generator import BATCHES, Generator
 from workflows.causal_lm.models import GPT
 from workflows.causal_lm.sampling import Sampling

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from tests.workflows.serving import free_port, group_members, server_group, stop_launcher
-from workflows import mlflow_ui, tracking
+from workflows import mlflow_ui
+from workflows.core import store as mlflow_store
 
 
 def test_server_command_points_at_the_store_and_loopback(monkeypatch, tmp_path):
@@ -109,7 +110,7 @@ def test_browser_shows_the_experiment_and_compares_its_runs(store, tmp_path):
         assert table == f"{url}/#/experiments/{experiment.experiment_id}/runs"
         page = headless(table, "--dump-dom")
         assert "imdb_sentiment" in page and "bow" in page and "bilstm" in page
-        page = headless(tracking.runs_table_url(experiment.experiment_id, run_ids[0], url),
+        page = headless(mlflow_store.runs_table_url(experiment.experiment_id, run_ids[0], url),
                         "--dump-dom")  # the run page, as a run's end-of-training line links it
         assert "val_accuracy" in page and "best_val_loss" in page  # with its metrics
         compare = (f"{url}/#/compare-runs?runs={json.dumps(run_ids)}"

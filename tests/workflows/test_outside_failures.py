@@ -16,8 +16,10 @@ import requests
 from tests.workflows.conftest import BOW, COMMON
 from tests.workflows.test_search import SPACE
 from workflows import imdb_sentiment as workflow
-from workflows import lifecycle, mlflow_ui, processes, tracking, training
-from workflows.processes import check_can_serve
+from workflows import mlflow_ui
+from workflows.core import checkpoints, runs, servers, training
+from workflows.core import store as mlflow_store
+from workflows.core.servers import check_can_serve
 
 BOW_ONE_EPOCH = ["train", "--model", "bow", *COMMON, *BOW, "--epochs", "1"]
 
@@ -62,7 +64,7 @@ def test_a_store_lost_mid_run_is_one_line_and_the_rerun_resumes_the_run(
 
     monkeypatch.setattr(mlflow, "log_metrics", lost_at_epoch_two)
     argv = [*BOW_ONE_EPOCH[:-1], "3", "--set", "hidden_units=7"]
-    for name, value in tracking.HTTP_LIMITS.items():
+    for name, value in mlflow_store.HTTP_LIMITS.items():
         monkeypatch.setenv(name, value)  # give_up_on_store changes them: undone after
     assert workflow.main(argv) == 2
     assert "stopped answering. Nothing is lost" in capsys.readouterr().err
@@ -83,8 +85,8 @@ def test_a_run_folder_of_another_store_is_one_line_and_registers_nothing(
     assert "belongs to run" in err and "--retrain" in err and err.count("\n") == 1
     mlflow.set_tracking_uri(other)
     assert mlflow.search_registered_models() == []
-    with pytest.raises(tracking.RunNotFoundError, match="nothing was registered"):
-        tracking.register_model("0" * 32, "ghost")
+    with pytest.raises(runs.RunNotFoundError, match="nothing was registered"):
+        runs.register_model("0" * 32, "ghost")
     assert mlflow.search_registered_models() == []
 
 
@@ -95,7 +97,7 @@ def test_a_full_disk_is_one_line_saying_what_to_do(store, tmp_path, monkeypatch,
     def no_space(self, model, state):
         raise OSError(errno.ENOSPC, "No space left on device", str(self.output / "x.h5"))
 
-    monkeypatch.setattr(training.TrainingFolder, "checkpoint", no_space)
+    monkeypatch.setattr(checkpoints.TrainingFolder, "checkpoint", no_space)
     assert workflow.main([*BOW_ONE_EPOCH, "--set", "hidden_units=3"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: no space left on the disk writing ") and "rerun" in err
@@ -110,7 +112,7 @@ def test_an_interrupted_run_is_killed_not_failed(store, tmp_path, monkeypatch,
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(lifecycle, "log_epoch", interrupted)
+    monkeypatch.setattr(training, "log_epoch", interrupted)
     with pytest.raises(KeyboardInterrupt):
         workflow.main([*BOW_ONE_EPOCH, "--set", "hidden_units=2"])
     (run,) = runs_of(uri)
@@ -124,7 +126,7 @@ def test_a_busy_port_and_a_missing_server_program_are_one_line(capsys):
         port = holder.getsockname()[1]
         assert mlflow_ui.main(["--port", str(port)]) == 2
     assert f"Port {port} on 127.0.0.1 is already in use" in capsys.readouterr().err
-    with pytest.raises(processes.UserError, match="no_such_server is not installed"):
+    with pytest.raises(servers.UserError, match="no_such_server is not installed"):
         check_can_serve([sys.executable, "-m", "no_such_server"], "127.0.0.1", closed_port())
 
 

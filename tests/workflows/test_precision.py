@@ -3,7 +3,7 @@
 import keras
 import pytest
 
-from workflows import precision
+from workflows.core import precision
 from workflows.seq2seq.presets import build_model, make_config
 
 

@@ -8,7 +8,7 @@ import pytest
 from tests.workflows.conftest import BOW, COMMON
 from tests.workflows.test_training import epoch_dataset, small_model
 from workflows import imdb_sentiment as workflow
-from workflows.training import TrainingFolder, fit_resumably
+from workflows.core.checkpoints import TrainingFolder, fit_resumably
 
 
 def metric_steps(run_id, name):
@@ -65,15 +65,15 @@ def test_a_second_training_of_one_config_waits_for_the_first_and_reuses_its_run(
     import threading
     import time
 
-    from workflows import lifecycle
+    from workflows.core import training
 
     argv = ["train", "--model", "bow", *COMMON, *BOW]
     (config,) = workflow.CLI.configs(workflow.CLI.parser.parse_args(argv))
-    folder = lifecycle.run_folder(workflow.LESSON, config, workflow.load_data(config).fingerprint)
+    folder = training.run_folder(workflow.LESSON, config, workflow.load_data(config).fingerprint)
     held, release = threading.Event(), threading.Event()
 
     def other_trainer():  # holds the run folder as another process would
-        with lifecycle.training_lock(folder):
+        with training.training_lock(folder):
             held.set()
             release.wait(timeout=60)
 

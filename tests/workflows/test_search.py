@@ -13,9 +13,9 @@ import pytest
 
 from tests.workflows.conftest import COMMON
 from workflows import imdb_sentiment as workflow
-from workflows import search, search_space
-from workflows.config import ConfigError
-from workflows.search_space import check_space, parse_space
+from workflows.core import search, search_space
+from workflows.core.config import ConfigError
+from workflows.core.search_space import check_space, parse_space
 from workflows.sentiment.presets import CATALOG
 
 SPACE = ["--space", "learning_rate=loguniform:1e-4:3e-2", "--space", "hidden_units=int:2:6"]

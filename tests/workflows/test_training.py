@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from workflows.training import TrainingFolder, average_weights, fit_resumably
+from workflows.core.checkpoints import TrainingFolder, average_weights, fit_resumably
 
 STEPS = 8  # batches per epoch
 
@@ -202,7 +202,7 @@ def test_damaged_best_weights_are_reported_and_never_loaded(tmp_path, capsys):
 def test_a_model_with_non_finite_weights_or_outputs_is_never_exported():
     from types import SimpleNamespace
 
-    from workflows.run_logging import ExportError, check_finite
+    from workflows.core.training import ExportError, check_finite
 
     model = small_model()
     placement = SimpleNamespace(batches=lambda batches: batches)

@@ -13,8 +13,8 @@ import pytest
 from data_prep.buckets import BucketPlan
 from tests.data_prep.fixtures import generated_spa_lines, write_spa_eng_zip
 from tests.workflows.serving import post, served
-from workflows import serve_model
 from workflows import translation as workflow
+from workflows.core import servers
 from workflows.seq2seq.batching import PairBatches
 from workflows.seq2seq.decoding import NEG_INF, Decoder, length_penalty, rank_hypotheses
 from workflows.seq2seq.models import PAD_ID
@@ -45,9 +45,9 @@ def translation_store(tmp_path_factory):
 def runs(direction="en-es"):
     import mlflow
 
-    from workflows import tracking
+    from workflows.core import store as mlflow_store
 
-    experiment = tracking.use_experiment(workflow.EXPERIMENT)
+    experiment = mlflow_store.use_experiment(workflow.EXPERIMENT)
     return {run.data.params["model"]: run for run in mlflow.search_runs(
         [experiment.experiment_id], output_format="list")
         if run.data.params["direction"] == direction}
@@ -256,7 +256,7 @@ def test_score_is_the_log_likelihood_that_the_training_loss_averages(translation
     from layers import MaskedCrossentropy
 
     run, translator = workflow.load_run_translator(runs()["transformer"].info.run_id)
-    data = workflow.load_data(workflow.lifecycle.config_of(workflow.LESSON, run))
+    data = workflow.load_data(workflow.runs.config_of(workflow.LESSON, run))
     pairs = data.prepared.pairs("test")[:12]
     scores = translator.score([s for s, _ in pairs], [t for _, t in pairs])
     tokenizer = translator.tokenizer
@@ -453,7 +453,7 @@ def test_es_en_direction_end_to_end_and_runs_chosen_by_direction(translation_sto
                           es_en.info.run_id[:12], "Hola."]) == 2
     assert "was not trained with direction en-es" in capsys.readouterr().err
     served = []
-    monkeypatch.setattr(serve_model, "serve", lambda uri, *args: served.append(uri))
+    monkeypatch.setattr(servers, "serve", lambda uri, *args: served.append(uri))
     assert workflow.main(["serve", "--direction", "es-en", "--port", "5099"]) == 0
     assert served == [f"runs:/{es_en.info.run_id}/model"]
     capsys.readouterr()

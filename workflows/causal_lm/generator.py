@@ -17,10 +17,10 @@ import numpy as np
 from keras import ops
 
 import layers  # noqa: F401  registers the layers a saved model uses
-from data_prep.runtime import compiled
 from data_prep.subwords import SPECIAL_TOKENS, make_wordpiece_tokenizer
 from workflows.causal_lm.models import GPT
 from workflows.causal_lm.sampling import Sampling
+from workflows.core.compilation import compiled
 
 SETTINGS_FILE = "generator.json"
 END_ID, PAD_ID = SPECIAL_TOKENS.index("[END]"), SPECIAL_TOKENS.index("[PAD]")

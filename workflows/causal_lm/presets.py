@@ -9,13 +9,15 @@ from dataclasses import dataclass
 import keras
 
 from data_prep.runtime import deferred
-from workflows import precision
-from workflows.config import Catalog, option, seed_option
-from workflows.distribution import CHOICES
+from workflows.core import precision
+from workflows.core.config import Catalog, option, seed_option
+from workflows.core.distribution import CHOICES
 
 # the model, loaded when one is built (not for `--help`)
 layers = deferred("layers")
 models = deferred("workflows.causal_lm.models")
+
+EXPERIMENT = "language_model"  # the MLflow experiment of the language models
 
 
 @dataclass(frozen=True)
@@ -48,7 +50,7 @@ class LMConfig:
     dtype_policy: str = option("mixed_bfloat16", choices=precision.POLICIES)  # auto: precision.py
     seed: int = seed_option()
     checkpoint_every_steps: int = option(200, at_least=0)
-    distribution: str = option("none", choices=CHOICES)  # see workflows/distribution.py
+    distribution: str = option("none", choices=CHOICES)  # see workflows/core/distribution.py
 
 
 CATALOG = Catalog({"gpt": {

@@ -252,21 +252,21 @@ def read_memo(path):
 def translation_run(run_id, role):
     """The logged translator `run_id` (id, prefix or model URI) of the role's direction,
     else the latest one in that direction."""
-    from workflows import tracking
-    from workflows.config import ConfigError
+    from workflows.core import runs, store
+    from workflows.core.config import ConfigError
 
     direction = DIRECTIONS[role]
     if run_id and ":/" in run_id:
-        run_id = tracking.source_run_id(run_id)
+        run_id = runs.source_run_id(run_id)
     try:
-        run = tracking.find_run(TRANSLATION, run_id or None,
-                                lambda run: run.data.params.get("direction") == direction)
-    except tracking.RunNotFoundError as error:
+        run = runs.find_run(TRANSLATION, run_id or None,
+                            lambda run: run.data.params.get("direction") == direction)
+    except runs.RunNotFoundError as error:
         if run_id:
             raise
-        raise tracking.RunNotFoundError(
+        raise runs.RunNotFoundError(
             f"augment=round_trip needs a translator from {direction[:2]} to {direction[3:]} "
-            f"and {tracking.tracking_uri()} has none: train one with python -m "
+            f"and {store.tracking_uri()} has none: train one with python -m "
             f"workflows.translation train --direction {direction} (or give "
             f"--{role.replace('_', '-')} RUN_ID).") from error
     if run.data.params.get("direction") != direction:
@@ -276,8 +276,8 @@ def translation_run(run_id, role):
 
 
 def load_translator(run):
-    from workflows import tracking
+    from workflows.core import models
     from workflows.seq2seq.translator import Translator
 
-    with tracking.verified_model(run) as local:
+    with models.verified_model(run) as local:
         return Translator.load(local / "artifacts" / "translator")

@@ -5,7 +5,7 @@ import numpy as np
 
 import data_prep.standardize  # noqa: F401  registers the standardization in the model
 import layers  # noqa: F401  registers the custom layers
-from workflows.sentiment.classifiers import read_folder, save_folder
+from workflows.sentiment.classifier_folder import read_folder, save_folder
 
 KIND = "end_to_end"
 

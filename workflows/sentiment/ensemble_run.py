@@ -10,10 +10,10 @@ from pathlib import Path
 import mlflow
 import numpy as np
 
-from workflows import lifecycle, logged_models, run_logging, tracking
-from workflows.classification import binary_metrics
-from workflows.config import ConfigError
+from workflows.core import models, runs, store
+from workflows.core.config import ConfigError
 from workflows.sentiment.ensemble import combine, fit_weights
+from workflows.sentiment.metrics import binary_metrics
 
 PYFUNC_FILE = Path(__file__).with_name("ensemble_pyfunc.py")
 
@@ -22,15 +22,15 @@ def ensemble(experiment, run_ids, validation, input_example):
     """The run id of the ensemble of `run_ids` (runs of `experiment`), fitted on
     `validation(runs)` = (texts, labels, data fingerprint, params to log), read only once
     the runs are checked; an ensemble of the same members is reused."""
-    runs = [tracking.find_run(experiment, run_id) for run_id in run_ids or ()]
+    runs = [runs.find_run(experiment, run_id) for run_id in run_ids or ()]
     members = sorted({run.info.run_id for run in runs})
     if len(members) < 2:
         raise ConfigError("An ensemble needs the models of at least two different runs: "
                           "give --run-id twice or more (ids from the compare step).")
     for run in runs:
-        lifecycle.check_has_model(run)
+        runs.check_has_model(run)
     previous = [run for run in mlflow.search_runs(
-        [tracking.use_experiment(experiment).experiment_id], output_format="list",
+        [store.use_experiment(experiment).experiment_id], output_format="list",
         filter_string=f"tags.ensemble_members = '{','.join(members)}'")
         if run.data.tags.get("model_logged") == "true"]
     if previous:
@@ -43,8 +43,8 @@ def ensemble(experiment, run_ids, validation, input_example):
         for index, run in enumerate(runs):
             # the run's id in the name: two members of one model kind stay apart
             names.append(f"member_{index}_{run.data.params.get('model')}_{run.info.run_id[:8]}")
-            with tracking.verified_model(run) as local:
-                columns.append(logged_models.predict_in_chunks(
+            with models.verified_model(run) as local:
+                columns.append(models.predict_in_chunks(
                     mlflow.pyfunc.load_model(str(local)), texts,
                     f"Scoring the validation reviews with {names[-1]}"))
                 shutil.copytree(local, folder / names[-1])
@@ -63,17 +63,17 @@ def _log(experiment, runs, names, probabilities, labels, fitted, folder, data, i
     val = {f"{name}_val_accuracy": binary_metrics(labels, column)["accuracy"]
            for name, column in zip(names, probabilities.T, strict=True)}
     combined = binary_metrics(labels, combine(probabilities, weights, bias))
-    experiment_id = tracking.use_experiment(experiment).experiment_id
+    experiment_id = store.use_experiment(experiment).experiment_id
     with mlflow.start_run(run_name="ensemble", experiment_id=experiment_id) as run:
         mlflow.log_params({"model": "ensemble", "members": ",".join(members),
                            "weights": json.dumps([round(w, 4) for w in weights]),
                            "bias": round(bias, 4), **params})
-        mlflow.set_tags(tracking.run_tags(fingerprint, model_family="ensemble",
+        mlflow.set_tags(store.run_tags(fingerprint, model_family="ensemble",
                                           ensemble_members=",".join(members)))
         mlflow.log_metrics({**val, "best_val_accuracy": combined["accuracy"],
                             "best_val_roc_auc": combined["roc_auc"]})
-        tracking.log_pyfunc_model(PYFUNC_FILE, {"ensemble": folder}, input_example,
-                                  run_logging.model_requirements(),
+        models.log_pyfunc_model(PYFUNC_FILE, {"ensemble": folder}, input_example,
+                                  models.model_requirements(),
                                   packages=("sentiment", "causal_lm"))
         mlflow.set_tag("model_logged", "true")
     print(json.dumps({"run_id": run.info.run_id, "weights": dict(zip(names, weights,

@@ -12,8 +12,8 @@ import keras
 import numpy as np
 
 from data_prep.paragraph_vectors import ParagraphVectors
-from data_prep.runtime import compiled
-from workflows.sentiment.classifiers import read_folder, save_folder
+from workflows.core.compilation import compiled
+from workflows.sentiment.classifier_folder import read_folder, save_folder
 
 KIND = "paragraph_vectors"  # the `kind` in classifier.json (see `sentiment/classifiers.py`)
 

@@ -3,7 +3,7 @@
 import dataclasses
 
 from data_prep import paragraph_vectors
-from workflows.lesson import TrainingPlan
+from workflows.core.lesson import TrainingPlan
 from workflows.sentiment.paragraph_classifier import ParagraphVectorClassifier
 from workflows.sentiment.presets import build_model
 

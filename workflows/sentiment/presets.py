@@ -9,9 +9,9 @@ from dataclasses import dataclass
 import keras
 
 from data_prep.runtime import deferred
-from workflows import precision
-from workflows.config import Catalog, option, seed_option
-from workflows.distribution import CHOICES
+from workflows.core import precision
+from workflows.core.config import Catalog, option, seed_option
+from workflows.core.distribution import CHOICES
 
 # the models, loaded when one is built (not for `--help`)
 layers = deferred("layers")
@@ -47,7 +47,7 @@ class TrainConfig:
     patience: int = option(2, at_least=1)  # epochs without a lower val loss before stopping
     seed: int = seed_option()
     checkpoint_every_steps: int = option(200, at_least=0)  # 0: only at the end of epochs
-    distribution: str = option("none", choices=CHOICES)  # see workflows/distribution.py
+    distribution: str = option("none", choices=CHOICES)  # see workflows/core/distribution.py
     # share of the official train reviews held out for validation (early stopping and
     # ensemble weights); members of one ensemble must share it
     val_fraction: float = option(0.2, above=0, below=1)

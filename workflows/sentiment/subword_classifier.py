@@ -13,11 +13,11 @@ import numpy as np
 
 import layers  # noqa: F401  registers the layers a saved model uses
 from data_prep.padding import pad_rows
-from data_prep.runtime import compiled
 from data_prep.subwords import SPECIAL_TOKENS, make_wordpiece_tokenizer
 from data_prep.text import clean_html
 from workflows.causal_lm import models  # noqa: F401  registers GPT and GPTClassifier
-from workflows.sentiment.classifiers import read_folder, save_folder
+from workflows.core.compilation import compiled
+from workflows.sentiment.classifier_folder import read_folder, save_folder
 
 END_ID = SPECIAL_TOKENS.index("[END]")
 

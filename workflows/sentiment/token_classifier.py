@@ -12,8 +12,8 @@ import numpy as np
 
 import layers  # noqa: F401  registers the layers a saved model uses
 from data_prep.imdb import ReviewVectorizer
-from data_prep.runtime import compiled
-from workflows.sentiment.classifiers import read_folder, save_folder
+from workflows.core.compilation import compiled
+from workflows.sentiment.classifier_folder import read_folder, save_folder
 
 KIND = "token_ids"
 

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 import keras
 
 from data_prep.runtime import deferred
-from workflows import precision
-from workflows.config import Catalog, option, seed_option
-from workflows.distribution import CHOICES
+from workflows.core import precision
+from workflows.core.config import Catalog, option, seed_option
+from workflows.core.distribution import CHOICES
 
 # the models and their batches, loaded when a model is built (not for `--help`)
 layers = deferred("layers")
@@ -86,7 +86,7 @@ class TranslationConfig:
     checkpoint_every_steps: int = option(200, at_least=0)
     # >1: export the mean of the last N epochs' weights when its val loss is lower
     average_epochs: int = option(0, at_least=0)
-    distribution: str = option("none", choices=CHOICES)  # see workflows/distribution.py
+    distribution: str = option("none", choices=CHOICES)  # see workflows/core/distribution.py
 
 
 CPU = {"preset": "cpu", "tokenization": "wordpiece", "sequence_length": 40, "embed_dim": 256,

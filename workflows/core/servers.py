@@ -1,4 +1,6 @@
-"""Run a server in its own process group in the foreground; Ctrl-C stops all of it."""
+"""The kit's servers (a logged model over HTTP, the MLflow UI): each checked before it
+starts (a free port, the program installed), run in its own process group in the
+foreground; Ctrl-C stops all of it."""
 
 import argparse
 import errno
@@ -11,7 +13,10 @@ import subprocess
 import sys
 import time
 
+import mlflow
+
 from data_prep.errors import UserError
+from workflows.core import models, runs, store
 
 
 def add_server_flags(parser, port):
@@ -101,3 +106,34 @@ def _group_ended(process, timeout):
             return True
         time.sleep(0.2)
     return False
+
+
+def model_server_command(model_uri, host="127.0.0.1", port=5001, workers=1):
+    """The `mlflow models serve` command line for `model_uri`, in this environment."""
+    return [sys.executable, "-m", "mlflow", "models", "serve", "-m", model_uri,
+            "--env-manager", "local", "--host", host, "--port", str(port),
+            "--workers", str(workers)]
+
+
+def server_environment():
+    """This process's environment, pointing MLflow at the project's store."""
+    return {**os.environ, "MLFLOW_TRACKING_URI": store.tracking_uri()}
+
+
+def serve(model_uri, host="127.0.0.1", port=5001, workers=1):
+    """Checks that `model_uri` exists and that its files are the ones logged, then serves
+    that verified copy until Ctrl-C."""
+    mlflow.set_tracking_uri(store.tracking_uri())
+    run = mlflow.get_run(runs.source_run_id(model_uri))
+    url = f"http://{host}:{port}"
+    banner = (f"Serving {model_uri} (run {run.info.run_id}) at {url}; Ctrl-C to stop. Try:\n"
+              f"  curl -s {url}/invocations -H 'Content-Type: application/json' "
+              "-d '{\"inputs\": [\"Your text here.\"]}'")
+    check_can_serve(model_server_command(model_uri, host, port, workers), host, port)
+    with models.verified_model(run) as local:
+        return run_until_stopped(model_server_command(str(local), host, port, workers),
+                                 "Model server", banner, env=server_environment())
+
+
+def add_server_arguments(parser):
+    add_server_flags(parser, port=5001)

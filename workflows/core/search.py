@@ -16,6 +16,7 @@ which `register` follows), the optimization history and the parameter importance
 
 import contextlib
 import dataclasses
+import itertools
 import json
 import os
 import subprocess
@@ -28,9 +29,9 @@ import optuna
 import sqlalchemy
 
 from data_prep import cache
-from workflows import processes, tracking
-from workflows.config import ConfigError, apply_overrides, describe
-from workflows.search_summary import describe_values, summarize
+from workflows.core import servers, store
+from workflows.core.config import ConfigError, apply_overrides, describe
+from workflows.core.search_summary import describe_values, summarize
 
 HEARTBEAT_SECONDS = 20
 GRACE_SECONDS = 60  # a trial without a heartbeat for this long is failed and queued again
@@ -46,7 +47,7 @@ optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 def default_storage(work_dir=None):
     """SQLite beside a SQLite MLflow store, else in the work folder."""
-    uri = tracking.tracking_uri()
+    uri = store.tracking_uri()
     if uri.startswith("sqlite:///"):
         return f"sqlite:///{Path(uri[len('sqlite:///'):]).with_name('optuna.db')}"
     return f"sqlite:///{cache.work_dir(work_dir) / 'search' / 'optuna.db'}"
@@ -58,7 +59,7 @@ def open_storage(url):
         {"pool_pre_ping": True}
     for attempt in range(3):  # two workers creating the tables at once: one loses, retries
         try:
-            with tracking.store_lock(url):
+            with store.store_lock(url):
                 return optuna.storages.RDBStorage(
                     url, engine_kwargs=engine, heartbeat_interval=HEARTBEAT_SECONDS,
                     grace_period=GRACE_SECONDS,
@@ -85,6 +86,10 @@ def open_study(lesson, config, settings, storage, name):
         study = optuna.create_study(study_name=name, storage=storage,
                                     direction=settings.direction)
         study.set_user_attr("spec", spec)
+        if settings.sampler == "grid":  # every combination of the choices once (`--sweep`)
+            for values in itertools.product(*(d.choices for d in settings.space)):
+                study.enqueue_trial({d.name: v for d, v in zip(settings.space, values,
+                                                               strict=True)})
         created = True
     except optuna.exceptions.DuplicatedStudyError:
         study = optuna.load_study(study_name=name, storage=storage)
@@ -116,7 +121,7 @@ def _check_same_search(storage, spec, name):
 
 def parent_run(lesson, config, settings, storage, name, created):
     """The study's MLflow parent run id; the study's creator makes it, joiners wait for it."""
-    experiment = tracking.use_experiment(lesson.experiment)
+    experiment = store.use_experiment(lesson.experiment)
     client = mlflow.MlflowClient()
     for _ in range(1 if created else 20):  # a creator that crashed: 20 s, then ours
         study = optuna.load_study(study_name=name, storage=storage)
@@ -127,7 +132,8 @@ def parent_run(lesson, config, settings, storage, name, created):
             time.sleep(1)
     run = client.create_run(experiment.experiment_id, run_name=f"search-{lesson.run_name(config)}",
                             tags={"search": "true", "optuna_study": name,
-                                  "git_commit": tracking.git_commit()})
+                                  "git_commit": store.git_commit(),
+                                  **({"sweep": "true"} if settings.sampler == "grid" else {})})
     params = {"metric": settings.metric, "direction": settings.direction,
               "space": "; ".join(settings.spec()["space"])[:6000], "sampler": settings.sampler,
               "pruner": settings.pruner, "trials": settings.trials}
@@ -212,6 +218,8 @@ def _mark_pruned(run_id):
 def sampler(settings, seed):
     if settings.sampler == "random":
         return optuna.samplers.RandomSampler(seed=seed)
+    if settings.sampler == "grid":  # the trials are the combinations queued by `open_study`
+        return optuna.samplers.RandomSampler(seed=seed)
     return optuna.samplers.TPESampler(  # the constant liar keeps parallel workers apart
         n_startup_trials=min(10, max(3, settings.trials // 3)), multivariate=True,
         constant_liar=True, seed=seed)
@@ -286,7 +294,7 @@ def wait_for(workers, study, settings):
             try:
                 process.wait(timeout=60)
             except subprocess.TimeoutExpired:
-                processes.stop(process)
+                servers.stop(process)
         raise
     finally:
         for _, log in workers:

@@ -1,43 +1,38 @@
-"""The run lifecycle, written once for every lesson.
+"""A run and its training, written once for every lesson.
 
 A lesson supplies what is its own: its configs (`Catalog`), its data, a
 `TrainingPlan` (the model, its batches, extra metrics and figures, how the model is
-exported) and its evaluation. This module does everything about runs: start or
-resume the MLflow run, train resumably, log each epoch, the summary and the learning
-curves, export and log the model, mark the run finished; find a run or a model by id,
-prefix or URI; register; compare; sweep. What a run logs is `run_logging.py`.
+exported). `train` does the rest: start or resume the MLflow run (with several
+processes: the chief writes, the others train in step), fit resumably
+(`checkpoints.py`), log the setup, each epoch (and those a crash left unlogged), the
+summary, curves and schedule, choose between the best epoch and the average of the last
+ones, refuse non-finite weights, export and log the model, mark the run finished.
 """
 
 import contextlib
 import dataclasses
 import sys
 import tempfile
-from datetime import datetime
 
 import filelock
 import keras
 import matplotlib.pyplot as plt
 import mlflow
+import numpy as np
 
 from data_prep import cache
-from workflows import compilation, distribution, store_health, tracking
-from workflows.config import ConfigError, apply_overrides, describe
-from workflows.run_logging import (
-    add_epoch_metrics,
-    check_finite,
-    choose_averaged_weights,
-    export_and_log_model,
-    log_epoch,
-    log_missing_epochs,
-    log_run_setup,
-    log_training_summary,
-)
-from workflows.training import (
+from data_prep.errors import UserError
+from workflows.core import compilation, distribution, figures, precision, store
+from workflows.core.checkpoints import (
     TrainingFolder,
+    average_weights,
     fit_resumably,
     remove_partial_files,
     starting_state,
 )
+from workflows.core.config import describe
+from workflows.core.models import export_and_log_model
+from workflows.core.runs import RunNotFoundError, stored_run
 
 # ## Train
 
@@ -139,17 +134,17 @@ def _train_in(lesson, config, data, folder, retrain, run_tags, after_epoch, plac
           f"{state.best_epoch}, {state.train_seconds / 60:.1f} training minutes; model in "
           f"{folder / plan.export.artifact}")
     if processes.is_chief:
-        experiment = tracking.use_experiment(lesson.experiment)
+        experiment = store.use_experiment(lesson.experiment)
         print("In the MLflow UI (python -m workflows.mlflow_ui): "
-              f"{tracking.runs_table_url(experiment.experiment_id, state.run_id)}")
+              f"{store.runs_table_url(experiment.experiment_id, state.run_id)}")
     return state.run_id
 
 
 def _check_run_is_in_this_store(run_id, folder):
-    if tracking.stored_run(run_id) is None:
-        raise tracking.RunNotFoundError(
+    if stored_run(run_id) is None:
+        raise RunNotFoundError(
             f"The run folder {folder} belongs to run {run_id}, which the tracking store "
-            f"{tracking.tracking_uri()} does not have: train it again here with --retrain, "
+            f"{store.tracking_uri()} does not have: train it again here with --retrain, "
             "or set MLFLOW_TRACKING_URI to the store that has it.")
 
 
@@ -184,7 +179,7 @@ def _chief_run(lesson, name, state, tags, processes):
     if not processes.is_chief:
         yield
         return
-    experiment = tracking.use_experiment(lesson.experiment)
+    experiment = store.use_experiment(lesson.experiment)
     mlflow.start_run(run_id=state.run_id or None, run_name=None if state.run_id else name,
                      experiment_id=experiment.experiment_id, tags=tags or None)
     try:
@@ -193,8 +188,8 @@ def _chief_run(lesson, name, state, tags, processes):
         mlflow.end_run("KILLED")
         raise
     except BaseException as error:
-        if store_health.is_store_failure(error):
-            store_health.give_up_on_store()  # ending the run there would wait for nothing
+        if store.is_store_failure(error):
+            store.give_up_on_store()  # ending the run there would wait for nothing
             with contextlib.suppress(Exception):
                 mlflow.end_run("FAILED")
         else:
@@ -240,132 +235,124 @@ def child_tags(parent_run_id):
 # ## Find, evaluate and register
 
 
-def model_run(lesson, run_id=None, model_uri=None, params=None):
-    """The run whose model `model_uri` (e.g. `models:/NAME@alias`) is, else the run
-    `run_id` (an id or prefix), else the latest run with a model; with `params`
-    (config field -> value), the run must have been trained with those values."""
-    def accept(run):
-        if not params:
-            return True
-        config = config_of(lesson, run)
-        return all(str(getattr(config, name)) == str(value) for name, value in params.items())
-
-    wanted = ", ".join(f"{name} {value}" for name, value in (params or {}).items())
-    if model_uri:
-        run = tracking.find_run(lesson.experiment, tracking.source_run_id(model_uri))
-    else:
-        run = best_trial_of(tracking.find_run(lesson.experiment, run_id, accept, wanted))
-        model_uri = tracking.model_uri(run.info.run_id)
-    if not accept(run):
-        raise ConfigError(f"{model_uri} was not trained with {wanted}; pick a run that was "
-                          "(see compare), or leave the option out to use this one.")
-    params = run.data.params
-    print(f"Loading {model_uri} (run {run.info.run_id}, {params.get('model')}"
-          + (f", preset {params['preset']})" if "preset" in params else ")"))
-    return run
+# ## What a run logs, and which weights it exports
 
 
-def config_of(lesson, run):
-    """The config a run was trained with, from its logged params."""
-    return lesson.catalog.from_params(run.data.params)
+def log_epoch(epoch, metrics, after_epoch=None):
+    mlflow.log_metrics(metrics, step=epoch + 1)
+    if after_epoch:
+        after_epoch(epoch, metrics)
 
 
-def log_evaluation(run_id, metrics, dicts=None, figures=None, tables=None):
-    """Adds evaluation results to a finished run."""
-    with mlflow.start_run(run_id=run_id):
-        mlflow.log_metrics(metrics)
-        for name, content in (dicts or {}).items():
-            mlflow.log_dict(content, name)
-        for name, figure in (figures or {}).items():
-            mlflow.log_figure(figure, name)
-            plt.close(figure)
-        for name, table in (tables or {}).items():
-            mlflow.log_table(table, name)
+def log_run_setup(config, plan, fingerprint, folder):
+    mlflow.log_params({**store.flat_params(config), **plan.params})
+    mlflow.set_tags(store.run_tags(fingerprint, run_folder=str(folder), **plan.tags))
+    if hasattr(config, "dtype_policy"):  # "auto" as this device resolved it
+        mlflow.set_tag("dtype_policy_used", precision.resolve(config.dtype_policy))
+    mlflow.log_dict(dataclasses.asdict(config), "config.json")
+    for name, content in plan.artifacts.items():
+        (mlflow.log_dict if isinstance(content, dict) else mlflow.log_text)(content, name)
+    if plan.metrics:
+        mlflow.log_metrics(plan.metrics)
 
 
-def register(lesson, run_id, name, alias=None):
-    """Registers the model of `run_id` (or of the latest run) as a new version of `name`."""
-    run = check_has_model(best_trial_of(tracking.find_run(lesson.experiment, run_id)))
-    return tracking.register_model(run.info.run_id, name, alias)
+def add_epoch_metrics(plan, epoch, metrics):
+    """The lesson's own epoch metrics and the learning rate, before the checkpoint."""
+    if plan.epoch_end:
+        plan.epoch_end(epoch, metrics)
+    metrics["learning_rate"] = float(keras.ops.convert_to_numpy(plan.model.optimizer.learning_rate))
 
 
-def best_trial_of(run):
-    """A search's or sweep's parent run stands for its best child run; any other run
-    for itself."""
-    best = run.data.tags.get("best_child_run_id")
-    if not best or run.data.tags.get("model_logged") == "true":
-        return run
-    print(f"Run {run.info.run_id} is a {'search' if 'search' in run.data.tags else 'sweep'}; "
-          f"taking its best trial, run {best}.")
-    return mlflow.MlflowClient().get_run(best)
+def log_missing_epochs(run_id, history):
+    """Logs the epochs the run folder has but the run lacks (a crash or an unreachable
+    server between a checkpoint and its logging); each epoch is logged once."""
+    logged = {m.step for m in mlflow.MlflowClient().get_metric_history(run_id, "loss")}
+    for epoch, metrics in enumerate(history, start=1):
+        if epoch not in logged:
+            mlflow.log_metrics(metrics, step=epoch)
 
 
-def check_has_model(run):
-    """`run`, if it logged a model; else a user error saying what to do."""
-    if run.data.tags.get("model_logged") != "true":
-        raise tracking.RunNotFoundError(
-            f"Run {run.info.run_id} has no logged model ({run.info.status}); rerun its train "
-            "command to finish it, or pick another run from `compare`.")
-    return run
+def log_training_summary(plan, state):
+    """Best epoch, its validation metrics, mean timings and rates; curves and schedule."""
+    best = state.history[state.best_epoch - 1]
+    summary = {"best_epoch": state.best_epoch, "trained_epochs": len(state.history),
+               "best_val_loss": state.best_val_loss, "train_minutes": state.train_seconds / 60}
+    summary.update({f"best_{name}": value for name, value in best.items()
+                    if name.startswith("val_") and name != "val_loss"})
+    timed = [epoch for epoch in state.history if "epoch_seconds" in epoch]
+    rates = sorted({name for epoch in timed for name in epoch if name.endswith("_per_second")})
+    for name in ("epoch_seconds", *rates):
+        values = [epoch[name] for epoch in timed if name in epoch]
+        if values:
+            summary[f"mean_{name}"] = float(np.mean(values))
+        if len(values) > 1 and timed[0] is state.history[0]:  # epoch 1 compiled the steps
+            summary[f"steady_{name}"] = float(np.mean(values[1:]))
+    mlflow.log_metrics(summary)
+    curves = figures.learning_curves(state.history, plan.curves)
+    mlflow.log_figure(curves, "learning_curves.png")
+    plt.close(curves)
+    schedule = plan.model.optimizer.get_config()["learning_rate"]
+    if isinstance(schedule, dict):  # a serialized LearningRateSchedule, not a constant
+        schedule = keras.optimizers.schedules.deserialize(schedule)
+        mlflow.log_figure(figures.learning_rate_schedule(
+            schedule, keras.ops.convert_to_numpy(plan.model.optimizer.iterations),
+            type(schedule).__name__), "lr_schedule.png")
 
 
-# ## Compare and sweep
+def choose_averaged_weights(plan, placement, folder, state):
+    """Checkpoint averaging: the mean of the last epochs' weights replaces the best
+    epoch's (which the model holds) when its validation loss is lower. The chief logs
+    both (`averaged_val_*` beside `best_val_*`) and an `exported_weights` tag saying
+    which won. `folder` is the `TrainingFolder` the run trained in."""
+    choice, metrics = _average_if_better(plan, placement, folder, state)
+    if placement.processes.is_chief:
+        mlflow.log_metrics({f"averaged_{name}": value for name, value in metrics.items()
+                            if name.startswith("val_")})
+        mlflow.set_tag("exported_weights", choice)
 
 
-def compare(lesson, sort_by=None, model=None, since=None, style="text", ascending=None,
-            params=None):
-    """Prints the lesson's runs as a table (filtered by model, start date and `params`,
-    best first); returns the rows."""
-    ascending = lesson.ascending if ascending is None else ascending
-    params = {**({"model": model} if model else {}), **(params or {})}
-    filters = [f"params.{name} = '{value}'" for name, value in params.items()]
-    if since:
-        filters.append(f"attributes.start_time >= {timestamp_ms(since)}")
-    columns = lesson.compare_columns
-    rows = tracking.runs_table(lesson.experiment, columns, sort_by or lesson.sort_by, ascending,
-                               " and ".join(filters))
-    for row in rows:
-        row["run_id"] = row["run_id"][:12]
-    print(tracking.format_table(rows, columns, style) if rows else
-          f"No runs in experiment {lesson.experiment!r} yet ({tracking.tracking_uri()}).")
-    return rows
+def _average_if_better(plan, placement, folder, state):
+    """Loads the average of the last epochs if its validation loss beats the best
+    epoch's; returns what the model holds and the average's validation metrics."""
+    epochs = folder.intact_epoch_weights(
+        range(max(state.epoch - plan.average_last_epochs + 1, 1), state.epoch + 1), state)
+    if len(epochs) < 2:
+        return f"best epoch {state.best_epoch} (fewer than two epochs to average)", {}
+    average_weights(plan.model, [folder.epoch_weights(epoch) for epoch in epochs])
+    metrics = {"val_loss": plan.model.evaluate(placement.batches(plan.validation_batches),
+                                               verbose=0, return_dict=True)["loss"]}
+    if plan.epoch_end:
+        plan.epoch_end(state.epoch, metrics)
+    span = f"epochs {epochs[0]}-{epochs[-1]}"
+    if metrics["val_loss"] < state.best_val_loss:
+        print(f"Exporting the average of {span}: val_loss {metrics['val_loss']:.4f} < "
+              f"{state.best_val_loss:.4f} (best epoch {state.best_epoch})")
+        return f"average of {span}", metrics
+    folder.load_best_weights(plan.model, state)
+    print(f"Keeping the best epoch {state.best_epoch}: the average of {span} has val_loss "
+          f"{metrics['val_loss']:.4f} >= {state.best_val_loss:.4f}")
+    return f"best epoch {state.best_epoch}", metrics
 
 
-def timestamp_ms(date):
-    try:
-        return int(datetime.fromisoformat(date).timestamp() * 1000)
-    except ValueError:
-        raise ConfigError(f"--since expects a date like 2026-11-22 or 2026-11-22T10:00, "
-                          f"got {date!r}.") from None
+class ExportError(UserError):
+    """A trained model that must not leave its run (non-finite weights or outputs)."""
 
 
-def sweep(lesson, config, settings, train_one):
-    """Runs `train_one(config, parent_run_id)` for each setting under one parent run.
+def check_finite(plan, placement):
+    """Refuses, in one line, to export a model whose weights or outputs are not finite:
+    every weight is checked, and the model is evaluated on one validation batch."""
+    for variable in plan.model.weights:
+        if "float" in str(variable.dtype):
+            value = keras.ops.convert_to_numpy(variable.value)
+            if not np.isfinite(value).all():
+                raise ExportError(f"The trained weight {variable.path} holds NaN or infinite "
+                                  f"values: nothing was exported or logged. {RETRAIN_HINT}")
+    loss = plan.model.evaluate(placement.batches(plan.validation_batches), steps=1, verbose=0,
+                               return_dict=True)["loss"]
+    if not np.isfinite(loss):
+        raise ExportError(f"The trained model's loss on a validation batch is {loss}: nothing "
+                          f"was exported or logged. {RETRAIN_HINT}")
 
-    Every setting is checked before the first child trains. The parent records the
-    swept values and, at the end, the child with the lowest `best_val_loss`. Returns
-    the child run ids.
-    """
-    configs = [apply_overrides(config, overrides) for overrides in settings]
-    experiment = tracking.use_experiment(lesson.experiment)
-    client = mlflow.MlflowClient()
-    parent = client.create_run(experiment.experiment_id,
-                               run_name=f"sweep-{lesson.run_name(config)}",
-                               tags={"sweep": "true", "git_commit": tracking.git_commit()})
-    parent_id = parent.info.run_id
-    client.log_param(parent_id, "settings", str(settings)[:6000])
-    print(f"Sweep: parent run {parent_id}, {len(settings)} settings")
-    children, status = [], "FAILED"
-    try:
-        for overrides, child_config in zip(settings, configs, strict=True):
-            print(f"Sweep setting {overrides}")
-            children.append(train_one(child_config, parent_id))
-        losses = {child: client.get_run(child).data.metrics.get("best_val_loss", float("inf"))
-                  for child in children}
-        best = min(losses, key=losses.get)
-        client.set_tag(parent_id, "best_child_run_id", best)
-        client.log_metric(parent_id, "best_val_loss", losses[best])
-        status = "FINISHED"
-        return children
-    finally:
-        client.set_terminated(parent_id, status)
+
+RETRAIN_HINT = ("Train it again with --retrain (a lower --set learning_rate=... if the loss "
+                "diverged).")

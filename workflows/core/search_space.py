@@ -20,7 +20,7 @@ import os
 import typing
 from dataclasses import dataclass
 
-from workflows.config import (
+from workflows.core.config import (
     ConfigError,
     applicable_fields,
     apply_overrides,
@@ -188,7 +188,7 @@ class SearchSettings:
                 "direction": self.direction}
 
 
-SAMPLERS = ("tpe", "random")
+SAMPLERS = ("tpe", "random", "grid")  # grid: every combination of choices (--sweep)
 MAX_TRIALS = 100_000
 
 
@@ -224,7 +224,18 @@ def make_settings(config, space_items, yaml_block=None, **flags):
     settings = SearchSettings(space=tuple(check_space(space, config)), metric=metric,
                               **{k: v for k, v in values.items() if k != "metric"})
     _check_settings(settings)
+    if settings.sampler == "grid":  # no more trials than combinations
+        settings = dataclasses.replace(settings, trials=min(settings.trials, grid_points(settings)))
     return settings
+
+
+def grid_points(settings):
+    """The number of combinations of a grid; every dimension must be a choice."""
+    ranges = [d.text() for d in settings.space if d.kind != "choice"]
+    if ranges:
+        raise ConfigError(f"--sampler grid takes choice dimensions only (FIELD=choice:A,B); "
+                          f"got {', '.join(ranges)}.")
+    return math.prod(len(d.choices) for d in settings.space)
 
 
 def _check_settings(settings):

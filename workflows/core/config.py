@@ -10,14 +10,10 @@ any run starts, so a typo never trains the wrong model.
 """
 
 import dataclasses
-import itertools
 import json
 import math
 import types
 import typing
-from pathlib import Path
-
-import yaml
 
 from data_prep.errors import UserError
 
@@ -219,62 +215,3 @@ def describe(config):
 # ## Reading overrides from the command line
 
 
-def add_config_arguments(parser):
-    parser.add_argument("--config", metavar="FILE.yaml",
-                        help="YAML mapping of config fields to override")
-    parser.add_argument("--set", metavar="KEY=VALUE", action="append", default=[],
-                        dest="overrides", help="override one config field (repeatable), "
-                        "e.g. --set epochs=3 --set dropout=0.3")
-    parser.add_argument("--sweep", metavar="KEY=V1,V2", action="append", default=[],
-                        help="train: one child run per value (repeatable: every combination), "
-                        "grouped under a parent run, e.g. --sweep learning_rate=1e-3,5e-4")
-
-
-def overrides_from_args(args):
-    """The `{field: value}` overrides given by `--config` then `--set` (which wins); a
-    `search:` block of the YAML file is the search step's (`search_block`)."""
-    overrides = {}
-    if getattr(args, "config", None):
-        overrides.update(read_yaml_mapping(args.config))
-        overrides.pop("search", None)  # the search step's own block
-    for item in getattr(args, "overrides", []):
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise ConfigError(f"--set expects KEY=VALUE, got {item!r}.")
-        overrides[key.strip().replace("-", "_")] = value.strip()
-    return overrides
-
-
-def read_yaml_mapping(path):
-    """The `field: value` mapping of a YAML file (plain YAML only: no Python tags)."""
-    try:
-        loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
-    except (OSError, UnicodeDecodeError) as error:
-        raise ConfigError(f"Cannot read --config {path}: {error}.") from None
-    except yaml.YAMLError as error:
-        raise ConfigError(f"--config {path} is not valid YAML: "
-                          f"{' '.join(str(error).split())}") from None
-    if not isinstance(loaded, dict):
-        raise ConfigError(f"{path} must hold a mapping of field: value.")
-    return {str(key): value for key, value in loaded.items()}
-
-
-def search_block(path):
-    """The `search:` mapping of a `--config` file (empty when there is none)."""
-    block = read_yaml_mapping(path).get("search") if path else None
-    if block is not None and not isinstance(block, dict):
-        raise ConfigError(f"The search: block of {path} must be a mapping (space:, trials:, "
-                          "metric:, ...).")
-    return block or {}
-
-
-def parse_sweep(items):
-    """`["lr=1e-3,5e-4", "units=16,32"]` -> every combination as `{field: "value"}`."""
-    axes = []
-    for item in items:
-        key, sep, values = item.partition("=")
-        choices = [value.strip() for value in values.split(",") if value.strip()]
-        if not sep or not key.strip() or not choices:
-            raise ConfigError(f"--sweep expects KEY=V1,V2,..., got {item!r}.")
-        axes.append([(key.strip().replace("-", "_"), value) for value in choices])
-    return [dict(combination) for combination in itertools.product(*axes)]

@@ -118,3 +118,53 @@ def _listen():
 
     monitoring.register_event_listener(on_event)
     monitoring.register_event_duration_secs_listener(on_duration)
+
+
+def compiled(function, *holders, tf_signature=None, jit_compile=False, name=None):
+    """`function(*arrays)` compiled for the current Keras backend (eager on torch).
+
+    `name` names the compiled program (JAX's compilation logs and counts: `jit(name)`).
+
+    `tf_signature` (`[(shape, dtype), ...]`, `None` for unknown sizes) fixes the
+    TensorFlow graph's input shapes, for loops whose shapes must stay unknown; without
+    it TensorFlow retraces per shape, generalizing as it goes. `jit_compile` has
+    TensorFlow compile the graph with XLA (one compilation per input shape; JAX always
+    does).
+
+    On JAX the variables of `holders` (models, keras-hub samplers) are passed in at
+    every call, so the compiled code always reads their current values, never those
+    at tracing time (weights trained or loaded since), and the values it changes (a
+    sampler's seed state) are written back.
+    """
+    import keras  # lazily: this module is imported before TensorFlow is configured
+
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf  # only on its backend
+
+        if tf_signature:
+            return tf.function(function, jit_compile=jit_compile, input_signature=[
+                tf.TensorSpec(shape, dtype) for shape, dtype in tf_signature])
+        return tf.function(function, jit_compile=jit_compile, reduce_retracing=True)
+    if backend != "jax":
+        return function
+    import jax  # likewise
+
+    variables = list({id(v): v for h in holders for v in h.variables}.values())
+
+    def stateless(values, *args):
+        with keras.StatelessScope(state_mapping=list(zip(variables, values, strict=True))) as scope:
+            output = function(*args)
+        return output, [scope.get_current_value(v) for v in variables]
+
+    stateless.__name__ = stateless.__qualname__ = name or getattr(function, "__name__", "step")
+    jitted = jax.jit(stateless)
+
+    def call(*args):
+        output, values = jitted([v.value for v in variables], *args)
+        for variable, value in zip(variables, values, strict=True):
+            if not variable.trainable and value is not None:
+                variable.assign(value)
+        return output
+
+    return call

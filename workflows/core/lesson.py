@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from workflows.config import Catalog
+from workflows.core.config import Catalog
 
 
 @dataclass(frozen=True)

@@ -13,25 +13,22 @@ import sys
 import typing
 from pathlib import Path
 
+import yaml
+
 from data_prep.errors import run_command
 from data_prep.runtime import deferred
 from data_prep.sources import add_location_arguments
-from workflows import distribution, search_space, serve_model
-from workflows.config import (
-    ConfigError,
-    add_config_arguments,
-    applicable_fields,
-    overrides_from_args,
-    parse_sweep,
-    search_block,
-)
+from workflows.core import distribution, search_space
+from workflows.core.config import ConfigError, applicable_fields
 
 # loaded when a step runs, never for `--help` or a mistyped flag
-compilation = deferred("workflows.compilation")
-lifecycle = deferred("workflows.lifecycle")
-search = deferred("workflows.search")
-store_health = deferred("workflows.store_health")
-tracking = deferred("workflows.tracking")
+compilation = deferred("workflows.core.compilation")
+training = deferred("workflows.core.training")
+runs = deferred("workflows.core.runs")
+search = deferred("workflows.core.search")
+servers = deferred("workflows.core.servers")
+models = deferred("workflows.core.models")
+store = deferred("workflows.core.store")
 
 
 class LessonCLI:
@@ -98,7 +95,7 @@ class LessonCLI:
                                           "(models:/NAME@ALIAS)")
         step = self.step("serve", "serve a run's model over HTTP (mlflow models serve)",
                          self.serve, model=True)
-        serve_model.add_server_arguments(step)
+        servers.add_server_arguments(step)
 
     def main(self, argv=None):
         """Parses `argv` and runs the step; returns the exit status."""
@@ -119,15 +116,15 @@ class LessonCLI:
             self.configs(args, args.model if isinstance(args.model, list) else None,
                          complete=False)
         if args.step not in STORELESS_STEPS:
-            store_health.check_store()  # before any data is read
+            store.check_store()  # before any data is read
         try:
             self.handlers[args.step](args)
         except Exception as error:
-            if not store_health.is_store_failure(error):
+            if not store.is_store_failure(error):
                 raise
-            store_health.give_up_on_store()
-            raise store_health.StoreError(
-                f"The tracking store {store_health.redacted(tracking.tracking_uri())} "
+            store.give_up_on_store()
+            raise store.StoreError(
+                f"The tracking store {store.redacted(store.tracking_uri())} "
                 "stopped answering. Nothing is lost: once it is back, rerun the same command (a "
                 "training resumes from its last checkpoint).") from error
         return 0
@@ -137,18 +134,20 @@ class LessonCLI:
     def train(self, args):
         """`train`: one config, or a sweep of it; `--register` afterwards."""
         (config,) = self.configs(args)
-        if args.sweep:
-            lifecycle.sweep(self.lesson, config, parse_sweep(args.sweep),
-                            lambda child, parent: self.train_config(args, child, parent))
-            lifecycle.compare(self.lesson, model=config.model)
+        if args.sweep:  # a grid search: every combination, one child run each
+            space, points = sweep_space(args.sweep)
+            settings = search_space.make_settings(config, space, trials=points,
+                                                  sampler="grid", pruner="none")
+            self._search(args, config, settings)
+            runs.compare(self.lesson, model=config.model)
             return
         self.train_config(args, config)
 
     def train_config(self, args, config, parent_run_id=None):
-        run_id = lifecycle.train(self.lesson, config, self.data_path(args), args.work_dir,
-                                 args.retrain, parent_run_id)
+        run_id = training.train(self.lesson, config, self.data_path(args), args.work_dir,
+                                args.retrain, parent_run_id)
         if args.register and distribution.process_index() == 0:
-            tracking.register_model(run_id, args.register)
+            runs.register_model(run_id, args.register)
         return run_id
 
     def search(self, args):
@@ -165,31 +164,34 @@ class LessonCLI:
             study=args.study, storage=args.storage)
         if args.worker is None:  # prepares the data once, before any worker starts
             self.lesson.load_data(config, self.data_path(args), args.work_dir)
+        self._search(args, config, settings, args.worker)
 
+    def _search(self, args, config, settings, worker=None):
+        """Runs (or joins) the study of `settings`; `--register` its best trial."""
         def train_trial(trial_config, parent_run_id, tags, after_epoch):
-            return lifecycle.train(self.lesson, trial_config, self.data_path(args),
-                                   args.work_dir, parent_run_id=parent_run_id, tags=tags,
-                                   after_epoch=after_epoch)
+            return training.train(self.lesson, trial_config, self.data_path(args),
+                                  args.work_dir, parent_run_id=parent_run_id, tags=tags,
+                                  after_epoch=after_epoch)
 
         summary = search.search(self.lesson, config, settings, train_trial, args.work_dir,
-                                [sys.executable, "-m", self.module, *self.argv], args.worker)
+                                [sys.executable, "-m", self.module, *self.argv], worker)
         if summary and summary.get("best_run_id"):
             print(f"Use the best trial: python -m {self.module} evaluate --run-id "
                   f"{summary['best_run_id'][:12]}  (register and serve it the same way)")
             if args.register:
-                tracking.register_model(summary["best_run_id"], args.register)
+                runs.register_model(summary["best_run_id"], args.register)
 
     def compare(self, args):
-        lifecycle.compare(self.lesson, args.sort_by, args.model, args.since, args.format,
-                          args.ascending, self.run_params(args))
+        runs.compare(self.lesson, args.sort_by, args.model, args.since, args.format,
+                     args.ascending, self.run_params(args))
 
     def register(self, args):
-        lifecycle.register(self.lesson, args.run_id, args.name, args.alias)
+        runs.register(self.lesson, args.run_id, args.name, args.alias)
 
     def serve(self, args):
-        run = lifecycle.check_has_model(lifecycle.model_run(
+        run = runs.check_has_model(runs.model_run(
             self.lesson, args.run_id, args.model_uri, self.run_params(args)))
-        serve_model.serve(args.model_uri or tracking.model_uri(run.info.run_id), args.host,
+        servers.serve(args.model_uri or models.model_uri(run.info.run_id), args.host,
                           args.port, args.workers)
 
     # ## Reading arguments
@@ -327,3 +329,66 @@ def read_texts(texts, file, what):
         raise ConfigError(f"Give {what} as arguments or with --file.")
     return texts
 
+
+def add_config_arguments(parser):
+    parser.add_argument("--config", metavar="FILE.yaml",
+                        help="YAML mapping of config fields to override")
+    parser.add_argument("--set", metavar="KEY=VALUE", action="append", default=[],
+                        dest="overrides", help="override one config field (repeatable), "
+                        "e.g. --set epochs=3 --set dropout=0.3")
+    parser.add_argument("--sweep", metavar="KEY=V1,V2", action="append", default=[],
+                        help="train: one child run per value (repeatable: every combination), "
+                        "grouped under a parent run (a grid search), e.g. --sweep "
+                        "learning_rate=1e-3,5e-4")
+
+
+def overrides_from_args(args):
+    """The `{field: value}` overrides given by `--config` then `--set` (which wins); a
+    `search:` block of the YAML file is the search step's (`search_block`)."""
+    overrides = {}
+    if getattr(args, "config", None):
+        overrides.update(read_yaml_mapping(args.config))
+        overrides.pop("search", None)  # the search step's own block
+    for item in getattr(args, "overrides", []):
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigError(f"--set expects KEY=VALUE, got {item!r}.")
+        overrides[key.strip().replace("-", "_")] = value.strip()
+    return overrides
+
+
+def read_yaml_mapping(path):
+    """The `field: value` mapping of a YAML file (plain YAML only: no Python tags)."""
+    try:
+        loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    except (OSError, UnicodeDecodeError) as error:
+        raise ConfigError(f"Cannot read --config {path}: {error}.") from None
+    except yaml.YAMLError as error:
+        raise ConfigError(f"--config {path} is not valid YAML: "
+                          f"{' '.join(str(error).split())}") from None
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"{path} must hold a mapping of field: value.")
+    return {str(key): value for key, value in loaded.items()}
+
+
+def search_block(path):
+    """The `search:` mapping of a `--config` file (empty when there is none)."""
+    block = read_yaml_mapping(path).get("search") if path else None
+    if block is not None and not isinstance(block, dict):
+        raise ConfigError(f"The search: block of {path} must be a mapping (space:, trials:, "
+                          "metric:, ...).")
+    return block or {}
+
+
+def sweep_space(items):
+    """`["lr=1e-3,5e-4", "units=16,32"]` -> the grid search space
+    `["lr=choice:1e-3,5e-4", "units=choice:16,32"]` and the number of its points."""
+    space, points = [], 1
+    for item in items:
+        key, sep, values = item.partition("=")
+        choices = [value.strip() for value in values.split(",") if value.strip()]
+        if not sep or not key.strip() or not choices:
+            raise ConfigError(f"--sweep expects KEY=V1,V2,..., got {item!r}.")
+        space.append(f"{key.strip()}=choice:{','.join(choices)}")
+        points *= len(choices)
+    return space, points

@@ -1,0 +1,175 @@
+"""The logged model: exported atomically from a run's folder and logged as an MLflow
+pyfunc with just the code it needs and a digest of its files; loaded back verified
+against that digest, fed checked inputs, asked in chunks with progress."""
+
+import contextlib
+import shutil
+import tempfile
+from pathlib import Path
+
+import mlflow
+import numpy as np
+
+from data_prep.cache import folder_digest
+from data_prep.errors import UserError
+from data_prep.progress import Progress
+from workflows.core.config import ConfigError
+from workflows.core.distribution import on_this_process
+from workflows.core.store import PROJECT_ROOT
+
+
+class ModelChangedError(UserError):
+    """A logged model's files differ from what was logged: they are not loaded."""
+
+
+SHIPPED_CORE = ("__init__.py", "compilation.py")  # what the packages' models import of core
+DIGEST_TAG = "model_sha256"  # digest of every file of the run's logged model
+
+
+def pinned_requirements(*names):
+    """The `name==version` lines of requirements.txt for `names` (pins for logged models)."""
+    pins = {}
+    for line in (PROJECT_ROOT / "requirements.txt").read_text().splitlines():
+        line = line.split("#")[0].strip()
+        if "==" in line:
+            pins[line.split("==")[0].strip().lower()] = line
+    missing = [name for name in names if name not in pins]
+    if missing:
+        raise KeyError(f"requirements.txt pins none of: {', '.join(missing)}")
+    return [pins[name] for name in names]
+
+
+def log_pyfunc_model(python_model_file, artifacts, input_example, pip_requirements,
+                     packages=(), params=None):
+    """Logs a models-from-code pyfunc named `model` with just the code it needs.
+
+    `layers/` and `data_prep/` always travel with the model, and `packages` names the
+    subpackages of `workflows/` it needs too (e.g. `seq2seq`), shipped alone as
+    `workflows/<package>` with the compiled model calls they use
+    (`workflows/core/compilation.py`): a translator does not carry the IMDB lesson. It loads in a
+    fresh process that does not have this repository. `params` (name -> default) are
+    declared in the signature (inferred with the input example), so callers and the
+    model server may pass them. A digest of every file of the logged model is recorded
+    in the run's tags (`verified_model` checks it).
+    """
+    with tempfile.TemporaryDirectory() as staging:
+        code_paths = [str(PROJECT_ROOT / "layers"), str(PROJECT_ROOT / "data_prep")]
+        if packages:
+            shipped = Path(staging) / "workflows"
+            for package in packages:
+                shutil.copytree(PROJECT_ROOT / "workflows" / package, shipped / package,
+                                ignore=shutil.ignore_patterns("__pycache__"))
+            (shipped / "core").mkdir()
+            for name in SHIPPED_CORE:
+                shutil.copy(Path(__file__).with_name(name), shipped / "core" / name)
+            code_paths.append(str(shipped))
+        info = mlflow.pyfunc.log_model(
+            name="model",
+            python_model=str(python_model_file),
+            artifacts={key: str(path) for key, path in artifacts.items()},
+            code_paths=code_paths,
+            input_example=(input_example, params) if params else input_example,
+            pip_requirements=pip_requirements,
+        )
+    with tempfile.TemporaryDirectory() as copy:
+        local = mlflow.artifacts.download_artifacts(artifact_uri=info.model_uri, dst_path=copy)
+        mlflow.set_tag(DIGEST_TAG, folder_digest(local))  # as `verified_model` sees it
+    return info
+
+
+@contextlib.contextmanager
+def verified_model(run):
+    """Downloads the model `run` logged into a temporary folder, checks its files against
+    the digest recorded when it was logged, and yields that folder.
+
+    The tracking store is trusted, the artifact store is not: a model whose files changed
+    after logging (code included, which runs on load) is refused. A registered version
+    (`models:/NAME/...`) is the model of its source run, so that is what is checked.
+    """
+    uri = model_uri(run.info.run_id)
+    with tempfile.TemporaryDirectory() as download:
+        local = Path(mlflow.artifacts.download_artifacts(artifact_uri=uri, dst_path=download))
+        _check_digest(run, uri, local)
+        yield local
+
+
+def _check_digest(run, uri, local):
+    expected = run.data.tags.get(DIGEST_TAG)
+    if expected is None:
+        print(f"Note: run {run.info.run_id} recorded no digest of its model (logged by an "
+              "earlier version of the kit); loading it unverified.")
+    elif folder_digest(local) != expected:
+        raise ModelChangedError(
+            f"The files of {uri} (run {run.info.run_id}) differ from the ones logged "
+            "(SHA-256 mismatch): the artifact store was changed. Refusing to load them; "
+            "restore the artifacts or retrain.")
+
+
+def model_uri(run_id):
+    return f"runs:/{run_id}/model"
+
+
+def export_and_log_model(export, folder, log=True):
+    """Saves the model into the run folder (atomically), then logs it as a pyfunc
+    (unless `log` is false: another process than the chief saves its copy, since saving
+    weights is a step every process takes together)."""
+    target = folder / export.artifact
+    partial = folder / f".partial-{export.artifact}"
+    _remove(partial)
+    export.save(partial)
+    _remove(target)
+    partial.rename(target)
+    if not log:
+        return
+    with on_this_process():  # MLflow loads and tries the model: alone
+        log_pyfunc_model(
+            export.python_model, {export.artifact.split(".")[0]: target},
+            export.input_example, model_requirements(), packages=export.packages,
+            params=export.params)
+    mlflow.set_tag("model_logged", "true")
+
+
+def model_requirements():
+    """The pinned packages a logged model needs where it is loaded or served (gensim:
+    the paragraph-vector classifier, and any ensemble that holds one)."""
+    return pinned_requirements("keras", "keras-hub", "tensorflow", "tensorflow-text", "mlflow",
+                               "gensim")
+
+
+def _remove(path):
+    if path.is_dir():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
+
+
+# ## Using a logged model
+
+
+def load_pyfunc(run):
+    """The pyfunc model `run` logged, its files checked against the digest it recorded
+    (downloaded to a temporary folder: it is in memory once loaded)."""
+    with verified_model(run) as local:
+        return mlflow.pyfunc.load_model(str(local))
+
+
+def check_texts(texts, what):
+    """Refuses an empty list (a user error) or items that are not strings (a bug)."""
+    if not texts:
+        raise ConfigError(f"Give at least one {what}.")
+    bad = [i for i, text in enumerate(texts) if not isinstance(text, str)]
+    if bad:
+        raise TypeError(f"{what.capitalize()}s must be strings; items {bad[:10]} are not.")
+
+
+def predict_in_chunks(model, texts, label, chunk_size=2048):
+    """`model.predict(texts)` chunk by chunk, showing progress; a flat numpy array."""
+    outputs = []
+    with Progress(label, len(texts)) as progress:
+        for start in range(0, len(texts), chunk_size):
+            chunk = texts[start:start + chunk_size]
+            outputs.extend(np.asarray(model.predict(chunk)).reshape(-1).tolist())
+            progress.advance(len(chunk))
+    return np.asarray(outputs)
+
+

@@ -1,0 +1,243 @@
+"""The MLflow store: where it is, its experiments, what every run is tagged with, and
+whether it answers.
+
+The default store is a SQLite database under the project's `mlflow/` folder (an
+absolute path, so every workflow and the UI see the same runs whatever the current
+folder); `MLFLOW_TRACKING_URI` points anywhere else, e.g. a team server. Artifacts
+of a SQLite store live next to the database, in `artifacts/`. The store is probed
+before a step reads any data, and a store lost during a command is told apart from
+other failures, quickly and in one line.
+"""
+
+import contextlib
+import dataclasses
+import importlib
+import logging
+import os
+import shlex
+import socket
+import subprocess
+import sys
+import urllib.parse
+import warnings
+from pathlib import Path
+
+import filelock
+import keras
+import mlflow
+
+from data_prep.errors import UserError
+from data_prep.runtime import cpu_model
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_STORE_DIR = PROJECT_ROOT / "mlflow"
+
+
+# A tracking server that stops answering fails a request within about a minute (MLflow's
+# defaults retry for over four minutes); set these variables to choose otherwise.
+HTTP_LIMITS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "3", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+               "MLFLOW_HTTP_REQUEST_TIMEOUT": "10"}
+for _name, _value in HTTP_LIMITS.items():
+    os.environ.setdefault(_name, _value)
+
+
+def tracking_uri():
+    """`$MLFLOW_TRACKING_URI`, else the project's SQLite store under `mlflow/`."""
+    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{DEFAULT_STORE_DIR / 'mlflow.db'}"
+
+
+UI_ADDRESS = "http://127.0.0.1:5000"  # where `python -m workflows.mlflow_ui` serves
+
+
+def runs_table_url(experiment_id, run_id=None, ui=UI_ADDRESS):
+    """The MLflow UI's page of an experiment's runs (or of one run): MLflow 3 opens on a
+    GenAI overview that lists no training runs, so the kit links to the table."""
+    page = f"{ui}/#/experiments/{experiment_id}/runs"
+    return f"{page}/{run_id}" if run_id else page
+
+
+def quiet_mlflow():
+    """Silences what MLflow says that a user cannot act on: INFO lines as it migrates a
+    store or infers a signature, progress bars in logs, and the warning that the
+    pyfuncs' predictions are typed Any (on purpose: strings, n-best lists, scores)."""
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    for noisy in ("alembic", "mlflow.store.db.utils", "mlflow.models.signature"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    warnings.filterwarnings("ignore", message=".*Any type hint is inferred as AnyType")
+
+
+def existing_experiment(name):
+    """The experiment `name` of the tracking store, or None (nothing is created)."""
+    quiet_mlflow()
+    uri = tracking_uri()
+    mlflow.set_tracking_uri(uri)
+    with store_lock(uri):  # the first client of a SQLite store migrates it
+        return mlflow.get_experiment_by_name(name)
+
+
+def use_experiment(name):
+    """Points MLflow at the tracking store and the experiment `name` (created if needed).
+
+    Creating or upgrading a SQLite store, and creating the experiment, happen under an
+    inter-process lock beside the database: MLflow's schema migration is not safe when
+    two processes run it at once, and two creators of one experiment would collide.
+    """
+    quiet_mlflow()
+    uri = tracking_uri()
+    mlflow.set_tracking_uri(uri)
+    with store_lock(uri):
+        if mlflow.get_experiment_by_name(name) is None:  # the first call migrates the store
+            root = artifact_root(uri)
+            try:
+                mlflow.create_experiment(name, artifact_location=root and f"{root}/{name}")
+            except mlflow.exceptions.MlflowException as error:  # another client of a server
+                if error.error_code != "RESOURCE_ALREADY_EXISTS":
+                    raise
+    return mlflow.set_experiment(name)
+
+
+def store_lock(uri):
+    """An inter-process lock for a SQLite store (servers serialize their own clients)."""
+    if not uri.startswith("sqlite:///"):
+        return contextlib.nullcontext()
+    database = Path(uri[len("sqlite:///"):])
+    database.parent.mkdir(parents=True, exist_ok=True)
+    return filelock.FileLock(database.with_name(f".{database.name}.lock"), timeout=600)
+
+
+def artifact_root(uri):
+    """Artifacts of a SQLite store go beside the database; servers decide for themselves."""
+    if not uri.startswith("sqlite:///"):
+        return None
+    return (Path(uri[len("sqlite:///"):]).parent / "artifacts").as_uri()
+
+
+def git_commit():
+    """The current commit (with `-dirty` when the tree has changes), or `unknown`."""
+    def git(*args):
+        return subprocess.run(["git", *args], cwd=PROJECT_ROOT, capture_output=True, text=True,
+                              timeout=10, check=True).stdout.strip()
+
+    try:
+        commit = git("rev-parse", "HEAD")
+        return commit + ("-dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def device_description():
+    """The accelerators Keras sees (e.g. `gpu:0`), or the CPU model and core count."""
+    devices = [d for d in keras.distribution.list_devices() if not d.lower().startswith("cpu")]
+    if devices:
+        return ", ".join(devices)
+    return f"cpu ({cpu_model()}, {os.cpu_count()} cores)"
+
+
+def accelerator_model():
+    """The first accelerator's model name (e.g. `NVIDIA H100 80GB HBM3`), or None."""
+    backend = keras.backend.backend()
+    if backend == "jax":
+        import jax
+
+        devices = [d for d in jax.devices() if d.platform != "cpu"]
+        return devices[0].device_kind if devices else None
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        gpus = tf.config.list_physical_devices("GPU")
+        return tf.config.experimental.get_device_details(gpus[0]).get("device_name") \
+            if gpus else None
+    return None
+
+
+def command_line():
+    """This process's command, as typed: `python -m workflows.translation train ...`."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    program = f"python -m {spec.name}" if spec else f"python {sys.argv[0]}"
+    return " ".join([program, *map(shlex.quote, sys.argv[1:])])
+
+
+def backend_version():
+    backend = keras.backend.backend()
+    module = {"tensorflow": "tensorflow", "jax": "jax", "torch": "torch"}.get(backend)
+    return importlib.import_module(module).__version__ if module else None
+
+
+def run_tags(dataset_fingerprint, **extra):
+    """Where and how a run was made: commit, command line, backend and device."""
+    tags = {"git_commit": git_commit(), "command": command_line(),
+            "backend": keras.backend.backend(), "backend_version": backend_version(),
+            "device": device_description(), "accelerator": accelerator_model(),
+            "dataset_fingerprint": dataset_fingerprint, "keras_version": keras.__version__,
+            **extra}
+    return {key: value for key, value in tags.items() if value is not None}
+
+
+def flat_params(config):
+    """A dataclass config as MLflow params (values as strings, `None` spelled out)."""
+    return {key: str(value) for key, value in dataclasses.asdict(config).items()}
+
+
+# ## Whether the store answers
+
+
+class StoreError(UserError):
+    """The tracking store cannot be reached (or was lost during a command)."""
+
+
+DEFAULT_PORTS = {"http": 80, "https": 443, "postgresql": 5432, "mysql": 3306, "mssql": 1433}
+
+
+def check_store(timeout=5.0):
+    """Raises `StoreError` (one line) unless the tracking store answers: a server or a
+    database within `timeout` seconds, a SQLite file where its folder can be made."""
+    uri = tracking_uri()
+    if uri.startswith("sqlite:///"):
+        folder = Path(uri[len("sqlite:///"):]).parent
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise StoreError(f"Cannot create the tracking store's folder {folder} "
+                             f"({error.strerror}); set MLFLOW_TRACKING_URI to a store you "
+                             "can write.") from error
+        return
+    parsed = urllib.parse.urlparse(uri)
+    scheme = parsed.scheme.split("+")[0]  # postgresql+psycopg2 -> postgresql
+    if scheme not in DEFAULT_PORTS or not parsed.hostname:
+        return  # a store the kit cannot probe cheaply (databricks, file): MLflow decides
+    address = (parsed.hostname, parsed.port or DEFAULT_PORTS[scheme])
+    try:
+        socket.create_connection(address, timeout=timeout).close()
+    except OSError as error:
+        reason = error.strerror or type(error).__name__
+        raise StoreError(f"The tracking store {redacted(uri)} does not answer ({reason}): "
+                         "start it, or unset MLFLOW_TRACKING_URI to use the local store "
+                         "mlflow/mlflow.db.") from error
+
+
+def is_store_failure(error):
+    """Whether `error` (or what caused it) is the tracking store not answering."""
+    import requests
+
+    while error is not None:
+        if isinstance(error, (requests.exceptions.ConnectionError,
+                              requests.exceptions.Timeout)):
+            return True
+        if isinstance(error, mlflow.exceptions.MlflowException) and \
+                "API request to" in str(error) and "failed with exception" in str(error):
+            return True
+        error = error.__cause__ or error.__context__
+    return False
+
+
+def give_up_on_store():
+    """After the store failed: any further request fails at once (the process ends)."""
+    os.environ.update(MLFLOW_HTTP_REQUEST_MAX_RETRIES="0", MLFLOW_HTTP_REQUEST_TIMEOUT="2")
+
+
+def redacted(uri):
+    """`uri` without a password."""
+    parsed = urllib.parse.urlparse(uri)
+    if parsed.password:
+        return uri.replace(f":{parsed.password}@", ":***@")
+    return uri
