@@ -82,6 +82,16 @@ def test_space_texts_and_yaml_choices_parse_to_typed_dimensions():
         parse_space(["max_tokens=logint:100:1000:10"])
 
 
+def test_a_grid_takes_choices_only_and_no_more_trials_than_combinations():
+    config = CATALOG.make("bow")
+    grid = search_space.make_settings(config, ["hidden_units=choice:2,3,4",
+                                               "dropout=choice:0.1,0.2"], trials=50,
+                                      sampler="grid")
+    assert grid.trials == 6 == search_space.grid_points(grid)
+    with pytest.raises(ConfigError, match="grid takes choice dimensions only"):
+        search_space.make_settings(config, ["dropout=uniform:0.1:0.5"], sampler="grid")
+
+
 def test_a_search_block_in_the_yaml_config_is_read_and_train_ignores_it(own_store, tmp_path):
     config = tmp_path / "search.yaml"
     config.write_text("hidden_units: 3\nsearch:\n  trials: 2\n  metric: val_accuracy\n"
