@@ -5,6 +5,7 @@ against that digest, fed checked inputs, asked in chunks with progress."""
 import contextlib
 import shutil
 import tempfile
+import warnings
 from pathlib import Path
 
 import mlflow
@@ -63,14 +64,15 @@ def log_pyfunc_model(python_model_file, artifacts, input_example, pip_requiremen
             for name in SHIPPED_CORE:
                 shutil.copy(Path(__file__).with_name(name), shipped / "core" / name)
             code_paths.append(str(shipped))
-        info = mlflow.pyfunc.log_model(
-            name="model",
-            python_model=str(python_model_file),
-            artifacts={key: str(path) for key, path in artifacts.items()},
-            code_paths=code_paths,
-            input_example=(input_example, params) if params else input_example,
-            pip_requirements=pip_requirements,
-        )
+        with without_any_hint_warning():
+            info = mlflow.pyfunc.log_model(
+                name="model",
+                python_model=str(python_model_file),
+                artifacts={key: str(path) for key, path in artifacts.items()},
+                code_paths=code_paths,
+                input_example=(input_example, params) if params else input_example,
+                pip_requirements=pip_requirements,
+            )
     with tempfile.TemporaryDirectory() as copy:
         local = mlflow.artifacts.download_artifacts(artifact_uri=info.model_uri, dst_path=copy)
         mlflow.set_tag(DIGEST_TAG, folder_digest(local))  # as `verified_model` sees it
@@ -143,13 +145,23 @@ def _remove(path):
         path.unlink(missing_ok=True)
 
 
+@contextlib.contextmanager
+def without_any_hint_warning():
+    """MLflow warns, as it logs or loads a pyfunc, that predictions typed `Any` go
+    unchecked: on purpose here (translations, n-best lists, scores). A filter set just
+    around the call, since libraries loaded in between may reset the global ones."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*Any type hint is inferred as AnyType")
+        yield
+
+
 # ## Using a logged model
 
 
 def load_pyfunc(run):
     """The pyfunc model `run` logged, its files checked against the digest it recorded
     (downloaded to a temporary folder: it is in memory once loaded)."""
-    with verified_model(run) as local:
+    with verified_model(run) as local, without_any_hint_warning():
         return mlflow.pyfunc.load_model(str(local))
 
 
