@@ -10,7 +10,6 @@ its traceback).
 
 import argparse
 import sys
-import typing
 from pathlib import Path
 
 import yaml
@@ -255,7 +254,7 @@ class LessonCLI:
             parser.add_argument("--model", required=True, help=f"one of: {names}")
         for name, help_text in self.step_shortcuts(step).items():
             flag = "--" + name.replace("_", "-")
-            if _field_type(catalog, name) is bool:
+            if catalog.field_type(name) is bool:
                 parser.add_argument(flag, action="store_true", help=help_text)
             else:
                 parser.add_argument(flag, metavar=name.upper(),
@@ -297,15 +296,6 @@ def add_search_arguments(parser):
     parser.add_argument("--storage", help="Optuna storage URL, e.g. postgresql://user@host/db "
                         "(default: optuna.db beside the SQLite MLflow store)")
     parser.add_argument("--worker", type=int, help=argparse.SUPPRESS)  # set for started workers
-
-
-def _field_type(catalog, name):
-    for presets in catalog.presets.values():
-        config = next(iter(presets.values()))
-        hints = typing.get_type_hints(type(config))
-        if name in hints:
-            return hints[name]
-    raise KeyError(f"no config has a field {name!r}")
 
 
 def read_texts(texts, file, what):

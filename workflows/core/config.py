@@ -82,6 +82,14 @@ class Catalog:
         changed = apply_overrides(base, known, check_applies=False)
         return {key: value for key, value in known.items() if field_applies(changed, key)}
 
+    def field_type(self, name):
+        """The type of the config field `name`, from the first model that has it."""
+        for presets in self.presets.values():
+            hints = typing.get_type_hints(type(next(iter(presets.values()))))
+            if name in hints:
+                return hints[name]
+        raise KeyError(f"no config has a field {name!r}")
+
     def choices(self, name):
         """The values a field accepts (`option(choices=...)`), from any model's config."""
         config = next(iter(self.presets[self.models[0]].values()))
