@@ -54,6 +54,7 @@ def generation_speed(generator, rows, tokens):
 
 def main(argv=None):
     from workflows import language_model as workflow
+    from workflows.causal_lm.source import load_generator
     from workflows.core import runs
 
     parser = argparse.ArgumentParser(prog="python benchmarks/language_model.py",
@@ -65,7 +66,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     run = runs.find_run(workflow.EXPERIMENT, args.run_id)
-    generator = workflow.load_generator(run)
+    generator = load_generator(run)
     by_length = {}  # the uncached baseline takes prompts of one length
     for prompt in PROMPTS:
         by_length.setdefault(len(generator.tokenizer([prompt])[0]), []).append(prompt)

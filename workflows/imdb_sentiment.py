@@ -381,9 +381,9 @@ def ensemble(run_ids, imdb_path=None, work_dir=None):
     fitted on the validation reviews (never the test reviews), logged as its own run
     with a pyfunc that holds every member (`sentiment/ensemble_run.py`). Returns its
     run id (an ensemble of the same members is reused)."""
-    def validation(runs):
+    def validation(member_runs):
         fractions = {float(run.data.params.get("val_fraction", imdb.ImdbSettings.val_fraction))
-                     for run in runs}
+                     for run in member_runs}
         if len(fractions) > 1:
             raise ConfigError(f"The runs hold out different validation shares ({sorted(fractions)}"
                               "): ensemble runs trained with the same --set val_fraction.")

@@ -301,6 +301,7 @@ def test_bad_labelled_texts_get_a_clear_error(store, tmp_path, capsys, content, 
 def test_lm_classifier_transfers_a_language_model_and_compares_with_scratch(store, capsys):
     from tests.workflows.test_language_model import TINY
     from workflows import language_model
+    from workflows.causal_lm.source import load_generator
 
     assert language_model.main(["train", *TINY, "--set", "vocabulary_size=200"]) == 0
     lm_run = language_model.compare(style="csv")[0]["run_id"]
@@ -317,7 +318,7 @@ def test_lm_classifier_transfers_a_language_model_and_compares_with_scratch(stor
         assert run.info.status == "FINISHED" and run.data.tags["model_logged"] == "true"
         assert run.data.params["init_from"].startswith(lm_run)
         assert run.data.params["embed_dim"] == "16"  # the language model's architecture
-    source = language_model.load_generator(mlflow.get_run(runs[0].data.params["init_from"]))
+    source = load_generator(mlflow.get_run(runs[0].data.params["init_from"]))
     pretrained = next(run for run in runs if run.data.params["pretrained"] == "True")
     assert mlflow.artifacts.load_text(f"runs:/{pretrained.info.run_id}/vocabulary.txt") \
         .split("\n") == source.vocabulary  # the language model's tokenizer

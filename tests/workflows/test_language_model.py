@@ -14,6 +14,7 @@ from workflows.causal_lm import vocabulary as vocabulary_extension
 from workflows.causal_lm.generator import Generator
 from workflows.causal_lm.models import GPT
 from workflows.causal_lm.sampling import Sampling
+from workflows.causal_lm.source import load_generator
 
 TINY = ["--epochs", "2", "--set", "vocabulary_size=120", "--set", "sequence_length=16",
         "--set", "embed_dim=16", "--set", "dense_dim=32", "--set", "num_heads=2",
@@ -59,7 +60,7 @@ def lm_runs():
 
 
 def generator_of(run):
-    return workflow.load_generator(run)
+    return load_generator(run)
 
 
 def test_run_logs_perplexities_samples_and_a_model(lm_store):

@@ -141,18 +141,18 @@ class ParaphraseMemo:
 
     @classmethod
     def for_translators(cls, translator_run, back_translator_run, copies, work_dir=None):
-        runs = {role: translation_run(run_id, role) for role, run_id in
+        found = {role: translation_run(run_id, role) for role, run_id in
                 (("translator", translator_run), ("back_translator", back_translator_run))}
         settings = {role: {"run_id": run.info.run_id,
                            "model_sha256": run.data.tags.get("model_sha256")}
-                    for role, run in runs.items()}
+                    for role, run in found.items()}
         settings["n_best"] = copies
         folder = cache.work_dir(work_dir) / "augmented" / \
             f"round_trip-{cache.settings_key(settings)}"
         folder.mkdir(parents=True, exist_ok=True)
         (folder / cache.SETTINGS_FILE).write_text(json.dumps(settings, indent=2))
-        return cls(folder, lambda: load_translator(runs["translator"]),
-                   lambda: load_translator(runs["back_translator"]), copies)
+        return cls(folder, lambda: load_translator(found["translator"]),
+                   lambda: load_translator(found["back_translator"]), copies)
 
     def paraphrase_units(self, texts):
         """Each text with every sentence replaced by its paraphrase (copy `c` of a text
