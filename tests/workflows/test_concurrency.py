@@ -1,14 +1,16 @@
 """Several real processes at once: a new tracking store, one experiment, one cache entry.
 
-Each test starts its processes together (they wait for a shared start time, so they
-reach the contended step at the same moment), bounded in number and time, then checks
+Each test starts its processes together (each waits, once imported, until all are
+ready, so they reach the contended step at the same moment), bounded in number and time, then checks
 that every process succeeded and that what they share still works.
 """
 
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
+from pathlib import Path
 
 import mlflow
 import pytest
@@ -18,16 +20,27 @@ from tests.data_prep.fixtures import write_imdb_folder, write_tar_gz
 PROCESSES = 4
 
 
-def start_together(script, env, count=PROCESSES, delay=12.0):
-    """Starts `count` Python processes running `script` at one shared instant (after
-    each has imported what the scripts use: the slow part of starting)."""
-    start_at = time.time() + delay
-    prologue = ("import time\nimport mlflow\nfrom data_prep import imdb\n"
+def start_together(script, env, count=PROCESSES):
+    """Starts `count` Python processes running `script` at one shared instant: each
+    imports what the scripts use (the slow part of starting), says it is ready, and
+    waits for the word to go, given once all are ready."""
+    barrier = Path(tempfile.mkdtemp(prefix="start-together-",  # in the test's folder
+                                    dir=Path(env["NLPKIT_WORK_DIR"]).parent))
+    prologue = ("import os, pathlib, time\nimport mlflow\nfrom data_prep import imdb\n"
                 "from workflows.core import store as mlflow_store\n"
-                f"time.sleep(max(0.0, {start_at} - time.time()))\n")
-    return [subprocess.Popen([sys.executable, "-c", prologue + textwrap.dedent(script)],
-                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            for _ in range(count)]
+                f"barrier = pathlib.Path({str(barrier)!r})\n"
+                "(barrier / f'ready-{os.getpid()}').touch()\n"
+                "while not (barrier / 'go').exists():\n    time.sleep(0.01)\n")
+    processes = [subprocess.Popen([sys.executable, "-c", prologue + textwrap.dedent(script)],
+                                  env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True) for _ in range(count)]
+    deadline = time.monotonic() + 180
+    while len(list(barrier.glob("ready-*"))) < count:
+        assert time.monotonic() < deadline and all(p.poll() is None for p in processes), \
+            [p.communicate()[1][-2000:] for p in processes if p.poll() is not None]
+        time.sleep(0.05)
+    (barrier / "go").touch()
+    return processes
 
 
 def finish(processes, timeout=240):
