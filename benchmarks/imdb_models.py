@@ -59,8 +59,10 @@ def label(run, workflow, runs, shared=()):
     return model + (f" ({', '.join(changed)})" if changed else "")
 
 
-IGNORED = {"init_from", "distribution", "vocabulary_size", "sequence_length", "embed_dim",
-           "dense_dim", "num_heads", "num_layers", "dtype_policy"}  # an lm_classifier's source
+# an lm_classifier's source, and a round-trip augmentation's translators (their ids)
+IGNORED = {"init_from", "translator", "back_translator", "distribution", "vocabulary_size",
+           "sequence_length", "embed_dim", "dense_dim", "num_heads", "num_layers",
+           "dtype_policy"}
 
 
 def training_minutes(metrics):
