@@ -146,7 +146,7 @@ def make_translator(config, model, tokenizer):
 
 
 # ## Train
-# The shared lifecycle trains and logs; each epoch also decodes a fixed validation
+# The shared training (core/training.py) trains and logs; each epoch also decodes a fixed validation
 # sample and logs its BLEU and chrF.
 
 

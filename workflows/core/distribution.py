@@ -17,7 +17,7 @@ learning rate (and its schedule) is left as it is. With several processes each o
 reads the same global batch and keeps its own rows (`Placement.batches`). Every
 process runs every computation (training, evaluation, decoding, even saving weights,
 which joins a collective); only process 0, the chief, writes the run folder and
-the MLflow store (`lifecycle`). TensorFlow's `MultiWorkerMirroredStrategy` does not
+the MLflow store (`training`). TensorFlow's `MultiWorkerMirroredStrategy` does not
 work with Keras 3 `fit` (keras-team/keras#20585): several machines on the TensorFlow
 backend are refused.
 """

@@ -1,4 +1,4 @@
-"""What a lesson gives the run lifecycle: its `Lesson` (configs, data, training plan,
+"""What a lesson gives the core: its `Lesson` (configs, data, training plan,
 comparison), and for each run a `TrainingPlan` with its `ModelExport`.
 
 Light on purpose: a lesson declares its command line with these before any heavy
@@ -15,7 +15,7 @@ from workflows.core.config import Catalog
 
 @dataclass(frozen=True)
 class Lesson:
-    """What the shared lifecycle needs to know about a lesson."""
+    """What the core needs to know about a lesson."""
 
     experiment: str  # the MLflow experiment, and the run folders' parent
     catalog: Catalog

@@ -4,7 +4,7 @@ A search is an Optuna study in a database (SQLite beside the MLflow store by def
 or a team's PostgreSQL), so any number of workers, on one machine or many, take
 trials from one study: `--workers N` starts N local worker processes; the same
 command with `--study NAME --storage URL` on another machine joins them. Each trial
-trains one config through the shared lifecycle, as an MLflow child run of the
+trains one config through the shared training (`training.train`), as an MLflow child run of the
 study's parent run; its validation metric is reported every epoch, so the pruner
 stops a poor trial early (the child run is then KILLED and tagged `trial_state`
 PRUNED). Workers send heartbeats: the trial of a killed worker is marked failed and
@@ -183,7 +183,7 @@ def objective(study, config, settings, parent_id, train_trial):
 
 
 class EpochReport:
-    """The lifecycle's epoch hook for a trial: reports the metric, prunes if told to."""
+    """The training's epoch hook for a trial: reports the metric, prunes if told to."""
 
     def __init__(self, trial, metric):
         self.trial, self.metric, self.run_id, self.epochs = trial, metric, None, 0
