@@ -23,17 +23,34 @@ def float32_policy():
     keras.config.set_dtype_policy("float32")
 
 
+LONG_MARKS = ("slow", "browser", "team_server")  # retrain, or start servers
+
+
 def pytest_collection_modifyitems(items):
-    """Files with slow tests first, then the files with the most tests.
+    """Each package's files together, the packages with long tests (`LONG_MARKS`) first,
+    the one with the fewest such files leading; in a package, files with long tests
+    first, then the files with the most tests.
 
     The test runner hands whole files to its workers in this order (pyproject sets
-    `--no-loadscope-reorder`), so both start on the longest work and the short files
-    fill in at the end instead of one worker finishing a long file alone.
+    `--no-loadscope-reorder`). Keeping a package's files together builds its package
+    fixtures (the workflows' shared store) once per worker instead of at every return
+    to the package; the package with one long file (the layer tests re-run on JAX)
+    goes first, so one worker takes that file while the other starts the workflows,
+    and the short files fill in at the end.
     """
     files = {}
     for item in items:
         files.setdefault(item.nodeid.split("::")[0], []).append(item)
-    slow = {name for name, tests in files.items()
-            if any(test.get_closest_marker("slow") for test in tests)}
-    order = sorted(files, key=lambda name: (name not in slow, -len(files[name])))
+    long = {name for name, tests in files.items()
+            if any(test.get_closest_marker(mark) for test in tests for mark in LONG_MARKS)}
+    packages = {}
+    for name in files:
+        packages.setdefault(name.rpartition("/")[0], []).append(name)
+    long_files = {package: sum(name in long for name in names)
+                  for package, names in packages.items()}
+    package_order = sorted(packages, key=lambda package: (long_files[package] == 0,
+                                                          long_files[package]))
+    order = [name for package in package_order
+             for name in sorted(packages[package],
+                                key=lambda name: (name not in long, -len(files[name])))]
     items[:] = [item for name in order for item in files[name]]

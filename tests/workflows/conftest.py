@@ -11,13 +11,13 @@ RNN = ["--set", "embed_dim=8", "--set", "units=4"]
 
 
 @pytest.fixture(scope="package")
-def store(tmp_path_factory):
+def store(tmp_path_factory, new_store):
     root = tmp_path_factory.mktemp("imdb_workflow")
     data = write_imdb_folder(root / "data", reviews_per_class=24, unlabelled=20).parent
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("NLPKIT_WORK_DIR", str(root / "work"))
         patch.setenv("NLPKIT_IMDB_PATH", str(data))
-        patch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{root / 'mlflow' / 'mlflow.db'}")
+        patch.setenv("MLFLOW_TRACKING_URI", new_store(root / "mlflow" / "mlflow.db"))
         models = ["--model", "bow", "--model", "bilstm"]
         assert workflow.main(["run", *models, *COMMON, *BOW, *RNN]) == 0
         yield root

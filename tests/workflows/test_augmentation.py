@@ -210,8 +210,8 @@ def test_edit_augmentation_and_the_augment_step(store, capsys):
 
 
 def test_round_trip_without_a_translator_says_which_to_train(tmp_path, monkeypatch, capsys,
-                                                            restore_tracking_uri):
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'empty.db'}")
+                                                            restore_tracking_uri, new_store):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", new_store(tmp_path / "empty.db"))
     assert workflow.main(["train", *NBSVM, "--augment", "round_trip"]) == 2
     error = capsys.readouterr().err.strip().splitlines()
     assert len(error) == 1 and "--direction en-es" in error[0]

@@ -36,10 +36,10 @@ print(json.dumps({{"codes": codes, "counts": compiled.counts, "hits": compiled.c
 
 
 @pytest.mark.slow
-def test_jax_compiles_a_step_per_bucket_once_per_machine(tmp_path):
+def test_jax_compiles_a_step_per_bucket_once_per_machine(tmp_path, new_store):
     archive = write_spa_eng_zip(tmp_path / "spa-eng.zip", generated_spa_lines())
     env = {"NLPKIT_WORK_DIR": str(tmp_path / "work"), "NLPKIT_SPA_ENG_PATH": str(archive),
-           "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
+           "MLFLOW_TRACKING_URI": new_store(tmp_path / "mlflow.db")}
     # prepared where TensorFlow is (word vocabularies), with the backend set to JAX
     prepared = run_steps(STEPS.format(steps=[["prepare", "--direction", "en-es"]]), env,
                          hide_tensorflow=False)

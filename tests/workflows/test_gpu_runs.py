@@ -9,8 +9,8 @@ from benchmarks import gpu_runs
 
 
 @pytest.fixture
-def store(tmp_path, restore_tracking_uri):
-    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
+def store(tmp_path, restore_tracking_uri, new_store):
+    mlflow.set_tracking_uri(new_store(tmp_path / "mlflow.db"))
     experiment = mlflow.set_experiment("translation")
     with mlflow.start_run(experiment_id=experiment.experiment_id) as gpu:
         mlflow.set_tags({"accelerator": "NVIDIA H100 80GB HBM3", "backend": "jax",
@@ -36,8 +36,9 @@ def test_gpu_runs_are_reported_with_the_share_of_the_bf16_peak(store, tmp_path):
     assert row["command"].endswith("train --preset gpu")
 
 
-def test_a_store_without_gpu_runs_writes_nothing(tmp_path, restore_tracking_uri, capsys):
-    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'empty.db'}")
+def test_a_store_without_gpu_runs_writes_nothing(tmp_path, restore_tracking_uri, capsys,
+                                                  new_store):
+    mlflow.set_tracking_uri(new_store(tmp_path / "empty.db"))
     assert gpu_runs.main(["--output", str(tmp_path / "gpu.json")]) == 2
     assert not (tmp_path / "gpu.json").exists() and "No run made on a GPU" in \
         capsys.readouterr().err

@@ -182,8 +182,8 @@ def test_prepare_reports_counts_and_embedding_coverage(store, capsys):
 
 
 def test_sweep_makes_one_parent_and_a_child_per_setting(store, tmp_path, monkeypatch, capsys,
-                                                       restore_tracking_uri):
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'sweep.db'}")
+                                                       restore_tracking_uri, new_store):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", new_store(tmp_path / "sweep.db"))
     argv = ["train", "--model", "bow", *COMMON, *BOW, "--epochs", "1",
             "--sweep", "learning_rate=0.01,0.003", "--sweep", "hidden_units=2,3"]
     assert workflow.main(argv) == 0
@@ -201,8 +201,8 @@ def test_sweep_makes_one_parent_and_a_child_per_setting(store, tmp_path, monkeyp
 
 
 def test_a_crash_after_training_is_finished_by_the_rerun_without_training_again(
-        store, tmp_path, monkeypatch, capsys, restore_tracking_uri):
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'crash.db'}")
+        store, tmp_path, monkeypatch, capsys, restore_tracking_uri, new_store):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", new_store(tmp_path / "crash.db"))
     argv = ["train", "--model", "bow", *COMMON, "--set", "hidden_units=5"]
     export = training.export_and_log_model
 

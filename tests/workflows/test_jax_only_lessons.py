@@ -34,10 +34,11 @@ print(json.dumps({{"codes": codes, "tensorflow": "tensorflow" in sys.modules,
 
 
 @pytest.mark.slow
-def test_language_model_lm_classifier_and_bilstm_run_where_tensorflow_is_absent(tmp_path):
+def test_language_model_lm_classifier_and_bilstm_run_where_tensorflow_is_absent(tmp_path,
+                                                                              new_store):
     imdb = write_imdb_folder(tmp_path / "imdb", reviews_per_class=16, unlabelled=10).parent
     env = {"NLPKIT_WORK_DIR": str(tmp_path / "work"), "NLPKIT_IMDB_PATH": str(imdb),
-           "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
+           "MLFLOW_TRACKING_URI": new_store(tmp_path / "mlflow.db")}
     prepare = """
 import json
 from workflows import imdb_sentiment, language_model

@@ -39,7 +39,7 @@ def write_corpus(folder, sentiment="", documents=30):
 
 
 @pytest.fixture(scope="module")
-def lm_store(tmp_path_factory):
+def lm_store(tmp_path_factory, new_store):
     root = tmp_path_factory.mktemp("language_model")
     texts = write_corpus(root / "texts")
     (texts / "image.png").write_bytes(b"\x89PNG\r\n\x1a\n\0\0binary")
@@ -47,7 +47,7 @@ def lm_store(tmp_path_factory):
     previous_uri = mlflow.get_tracking_uri()
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("NLPKIT_WORK_DIR", str(root / "work"))
-        patch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{root / 'mlflow' / 'mlflow.db'}")
+        patch.setenv("MLFLOW_TRACKING_URI", new_store(root / "mlflow" / "mlflow.db"))
         assert workflow.main(["run", "--corpus", str(texts), *TINY]) == 0
         yield root
     mlflow.set_tracking_uri(previous_uri)  # later modules find their own store again

@@ -30,9 +30,9 @@ def test_server_command_points_at_the_store_and_loopback(monkeypatch, tmp_path):
 
 @pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGHUP, signal.SIGTERM],
                          ids=["ctrl-c", "terminal-closed", "terminate"])
-def test_ui_starts_on_loopback_and_ctrl_c_stops_every_worker(tmp_path, stop_signal):
+def test_ui_starts_on_loopback_and_ctrl_c_stops_every_worker(tmp_path, stop_signal, new_store):
     port = free_port()
-    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path}/mlflow.db"}
+    env = {**os.environ, "MLFLOW_TRACKING_URI": new_store(tmp_path / "mlflow.db")}
     launcher = subprocess.Popen([sys.executable, "-m", "workflows.mlflow_ui", "--port", str(port)],
                                 env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 text=True, start_new_session=True)

@@ -51,8 +51,8 @@ def test_an_unreachable_tracking_store_is_one_quick_line_before_any_data_is_read
 
 
 def test_a_store_lost_mid_run_is_one_line_and_the_rerun_resumes_the_run(
-        store, tmp_path, monkeypatch, capsys, restore_tracking_uri):
-    uri = f"sqlite:///{tmp_path / 'lost.db'}"
+        store, tmp_path, monkeypatch, capsys, restore_tracking_uri, new_store):
+    uri = new_store(tmp_path / "lost.db")
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     log_metrics = mlflow.log_metrics
 
@@ -76,9 +76,9 @@ def test_a_store_lost_mid_run_is_one_line_and_the_rerun_resumes_the_run(
 
 
 def test_a_run_folder_of_another_store_is_one_line_and_registers_nothing(
-        store, tmp_path, monkeypatch, capsys, restore_tracking_uri):
+        store, tmp_path, monkeypatch, capsys, restore_tracking_uri, new_store):
     assert workflow.main(BOW_ONE_EPOCH) == 0  # a run of the shared store
-    other = f"sqlite:///{tmp_path / 'other.db'}"
+    other = new_store(tmp_path / "other.db")
     monkeypatch.setenv("MLFLOW_TRACKING_URI", other)
     assert workflow.main([*BOW_ONE_EPOCH, "--register", "elsewhere"]) == 2
     err = capsys.readouterr().err
@@ -91,8 +91,8 @@ def test_a_run_folder_of_another_store_is_one_line_and_registers_nothing(
 
 
 def test_a_full_disk_is_one_line_saying_what_to_do(store, tmp_path, monkeypatch, capsys,
-                                                   restore_tracking_uri):
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'full.db'}")
+                                                   restore_tracking_uri, new_store):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", new_store(tmp_path / "full.db"))
 
     def no_space(self, model, state):
         raise OSError(errno.ENOSPC, "No space left on device", str(self.output / "x.h5"))
@@ -105,8 +105,8 @@ def test_a_full_disk_is_one_line_saying_what_to_do(store, tmp_path, monkeypatch,
 
 
 def test_an_interrupted_run_is_killed_not_failed(store, tmp_path, monkeypatch,
-                                                  restore_tracking_uri):
-    uri = f"sqlite:///{tmp_path / 'ctrl-c.db'}"
+                                                  restore_tracking_uri, new_store):
+    uri = new_store(tmp_path / "ctrl-c.db")
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
 
     def interrupted(*args, **kwargs):
@@ -136,8 +136,9 @@ def test_search_workers_are_capped_by_the_cores(store, capsys):
     assert f"--workers is from 1 to {os.cpu_count()}" in capsys.readouterr().err
 
 
-def test_sigterm_to_a_search_stops_its_workers_and_marks_its_run_killed(store, tmp_path):
-    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
+def test_sigterm_to_a_search_stops_its_workers_and_marks_its_run_killed(store, tmp_path,
+                                                                         new_store):
+    env = {**os.environ, "MLFLOW_TRACKING_URI": new_store(tmp_path / "mlflow.db")}
     argv = ["search", "--model", "bow", *COMMON, *SPACE, "--epochs", "30", "--set",
             "patience=30", "--trials", "4", "--workers", "2", "--pruner", "none"]
     parent = subprocess.Popen([sys.executable, "-m", "workflows.imdb_sentiment", *argv],

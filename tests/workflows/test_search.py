@@ -22,9 +22,9 @@ SPACE = ["--space", "learning_rate=loguniform:1e-4:3e-2", "--space", "hidden_uni
 
 
 @pytest.fixture
-def own_store(store, tmp_path, monkeypatch, restore_tracking_uri):
+def own_store(store, tmp_path, monkeypatch, restore_tracking_uri, new_store):
     """A fresh MLflow store (and so a fresh Optuna storage beside it) for one test."""
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", new_store(tmp_path / "mlflow.db"))
     return tmp_path
 
 

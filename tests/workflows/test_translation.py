@@ -29,13 +29,13 @@ TINY_GRU = ["--epochs", "2", "--set", "embed_dim=8", "--set", "latent_dim=16",
 
 
 @pytest.fixture(scope="module")
-def translation_store(tmp_path_factory):
+def translation_store(tmp_path_factory, new_store):
     root = tmp_path_factory.mktemp("translation_workflow")
     archive = write_spa_eng_zip(root / "spa-eng.zip", generated_spa_lines())
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("NLPKIT_WORK_DIR", str(root / "work"))
         patch.setenv("NLPKIT_SPA_ENG_PATH", str(archive))
-        patch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{root / 'mlflow' / 'mlflow.db'}")
+        patch.setenv("MLFLOW_TRACKING_URI", new_store(root / "mlflow" / "mlflow.db"))
         assert workflow.main(["run", "--preset", "cpu", *TINY_TRANSFORMER]) == 0
         assert workflow.main(["run", "--model", "gru_seq2seq", "--attention",
                               *TINY_GRU]) == 0
