@@ -1,5 +1,7 @@
 """A tiny IMDB tree, a work folder and an MLflow store shared by the workflow tests."""
 
+import os
+
 import pytest
 
 from tests.data_prep.fixtures import write_imdb_folder
@@ -28,10 +30,26 @@ def first_runs_by_model():
     tests added since (so no test depends on which ran before it)."""
     import mlflow
 
+    mlflow.set_tracking_uri(os.environ["MLFLOW_TRACKING_URI"])  # wherever others pointed it
     experiment = mlflow.get_experiment_by_name(workflow.EXPERIMENT)
     runs = mlflow.search_runs([experiment.experiment_id], output_format="list",
                               order_by=["attributes.start_time DESC"])
     return {run.data.params["model"]: run for run in runs}  # the earliest wins
+
+
+@pytest.fixture
+def own_store(store, tmp_path, monkeypatch, new_store, restore_tracking_uri):
+    """A new MLflow store and run folders for one test (its folder, `tmp_path`), with the
+    prepared data of the shared one: what it trains never meets the run folder of
+    another test's store, whichever ran first."""
+    work = tmp_path / "work"
+    work.mkdir()
+    for entry in (store / "work").iterdir():
+        if entry.name != "runs":
+            (work / entry.name).symlink_to(entry)
+    monkeypatch.setenv("NLPKIT_WORK_DIR", str(work))
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", new_store(tmp_path / "mlflow.db"))
+    return tmp_path
 
 
 @pytest.fixture

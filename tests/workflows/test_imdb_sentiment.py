@@ -181,9 +181,7 @@ def test_prepare_reports_counts_and_embedding_coverage(store, capsys):
     assert list(store.glob("work/prepared/imdb-*/word2vec-100d.kv"))
 
 
-def test_sweep_makes_one_parent_and_a_child_per_setting(store, tmp_path, monkeypatch, capsys,
-                                                       restore_tracking_uri, new_store):
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", new_store(tmp_path / "sweep.db"))
+def test_sweep_makes_one_parent_and_a_child_per_setting(own_store, capsys):
     argv = ["train", "--model", "bow", *COMMON, *BOW, "--epochs", "1",
             "--sweep", "learning_rate=0.01,0.003", "--sweep", "hidden_units=2,3"]
     assert workflow.main(argv) == 0
@@ -201,8 +199,7 @@ def test_sweep_makes_one_parent_and_a_child_per_setting(store, tmp_path, monkeyp
 
 
 def test_a_crash_after_training_is_finished_by_the_rerun_without_training_again(
-        store, tmp_path, monkeypatch, capsys, restore_tracking_uri, new_store):
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", new_store(tmp_path / "crash.db"))
+        own_store, monkeypatch, capsys):
     argv = ["train", "--model", "bow", *COMMON, "--set", "hidden_units=5"]
     export = training.export_and_log_model
 
@@ -376,6 +373,45 @@ def test_ensemble_fits_weights_on_validation_only_and_serves_like_a_model(
     assert probabilities == pytest.approx(list(here), abs=1e-5)
     assert workflow.main(["ensemble", "--run-id", members[0]]) == 2
     assert "at least two different runs" in capsys.readouterr().err
+
+
+def test_an_ensemble_with_the_lexicon_fitted_on_slices_too_serves_like_a_model(
+        store, capsys, tmp_path):
+    bow = runs_by_model()["bow"].info.run_id
+    argv = ["ensemble", "--run-id", bow, "--lexicon", "vader", "--fit-on", "reviews+slices"]
+    assert workflow.main(argv) == 0
+    experiment = mlflow.get_experiment_by_name(workflow.EXPERIMENT)
+    (run,) = mlflow.search_runs([experiment.experiment_id], "params.lexicon = 'vader'",
+                                output_format="list")
+    assert (run.data.params["members"], run.data.params["fit_on"]) == (bow, "reviews+slices")
+    assert len(json.loads(run.data.params["weights"])) == 2  # the member and the lexicon
+    val_reviews = len(workflow.load_data(workflow.CATALOG.make("bow", None, {})).prepared
+                      .texts("val"))
+    for name in ("best_val_accuracy", "best_val_slice_accuracy",  # one slice per review
+                 f"member_0_bow_{bow[:8]}_val_accuracy", "lexicon_vader_val_accuracy"):
+        right = run.data.metrics[name] * val_reviews
+        assert right == pytest.approx(round(right)), name
+    assert run.data.tags["ensemble_fit_on"] == "reviews+slices"
+    texts = ["Delicious food and the kindest staff.", "Rude waiter, cold soup."]
+    served = predict_in_a_fresh_process(run.info.run_id, repr(texts), tmp_path)
+    assert served == pytest.approx(list(workflow.predict(texts, run.info.run_id)), abs=1e-5)
+    assert workflow.main(argv) == 0 and "This ensemble exists" in capsys.readouterr().out
+    assert workflow.main([*argv[:5], "--fit-on", "reviews"]) == 0  # other settings: a new one
+    assert "This ensemble exists" not in capsys.readouterr().out
+    with pytest.raises(SystemExit) as refused:  # the command line's one-line refusal
+        workflow.main(["ensemble", "--run-id", bow, "--lexicon", "afinn"])
+    assert refused.value.code == 2 and "invalid choice: 'afinn'" in capsys.readouterr().err
+
+
+def test_the_lexicon_reads_words_imdb_rarely_has_negation_and_contrast():
+    from workflows.sentiment.lexicon import lexicon_probabilities
+
+    positive, negative, negated, contrast, neutral = lexicon_probabilities("vader", [
+        "Delicious, and the staff were lovely.", "The waiter was rude and the soup cold.",
+        "The soup was not good.", "The room was clean but the staff were rude and useless.",
+        "The parcel arrived on Tuesday."])
+    assert positive > 0.8 and negative < 0.3 and negated < 0.5 and contrast < 0.5
+    assert neutral == 0.5  # no rated word: no opinion
 
 
 def test_members_of_an_ensemble_must_hold_out_the_same_validation_share(store, capsys):

@@ -51,9 +51,8 @@ def test_an_unreachable_tracking_store_is_one_quick_line_before_any_data_is_read
 
 
 def test_a_store_lost_mid_run_is_one_line_and_the_rerun_resumes_the_run(
-        store, tmp_path, monkeypatch, capsys, restore_tracking_uri, new_store):
-    uri = new_store(tmp_path / "lost.db")
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+        own_store, monkeypatch, capsys):
+    uri = os.environ["MLFLOW_TRACKING_URI"]
     log_metrics = mlflow.log_metrics
 
     def lost_at_epoch_two(metrics, step=None, **kwargs):
@@ -90,9 +89,7 @@ def test_a_run_folder_of_another_store_is_one_line_and_registers_nothing(
     assert mlflow.search_registered_models() == []
 
 
-def test_a_full_disk_is_one_line_saying_what_to_do(store, tmp_path, monkeypatch, capsys,
-                                                   restore_tracking_uri, new_store):
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", new_store(tmp_path / "full.db"))
+def test_a_full_disk_is_one_line_saying_what_to_do(own_store, monkeypatch, capsys):
 
     def no_space(self, model, state):
         raise OSError(errno.ENOSPC, "No space left on device", str(self.output / "x.h5"))
@@ -104,10 +101,8 @@ def test_a_full_disk_is_one_line_saying_what_to_do(store, tmp_path, monkeypatch,
     assert "Traceback" not in err
 
 
-def test_an_interrupted_run_is_killed_not_failed(store, tmp_path, monkeypatch,
-                                                  restore_tracking_uri, new_store):
-    uri = new_store(tmp_path / "ctrl-c.db")
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+def test_an_interrupted_run_is_killed_not_failed(own_store, monkeypatch):
+    uri = os.environ["MLFLOW_TRACKING_URI"]
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
@@ -136,9 +131,8 @@ def test_search_workers_are_capped_by_the_cores(store, capsys):
     assert f"--workers is from 1 to {os.cpu_count()}" in capsys.readouterr().err
 
 
-def test_sigterm_to_a_search_stops_its_workers_and_marks_its_run_killed(store, tmp_path,
-                                                                         new_store):
-    env = {**os.environ, "MLFLOW_TRACKING_URI": new_store(tmp_path / "mlflow.db")}
+def test_sigterm_to_a_search_stops_its_workers_and_marks_its_run_killed(own_store):
+    env = dict(os.environ)  # the test's own store and run folders
     argv = ["search", "--model", "bow", *COMMON, *SPACE, "--epochs", "30", "--set",
             "patience=30", "--trials", "4", "--workers", "2", "--pruner", "none"]
     parent = subprocess.Popen([sys.executable, "-m", "workflows.imdb_sentiment", *argv],

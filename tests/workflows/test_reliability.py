@@ -16,8 +16,7 @@ def metric_steps(run_id, name):
 
 
 def test_metrics_of_an_epoch_checkpointed_before_a_crash_are_logged_on_resume(
-        store, tmp_path, monkeypatch, restore_tracking_uri, new_store):
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", new_store(tmp_path / "crash.db"))
+        own_store, monkeypatch):
     log_metrics = mlflow.log_metrics
 
     def unreachable_at_epoch_two(metrics, step=None, **kwargs):
@@ -90,10 +89,9 @@ def test_a_second_training_of_one_config_waits_for_the_first_and_reuses_its_run(
 
 
 def test_a_model_whose_stored_files_changed_is_refused_before_any_of_its_code_runs(
-        store, tmp_path, monkeypatch, capsys, restore_tracking_uri, new_store):
+        own_store, tmp_path, monkeypatch, capsys):
     from workflows import serve_model
 
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", new_store(tmp_path / "tamper.db"))
     assert workflow.main(["train", "--model", "bow", *COMMON, *BOW, "--epochs", "1",
                           "--set", "hidden_units=7"]) == 0
     assert workflow.main(["predict", "Fine."]) == 0  # verified and loaded
@@ -123,9 +121,8 @@ def test_a_model_whose_stored_files_changed_is_refused_before_any_of_its_code_ru
     ("learning_rate=nan", "learning_rate must be float, got 'nan' (not a number)"),
 ])
 def test_bad_values_are_refused_before_anything_runs(store, tmp_path, monkeypatch, capsys,
-                                                     setting, message, restore_tracking_uri,
-                                                     new_store):
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", new_store(tmp_path / "none.db"))
+                                                     setting, message, restore_tracking_uri):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'none.db'}")
     assert workflow.main(["train", "--model", "bilstm", "--set", setting]) == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "none.db").exists()  # no store touched, no FAILED run left

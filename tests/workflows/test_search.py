@@ -21,13 +21,6 @@ from workflows.sentiment.presets import CATALOG
 SPACE = ["--space", "learning_rate=loguniform:1e-4:3e-2", "--space", "hidden_units=int:2:6"]
 
 
-@pytest.fixture
-def own_store(store, tmp_path, monkeypatch, restore_tracking_uri, new_store):
-    """A fresh MLflow store (and so a fresh Optuna storage beside it) for one test."""
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", new_store(tmp_path / "mlflow.db"))
-    return tmp_path
-
-
 def search_argv(seed, *extra):
     return ["search", "--model", "bow", *COMMON, "--set", f"seed={seed}", *SPACE, *extra]
 

@@ -2,21 +2,17 @@
 
 import json
 
-import mlflow
 import pytest
 
+from tests.workflows.conftest import first_runs_by_model
 from tests.workflows.serving import post, served
-from workflows import imdb_sentiment as workflow
 from workflows import serve_model
 from workflows.core import runs
 
 
 @pytest.fixture(scope="module")
 def server(store, tmp_path_factory):
-    experiment = mlflow.get_experiment_by_name(workflow.EXPERIMENT)
-    (run,) = mlflow.search_runs([experiment.experiment_id], output_format="list",
-                                filter_string="params.model = 'bow'")
-    version = runs.register_model(run.info.run_id, "imdb-serving")
+    version = runs.register_model(first_runs_by_model()["bow"].info.run_id, "imdb-serving")
     log = tmp_path_factory.mktemp("serve") / "server.log"
     with served(f"models:/imdb-serving/{version}", log) as url:
         yield url
