@@ -34,6 +34,8 @@ from data_prep.runtime import deferred, run_main
 from workflows.core.cli import LessonCLI, read_texts
 from workflows.core.config import ConfigError
 from workflows.core.lesson import Lesson, ModelExport, TrainingPlan
+from workflows.sentiment.ensemble import FIT_ON
+from workflows.sentiment.lexicon import LEXICONS
 from workflows.sentiment.presets import (  # noqa: F401  the lesson's API
     CATALOG,
     LM_ARCHITECTURE,
@@ -376,11 +378,12 @@ def predict(texts, run_id=None, model_uri=None):
     return probabilities
 
 
-def ensemble(run_ids, imdb_path=None, work_dir=None):
-    """One model from the models of `run_ids`: their probabilities combined by weights
-    fitted on the validation reviews (never the test reviews), logged as its own run
-    with a pyfunc that holds every member (`sentiment/ensemble_run.py`). Returns its
-    run id (an ensemble of the same members is reused)."""
+def ensemble(run_ids, imdb_path=None, work_dir=None, lexicon="none", fit_on="reviews"):
+    """One model from the models of `run_ids` (and a sentiment `lexicon`): their
+    probabilities combined by weights fitted on the validation reviews (never the test
+    reviews; with a sentence slice of each for `fit_on="reviews+slices"`), logged as its
+    own run with a pyfunc that holds every member (`sentiment/ensemble_run.py`).
+    Returns its run id (an ensemble of the same members and settings is reused)."""
     def validation(member_runs):
         fractions = {float(run.data.params.get("val_fraction", imdb.ImdbSettings.val_fraction))
                      for run in member_runs}
@@ -392,7 +395,8 @@ def ensemble(run_ids, imdb_path=None, work_dir=None):
         return (prepared.texts("val"), prepared.labels("val"), prepared.directory.name,
                 {"val_fraction": settings.val_fraction})
 
-    return ensemble_run.ensemble(EXPERIMENT, run_ids, validation, EXAMPLES[:1])
+    return ensemble_run.ensemble(EXPERIMENT, run_ids, validation, EXAMPLES[:1], lexicon,
+                                 fit_on)
 
 
 COMPARE_COLUMNS = ("run_id", "params.model", "params.embedding", "params.epochs",
@@ -469,10 +473,16 @@ CLI.step("predict", "classify reviews with a run's model", lambda a: predict(
     read_texts(a.texts, a.file, "reviews to classify"), a.run_id, a.model_uri), model=True,
     texts="reviews to classify")
 _ensemble = CLI.step("ensemble", "combine the models of several runs (weights fitted on the "
-                     "validation reviews)", lambda a: ensemble(a.run_id, a.imdb_path,
-                                                               a.work_dir), data=True)
+                     "validation reviews)", lambda a: ensemble(
+                         a.run_id, a.imdb_path, a.work_dir, a.lexicon, a.fit_on), data=True)
 _ensemble.add_argument("--run-id", action="append", help="a member run (id or prefix, as "
-                       "`compare` prints it); two or more")
+                       "`compare` prints it); two or more, or one with --lexicon")
+_ensemble.add_argument("--lexicon", choices=LEXICONS, default="none", help="add a general "
+                       "sentiment lexicon's score as a column (vader: VADER, written for "
+                       "short text of any domain)")
+_ensemble.add_argument("--fit-on", choices=FIT_ON, default="reviews", help="fit the weights "
+                       "on the validation reviews, or on them and a slice of one or two "
+                       "sentences of each (weights and confidence that also suit short text)")
 CLI.shared_steps()
 main = CLI.main
 

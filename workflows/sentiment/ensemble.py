@@ -6,9 +6,11 @@ the validation split, never the test split.
 """
 
 import numpy as np
-from scipy.optimize import minimize
 
 EPSILON = 1e-6
+# what the weights are fitted on: the validation reviews, or them and a slice of one or
+# two sentences of each (labelled as its review: weights and confidence for short text)
+FIT_ON = ("reviews", "reviews+slices")
 
 
 def log_odds(probabilities):
@@ -24,6 +26,8 @@ def combine(probabilities, weights, bias):
 def fit_weights(probabilities, labels, l2=1e-3):
     """(weights, bias) minimizing the mean log loss of `combine` on these labels, with a
     small L2 penalty on the weights."""
+    from scipy.optimize import minimize
+
     features, labels = log_odds(probabilities), np.asarray(labels, "float64")
 
     def loss_and_gradient(parameters):

@@ -2,7 +2,7 @@
 
 Logged by `python -m workflows.imdb_sentiment ensemble`; its artifact folder holds each
 member's own pyfunc model (code included) and `ensemble.json` (member order, weights,
-bias), so it loads and serves in a fresh process like any single model:
+bias, the lexicon if any), so it loads and serves in a fresh process like any single model:
 
     mlflow.pyfunc.load_model(uri).predict(["A gripping, beautifully shot film."])
 """
@@ -15,6 +15,7 @@ import numpy as np
 from mlflow.pyfunc import PythonModel
 
 from workflows.sentiment.ensemble import combine
+from workflows.sentiment.lexicon import lexicon_probabilities
 from workflows.sentiment.reviews import requested_reviews
 
 SETTINGS_FILE = "ensemble.json"
@@ -26,6 +27,7 @@ class EnsembleSentiment(PythonModel):
         settings = json.loads((folder / SETTINGS_FILE).read_text())
         self.members = [mlflow.pyfunc.load_model(str(folder / name))
                         for name in settings["members"]]
+        self.lexicon = settings.get("lexicon", "none")
         self.weights, self.bias = settings["weights"], settings["bias"]
 
     def predict(self, context, model_input: list[str], params=None) -> list[float]:
@@ -34,8 +36,11 @@ class EnsembleSentiment(PythonModel):
         Raises `MlflowException` (HTTP 400 when served) for an empty list.
         """
         texts = requested_reviews(model_input)
-        probabilities = np.stack([np.asarray(member.predict(texts), "float64").reshape(-1)
-                                  for member in self.members], axis=1)
+        columns = [np.asarray(member.predict(texts), "float64").reshape(-1)
+                   for member in self.members]
+        if self.lexicon != "none":
+            columns.append(lexicon_probabilities(self.lexicon, texts))
+        probabilities = np.stack(columns, axis=1)
         return combine(probabilities, self.weights, self.bias).tolist()
 
 

@@ -1,6 +1,12 @@
-"""The IMDB lesson's `ensemble` step: member runs scored on validation reviews, stacking
-weights fitted there, and the result logged as a run of its own whose pyfunc carries
-every member's model."""
+"""The IMDB lesson's `ensemble` step: member runs (and a sentiment lexicon, if asked)
+scored on validation reviews, stacking weights fitted there, and the result logged as a
+run of its own whose pyfunc carries every member's model.
+
+The stacking is the ensemble's calibration. Fitted on whole reviews only, it learns how
+far to trust each member on 230-word film reviews; `fit_on="reviews+slices"` fits it on
+the validation reviews and a slice of one or two sentences of each too (labelled as
+its review), so the weights and the confidence also suit short text.
+"""
 
 import json
 import shutil
@@ -10,28 +16,36 @@ from pathlib import Path
 import mlflow
 import numpy as np
 
+from data_prep.text import sentence_slices
 from workflows.core import models, runs, store
 from workflows.core.config import ConfigError
 from workflows.sentiment.ensemble import combine, fit_weights
+from workflows.sentiment.lexicon import LEXICON_PACKAGES, lexicon_probabilities
 from workflows.sentiment.metrics import binary_metrics
 
 PYFUNC_FILE = Path(__file__).with_name("ensemble_pyfunc.py")
 
 
-def ensemble(experiment, run_ids, validation, input_example):
-    """The run id of the ensemble of `run_ids` (runs of `experiment`), fitted on
-    `validation(runs)` = (texts, labels, data fingerprint, params to log), read only once
-    the runs are checked; an ensemble of the same members is reused."""
+def ensemble(experiment, run_ids, validation, input_example, lexicon="none",
+             fit_on="reviews"):
+    """The run id of the ensemble of `run_ids` (runs of `experiment`) and `lexicon`,
+    fitted on `validation(runs)` = (texts, labels, data fingerprint, params to log), read
+    only once the runs are checked, with a sentence slice of each text if `fit_on` says
+    so; an ensemble of the same members and settings is reused."""
     member_runs = [runs.find_run(experiment, run_id) for run_id in run_ids or ()]
     members = sorted({run.info.run_id for run in member_runs})
-    if len(members) < 2:
-        raise ConfigError("An ensemble needs the models of at least two different runs: "
-                          "give --run-id twice or more (ids from the compare step).")
+    if len(members) + (lexicon != "none") < 2:
+        raise ConfigError("An ensemble needs the models of at least two different runs (or "
+                          "one and --lexicon vader): give --run-id twice or more (ids from "
+                          "the compare step).")
     for run in member_runs:
         runs.check_has_model(run)
+    settings = {"ensemble_members": ",".join(members), "ensemble_lexicon": lexicon,
+                "ensemble_fit_on": fit_on}
     previous = [run for run in mlflow.search_runs(
         [store.use_experiment(experiment).experiment_id], output_format="list",
-        filter_string=f"tags.ensemble_members = '{','.join(members)}'")
+        filter_string=" and ".join(f"tags.{name} = '{value}'"
+                                   for name, value in settings.items()))
         if run.data.tags.get("model_logged") == "true"]
     if previous:
         print(f"This ensemble exists: run {previous[0].info.run_id}")
@@ -39,6 +53,9 @@ def ensemble(experiment, run_ids, validation, input_example):
     member_runs = [next(run for run in member_runs if run.info.run_id == member)
                    for member in members]
     texts, labels, fingerprint, params = validation(member_runs)
+    settings["reviews"] = len(texts)
+    if fit_on == "reviews+slices":
+        texts, labels = texts + sentence_slices(texts), np.concatenate([labels, labels])
     with tempfile.TemporaryDirectory() as staging:
         folder, names, columns = Path(staging) / "ensemble", [], []
         for index, run in enumerate(member_runs):
@@ -49,37 +66,56 @@ def ensemble(experiment, run_ids, validation, input_example):
                     mlflow.pyfunc.load_model(str(local)), texts,
                     f"Scoring the validation reviews with {names[-1]}"))
                 shutil.copytree(local, folder / names[-1])
+        if lexicon != "none":
+            names.append(f"lexicon_{lexicon}")
+            columns.append(lexicon_probabilities(lexicon, texts))
         probabilities = np.stack(columns, axis=1)
         weights, bias = fit_weights(probabilities, labels)
         (folder / "ensemble.json").write_text(json.dumps(
-            {"members": names, "run_ids": members, "weights": weights, "bias": bias}))
+            {"members": names[:len(members)], "run_ids": members, "lexicon": lexicon,
+             "weights": weights, "bias": bias}))
         return _log(experiment, member_runs, names, probabilities, labels, (weights, bias),
-                    folder, (fingerprint, params), input_example)
+                    folder, (fingerprint, params, settings), input_example)
+
+
+def _validation_metrics(names, probabilities, labels, fitted, reviews):
+    """Each column's and the ensemble's accuracy on the validation reviews (the first
+    `reviews` rows), and the ensemble's on their slices (the rest), if any."""
+    combined = combine(probabilities, *fitted)
+    metrics = {f"{name}_val_accuracy": binary_metrics(labels[:reviews], column)["accuracy"]
+               for name, column in zip(names, probabilities[:reviews].T, strict=True)}
+    on_reviews = binary_metrics(labels[:reviews], combined[:reviews])
+    metrics.update(best_val_accuracy=on_reviews["accuracy"],
+                   best_val_roc_auc=on_reviews["roc_auc"])
+    if len(labels) > reviews:
+        metrics["best_val_slice_accuracy"] = binary_metrics(labels[reviews:],
+                                                            combined[reviews:])["accuracy"]
+    return metrics
 
 
 def _log(experiment, member_runs, names, probabilities, labels, fitted, folder, data,
          input_example):
     weights, bias = fitted
-    fingerprint, params = data
+    fingerprint, params, settings = data
     members = [run.info.run_id for run in member_runs]
-    val = {f"{name}_val_accuracy": binary_metrics(labels, column)["accuracy"]
-           for name, column in zip(names, probabilities.T, strict=True)}
-    combined = binary_metrics(labels, combine(probabilities, weights, bias))
+    metrics = _validation_metrics(names, probabilities, labels, fitted,
+                                  settings.pop("reviews"))
     experiment_id = store.use_experiment(experiment).experiment_id
     with mlflow.start_run(run_name="ensemble", experiment_id=experiment_id) as run:
         mlflow.log_params({"model": "ensemble", "members": ",".join(members),
+                           "lexicon": settings["ensemble_lexicon"],
+                           "fit_on": settings["ensemble_fit_on"],
                            "weights": json.dumps([round(w, 4) for w in weights]),
                            "bias": round(bias, 4), **params})
-        mlflow.set_tags(store.run_tags(fingerprint, model_family="ensemble",
-                                       ensemble_members=",".join(members)))
-        mlflow.log_metrics({**val, "best_val_accuracy": combined["accuracy"],
-                            "best_val_roc_auc": combined["roc_auc"]})
+        mlflow.set_tags(store.run_tags(fingerprint, model_family="ensemble", **settings))
+        mlflow.log_metrics(metrics)
+        lexicon = settings["ensemble_lexicon"]
+        requirements = models.model_requirements() + (
+            models.pinned_requirements(LEXICON_PACKAGES[lexicon]) if lexicon != "none" else [])
         models.log_pyfunc_model(PYFUNC_FILE, {"ensemble": folder}, input_example,
-                                  models.model_requirements(),
-                                  packages=("sentiment", "causal_lm"))
+                                requirements, packages=("sentiment", "causal_lm"))
         mlflow.set_tag("model_logged", "true")
     print(json.dumps({"run_id": run.info.run_id, "weights": dict(zip(names, weights,
                                                                      strict=True)),
-                      "bias": bias, **val, "ensemble_val_accuracy": combined["accuracy"]},
-                     indent=2))
+                      "bias": bias, **metrics}, indent=2))
     return run.info.run_id
