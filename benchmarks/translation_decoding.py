@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
-from reporting import machine, translation_run_parser, write_results  # noqa: E402  (benchmarks/, beside this file)
+from benchmarks.reporting import machine, translation_run_parser, write_results  # noqa: E402
 
 RESULTS = Path(__file__).with_name("results") / "translation_decoding.json"
 

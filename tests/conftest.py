@@ -22,6 +22,9 @@ def new_store(tmp_path_factory):
     per store). The copy holds no experiment, so MLflow makes its Default experiment
     there as in any new store; first use of an empty store is tested on its own
     (test_concurrency)."""
+    import mlflow
+
+    mlflow.get_tracking_uri()  # loaded now: its submodules' import needs the whole package
     from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
 
     folder = tmp_path_factory.mktemp("store_template")
