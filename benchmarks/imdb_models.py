@@ -51,8 +51,12 @@ def label(run, workflow, runs, shared=()):
         share = float(params.get("val_fraction", default_share))
         members = [label(runs[m], workflow, runs, {"val_fraction"}) if m in runs else m[:8]
                    for m in params["members"].split(",")]
+        if params.get("lexicon", "none") != "none":
+            members.append(f"{params['lexicon']} lexicon")
         name = "ensemble" if share == default_share else f"ensemble (val_fraction={share})"
-        return f"{name} of " + " + ".join(members)
+        fitted = params.get("fit_on", "reviews")
+        return f"{name} of " + " + ".join(members) + (
+            f", weights fitted on {fitted}" if fitted != "reviews" else "")
     defaults = workflow.CATALOG.base(model)
     changed = [f"{k}={v}" for k, v in params.items() if k not in IGNORED and k not in shared
                and hasattr(defaults, k) and str(getattr(defaults, k)) != v]

@@ -61,6 +61,7 @@ def environment(root, backend="jax", host_devices=1, processes=None):
         write_spa_eng_zip(spa_eng, generated_spa_lines())
     if not imdb.exists():
         write_imdb_folder(imdb, reviews_per_class=24, unlabelled=4)
+    share_prepared_data(root / "work", root.parent / "prepared")
     values = {**os.environ, "KERAS_BACKEND": backend, "PYTHONPATH": str(ROOT),
               "NLPKIT_WORK_DIR": str(root / "work"), "NLPKIT_SPA_ENG_PATH": str(spa_eng),
               "NLPKIT_IMDB_PATH": str(imdb),
@@ -76,6 +77,16 @@ def environment(root, backend="jax", host_devices=1, processes=None):
                       KERAS_DISTRIBUTION_NUM_PROCESSES=str(count),
                       KERAS_DISTRIBUTION_JOB_ADDRESSES=f"127.0.0.1:{port}")
     return values
+
+
+def share_prepared_data(work, shared):
+    """`work`'s data caches are `shared`'s: the processes of one test prepare their data
+    once (the first prepares, the others wait for it), each with run folders of its own."""
+    for cache in ("extracted", "prepared", "tokens"):
+        (shared / cache).mkdir(parents=True, exist_ok=True)
+        if not (work / cache).exists():
+            work.mkdir(parents=True, exist_ok=True)
+            (work / cache).symlink_to(shared / cache)
 
 
 def start(root, lesson, argv, distribution, **settings):
