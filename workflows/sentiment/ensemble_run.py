@@ -53,7 +53,7 @@ def ensemble(experiment, run_ids, validation, input_example, lexicon="none",
     member_runs = [next(run for run in member_runs if run.info.run_id == member)
                    for member in members]
     texts, labels, fingerprint, params = validation(member_runs)
-    settings["reviews"] = len(texts)
+    reviews = len(texts)
     if fit_on == "reviews+slices":
         texts, labels = texts + sentence_slices(texts), np.concatenate([labels, labels])
     with tempfile.TemporaryDirectory() as staging:
@@ -74,8 +74,9 @@ def ensemble(experiment, run_ids, validation, input_example, lexicon="none",
         (folder / "ensemble.json").write_text(json.dumps(
             {"members": names[:len(members)], "run_ids": members, "lexicon": lexicon,
              "weights": weights, "bias": bias}))
-        return _log(experiment, member_runs, names, probabilities, labels, (weights, bias),
-                    folder, (fingerprint, params, settings), input_example)
+        metrics = _validation_metrics(names, probabilities, labels, (weights, bias), reviews)
+        return _log(experiment, member_runs, names, metrics, (weights, bias), folder,
+                    (fingerprint, params, settings), input_example)
 
 
 def _validation_metrics(names, probabilities, labels, fitted, reviews):
@@ -93,13 +94,10 @@ def _validation_metrics(names, probabilities, labels, fitted, reviews):
     return metrics
 
 
-def _log(experiment, member_runs, names, probabilities, labels, fitted, folder, data,
-         input_example):
+def _log(experiment, member_runs, names, metrics, fitted, folder, data, input_example):
     weights, bias = fitted
     fingerprint, params, settings = data
     members = [run.info.run_id for run in member_runs]
-    metrics = _validation_metrics(names, probabilities, labels, fitted,
-                                  settings.pop("reviews"))
     experiment_id = store.use_experiment(experiment).experiment_id
     with mlflow.start_run(run_name="ensemble", experiment_id=experiment_id) as run:
         mlflow.log_params({"model": "ensemble", "members": ",".join(members),
