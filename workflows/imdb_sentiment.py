@@ -40,6 +40,7 @@ from workflows.sentiment.presets import (  # noqa: F401  the lesson's API
     CATALOG,
     LM_ARCHITECTURE,
     BowConfig,
+    EncoderConfig,
     LMClassifierConfig,
     NBSVMConfig,
     ParagraphVectorConfig,
@@ -64,6 +65,8 @@ end_to_end = deferred("workflows.sentiment.end_to_end")
 classifiers = deferred("workflows.sentiment.classifiers")
 ngrams = deferred("workflows.sentiment.ngrams")
 augmentation = deferred("workflows.sentiment.augmentation")
+encoder_training = deferred("workflows.sentiment.encoder_training")
+encoders = deferred("data_prep.encoders")
 lm_source = deferred("workflows.causal_lm.source")  # lm_classifier's language model
 
 EXPERIMENT = "imdb_sentiment"
@@ -145,17 +148,20 @@ class ImdbData:
     prepared: imdb.PreparedImdb  # or `AugmentedImdb`: its train split has extra rows
     fingerprint: str  # the prepared folder, a hash of its vocabulary, the augmentation
     augmentation: dict = dataclasses.field(default_factory=dict)  # what was added
+    encoder: Path | None = None  # `EncoderConfig`: the pretrained encoder's folder
 
 
 def load_data(config, imdb_path=None, work_dir=None):
     prepared = imdb.prepare(imdb_path, data_settings(config), work_dir, verbose=False)
     vocabulary_hash = cache.sha256_of(prepared.directory / "vocabulary.txt")[:12]
     fingerprint = f"{prepared.directory.name}:{vocabulary_hash}"
+    encoder = encoders.encoder_folder(config.encoder, work_dir) \
+        if isinstance(config, EncoderConfig) else None
     if getattr(config, "augment", "none") == "none":
-        return ImdbData(prepared, fingerprint)
+        return ImdbData(prepared, fingerprint, encoder=encoder)
     added = augmentation.augment(config, prepared, work_dir)
     return ImdbData(augmentation.AugmentedImdb(prepared, added),
-                    f"{fingerprint}:{added.name}", added.summary)
+                    f"{fingerprint}:{added.name}", added.summary, encoder)
 
 
 def augment(config, imdb_path=None, work_dir=None):
@@ -216,7 +222,8 @@ def review_batches(config, ids, labels, seed=None):
     to the first of `REVIEW_LENGTHS` that holds them, `batch_tokens // length` (or
     `batch_size`) per batch; else every batch `batch_size` x the full length."""
     longest, tokens = ids.shape[1], getattr(config, "batch_tokens", None)
-    if isinstance(config, LMClassifierConfig) or getattr(config, "bucketing", False):
+    if isinstance(config, (LMClassifierConfig, EncoderConfig)) \
+            or getattr(config, "bucketing", False):
         plan = BucketPlan(boundaries_up_to(longest, REVIEW_LENGTHS), tokens,
                           None if tokens else config.batch_size)
     else:
@@ -238,7 +245,7 @@ def end_to_end_model(model, vectorizer):
 def plan_training(config, data):
     """The lesson's plan for `config`; every model it exports carries the Platt scaling
     fitted on the validation reviews."""
-    plan, prepared = _plan_training(config, data.prepared), data.prepared
+    plan, prepared = _plan_training(config, data.prepared, data.encoder), data.prepared
     save = classifiers.calibrating(plan.export.save, prepared.texts("val"),
                                    prepared.labels("val"))
     added = {key: value for key, value in data.augmentation.items()
@@ -249,9 +256,14 @@ def plan_training(config, data):
                                           data.augmentation} if data.augmentation else {})})
 
 
-def _plan_training(config, prepared):
+def _plan_training(config, prepared, encoder=None):
     if isinstance(config, LMClassifierConfig):
         return plan_lm_classifier(config, prepared)
+    if isinstance(config, EncoderConfig):
+        return encoder_training.plan(
+            config, prepared, encoder,
+            lambda ids, labels, seed: review_batches(config, ids, labels, seed),
+            ModelExport("classifier", None, PYFUNC_FILE, EXAMPLES[:1], packages=("sentiment",)))
     if isinstance(config, ParagraphVectorConfig):
         return paragraph_training.plan(config, prepared, ModelExport(
             "classifier", None, PYFUNC_FILE, EXAMPLES[:1], packages=("sentiment",)))

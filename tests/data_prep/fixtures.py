@@ -77,3 +77,51 @@ def generated_spa_lines():
         lines.append(f"I see the {noun}.\tVeo el {sustantivo}.")
         lines.append(f"I see the {noun}.\tYo veo el {sustantivo}.")
     return lines
+
+
+def write_tiny_encoder(folder, layers=2, width=16, max_length=160):
+    """A BERT encoder with random weights in Hugging Face format (`config.json`,
+    `model.safetensors`, `vocab.txt`), its vocabulary the words of the IMDB fixture."""
+    import json
+    import re
+
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    words = sorted({word for text in POSITIVE + NEGATIVE
+                    for word in re.findall(r"[a-z]+|[^\sa-z]", text.lower())})
+    vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words, "##s"]
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "vocab.txt").write_text("\n".join(vocabulary) + "\n", "utf-8")
+    (folder / "config.json").write_text(json.dumps({
+        "model_type": "bert", "vocab_size": len(vocabulary), "num_hidden_layers": layers,
+        "num_attention_heads": 2, "hidden_size": width, "intermediate_size": 2 * width,
+        "max_position_embeddings": max_length, "type_vocab_size": 2}))
+    rng = np.random.default_rng(0)
+
+    def dense(rows, columns):
+        return {"weight": rng.normal(0, 0.02, (rows, columns)).astype("float32"),
+                "bias": np.zeros(rows, "float32")}
+
+    def norm():
+        return {"weight": np.ones(width, "float32"), "bias": np.zeros(width, "float32")}
+
+    tensors = {"embeddings.word_embeddings": {"weight": rng.normal(
+                   0, 0.02, (len(vocabulary), width)).astype("float32")},
+               "embeddings.position_embeddings": {"weight": rng.normal(
+                   0, 0.02, (max_length, width)).astype("float32")},
+               "embeddings.token_type_embeddings": {"weight": np.zeros((2, width), "float32")},
+               "embeddings.LayerNorm": norm(), "pooler.dense": dense(width, width)}
+    for i in range(layers):
+        prefix = f"encoder.layer.{i}."
+        tensors.update({prefix + name: dense(width, width) for name in (
+            "attention.self.query", "attention.self.key", "attention.self.value",
+            "attention.output.dense")})
+        tensors.update({prefix + "attention.output.LayerNorm": norm(),
+                        prefix + "intermediate.dense": dense(2 * width, width),
+                        prefix + "output.dense": dense(width, 2 * width),
+                        prefix + "output.LayerNorm": norm()})
+    save_file({f"{name}.{kind}": value for name, parts in tensors.items()
+               for kind, value in parts.items()}, str(folder / "model.safetensors"))
+    return folder

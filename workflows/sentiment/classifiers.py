@@ -18,6 +18,10 @@ def load_classifier(folder):
         from workflows.sentiment.paragraph_classifier import ParagraphVectorClassifier
 
         return ParagraphVectorClassifier.load(folder)
+    if settings.get("kind") == "encoder":
+        from workflows.sentiment.encoder_classifier import EncoderClassifier
+
+        return EncoderClassifier.load(folder)
     if settings.get("kind") == "token_ids":
         from workflows.sentiment.token_classifier import TokenClassifier
 

@@ -16,6 +16,7 @@ from workflows.core.distribution import CHOICES
 # the models, loaded when one is built (not for `--help`)
 layers = deferred("layers")
 gpt_models = deferred("workflows.causal_lm.models")
+encoder_classifier = deferred("workflows.sentiment.encoder_classifier")
 
 # One dataclass per model family; the defaults are the tutorial's settings.
 
@@ -190,6 +191,24 @@ class LMClassifierConfig(TrainConfig):
     dtype_policy: str = option("float32", choices=precision.POLICIES)  # auto: precision.py
 
 
+@dataclass(frozen=True)
+class EncoderConfig(TrainConfig):
+    """A pretrained text encoder (`data_prep.encoders`; all-MiniLM-L6-v2 by default)
+    fine-tuned on the reviews and `sentence_slices` slices of each: what it learned of
+    English before IMDB carries to short text from other domains. The mean of its
+    outputs over a review's tokens -> Dropout -> sigmoid (`EncoderClassifier`)."""
+
+    encoder: str = "all-minilm-l6-v2"  # a name of `data_prep.encoders.ENCODERS` or a folder
+    max_review_tokens: int = option(128, at_least=8, at_most=512)  # WordPiece tokens read
+    sentence_slices: int = option(1, at_least=0)  # as NBSVMConfig's
+    dropout: float = option(0.1, at_least=0, below=1)
+    optimizer: str = option("adam", choices=("adam",))
+    learning_rate: float = option(3e-5, above=0)  # peak, after 10% warmup; linear decay
+    batch_size: int = option(32, at_least=1)
+    epochs: int = option(2, at_least=1)
+    patience: int = option(1, at_least=1)
+
+
 LM_ARCHITECTURE = ("vocabulary_size", "sequence_length", "embed_dim", "dense_dim",
                    "num_heads", "num_layers", "dtype_policy")
 
@@ -206,6 +225,7 @@ CATALOG = Catalog({name: {"default": config} for name, config in {
     "nbsvm": NBSVMConfig(model="nbsvm"),
     "lm_classifier": LMClassifierConfig(model="lm_classifier"),
     "doc2vec": ParagraphVectorConfig(model="doc2vec"),
+    "encoder": EncoderConfig(model="encoder"),
 }.items()})
 
 
@@ -213,11 +233,14 @@ def build_model(config, vocabulary_size, prior=None, steps_per_epoch=None):
     """The compiled Keras model for `config` (backend-agnostic: keras, keras.ops, layers/).
 
     `vocabulary_size`: the paragraph vectors' size for `ParagraphVectorConfig`.
-    `prior`: pretrained embedding vectors (`RNNConfig`), NBSVM's log-count ratios, or
-    the pretrained GPT (`LMClassifierConfig`, which also needs `steps_per_epoch`).
+    `prior`: pretrained embedding vectors (`RNNConfig`), NBSVM's log-count ratios, the
+    pretrained GPT (`LMClassifierConfig`) or encoder backbone (`EncoderConfig`); these
+    two also need `steps_per_epoch`.
     """
     if isinstance(config, LMClassifierConfig):
         return lm_classifier_model(config, prior, steps_per_epoch)
+    if isinstance(config, EncoderConfig):
+        return encoder_model(config, prior, steps_per_epoch)
     builders = {BowConfig: bow_model, NBSVMConfig: nbsvm_model, RNNConfig: rnn_model,
                 TransformerConfig: transformer_model,
                 ParagraphVectorConfig: paragraph_vector_model}
@@ -248,6 +271,17 @@ def lm_classifier_model(config, pretrained_gpt, steps_per_epoch):
     schedule = layers.WarmupLinearDecay(config.learning_rate, max(total // 10, 1), total)
     model.compile(optimizer=layers.LayerwiseAdam(schedule, groups=groups),
                   loss="binary_crossentropy",
+                  weighted_metrics=["accuracy"])
+    return model
+
+
+def encoder_model(config, backbone, steps_per_epoch):
+    """`EncoderClassifier`'s model over the pretrained backbone, every weight trained with
+    Adam at a rate warmed up over the first 10% of the steps, then decayed to 0."""
+    model = encoder_classifier.encoder_classifier(backbone, config.dropout)
+    total = max(config.epochs * steps_per_epoch, 2)
+    schedule = layers.WarmupLinearDecay(config.learning_rate, max(total // 10, 1), total)
+    model.compile(optimizer=keras.optimizers.Adam(schedule), loss="binary_crossentropy",
                   weighted_metrics=["accuracy"])
     return model
 

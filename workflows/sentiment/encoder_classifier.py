@@ -1,0 +1,100 @@
+"""A classifier on a pretrained text encoder (BERT architecture, `data_prep.encoders`).
+
+Reviews are read as the encoder's WordPiece tokens (`[CLS] ... [SEP]`, cut at
+`max_review_tokens`); the mean of its outputs over a review's tokens goes through
+dropout to P(positive). `EncoderClassifier.save(folder)` writes the Keras model, the
+vocabulary and the settings; `EncoderClassifier.load(folder).predict(texts)` scores raw
+reviews in batches of similar length, padded to a few fixed lengths.
+"""
+
+from functools import cached_property
+
+import keras
+import numpy as np
+
+from data_prep.buckets import boundaries_up_to
+from data_prep.padding import pad_rows
+from data_prep.text import clean_html
+from workflows.core.compilation import compiled
+from workflows.sentiment.classifier_folder import read_folder, save_folder
+
+KIND = "encoder"
+LENGTHS = (32, 64, 128, 192, 256, 384, 512)  # padded lengths of batches: few shapes
+
+
+def encoder_classifier(backbone, dropout):
+    """Token ids (0: padding) -> the backbone -> masked mean -> Dropout -> sigmoid."""
+    backbone.get_layer("pooled_dense").trainable = False  # [CLS]'s pooler: unused
+    ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
+    mask = keras.ops.not_equal(ids, 0)
+    outputs = backbone({"token_ids": ids, "segment_ids": keras.ops.zeros_like(ids),
+                        "padding_mask": mask})["sequence_output"]
+    pooled = keras.layers.GlobalAveragePooling1D(name="mean_of_tokens")(outputs, mask=mask)
+    pooled = keras.layers.Dropout(dropout)(pooled)
+    probability = keras.layers.Dense(1, activation="sigmoid", dtype="float32",
+                                     name="positive")(pooled)
+    return keras.Model(ids, probability, name="encoder_classifier")
+
+
+def make_tokenizer(vocabulary, lowercase):
+    """The encoder's WordPiece tokenizer (keras-hub, with tensorflow-text)."""
+    import keras_hub
+
+    return keras_hub.tokenizers.WordPieceTokenizer(
+        vocabulary=list(vocabulary), lowercase=lowercase, strip_accents=lowercase)
+
+
+def token_rows(tokenizer, vocabulary, texts, max_tokens, batch_size=512):
+    """`[CLS]`, each text's token ids cut to fit, `[SEP]`."""
+    first, last = vocabulary.index("[CLS]"), vocabulary.index("[SEP]")
+    rows = []
+    for start in range(0, len(texts), batch_size):
+        batch = [clean_html(text) for text in texts[start:start + batch_size]]
+        rows += [[first, *np.asarray(ids).tolist()[:max_tokens - 2], last]
+                 for ids in tokenizer(batch)]
+    return rows
+
+
+def padded_length(length, max_tokens):
+    """The first of the few padded lengths up to `max_tokens` that holds `length`."""
+    return next(width for width in boundaries_up_to(max_tokens, LENGTHS) if width >= length)
+
+
+class EncoderClassifier:
+    def __init__(self, model, vocabulary, max_review_tokens, lowercase=True):
+        self.model, self.vocabulary = model, list(vocabulary)
+        self.max_review_tokens, self.lowercase = max_review_tokens, lowercase
+        self._forward = compiled(lambda ids: self.model(ids, training=False), model)
+
+    @cached_property
+    def tokenizer(self):
+        return make_tokenizer(self.vocabulary, self.lowercase)
+
+    def token_rows(self, texts):
+        return token_rows(self.tokenizer, self.vocabulary, list(texts), self.max_review_tokens)
+
+    def predict(self, texts, batch_size=32):
+        """P(positive) of each text, scored shortest first."""
+        rows = self.token_rows(texts)
+        probabilities = np.zeros(len(rows))
+        order = np.argsort([len(row) for row in rows], kind="stable")
+        for start in range(0, len(rows), batch_size):
+            batch = order[start:start + batch_size]
+            width = padded_length(max(len(rows[i]) for i in batch), self.max_review_tokens)
+            # a short last batch is topped up with empty rows: one shape per width
+            ids = pad_rows([rows[i] for i in batch] + [[]] * (batch_size - len(batch)), width)
+            scores = keras.ops.convert_to_numpy(self._forward(ids))[:len(batch), 0]
+            probabilities[batch] = scores
+        return probabilities
+
+    def save(self, folder):
+        return save_folder(folder, self.model, {
+            "kind": KIND, "max_review_tokens": self.max_review_tokens,
+            "lowercase": self.lowercase}, self.vocabulary)
+
+    @classmethod
+    def load(cls, folder):
+        import keras_hub  # noqa: F401  registers BertBackbone for the saved model
+
+        model, settings, vocabulary = read_folder(folder)
+        return cls(model, vocabulary, settings["max_review_tokens"], settings["lowercase"])
