@@ -13,10 +13,10 @@ import keras
 import numpy as np
 
 from data_prep.buckets import boundaries_up_to
-from data_prep.padding import pad_rows
 from data_prep.text import clean_html
 from workflows.core.compilation import compiled
 from workflows.sentiment.classifier_folder import read_folder, save_folder
+from workflows.sentiment.length_batches import score_rows
 
 KIND = "encoder"
 LENGTHS = (32, 64, 128, 192, 256, 384, 512)  # padded lengths of batches: few shapes
@@ -74,18 +74,9 @@ class EncoderClassifier:
         return token_rows(self.tokenizer, self.vocabulary, list(texts), self.max_review_tokens)
 
     def predict(self, texts, batch_size=32):
-        """P(positive) of each text, scored shortest first."""
-        rows = self.token_rows(texts)
-        probabilities = np.zeros(len(rows))
-        order = np.argsort([len(row) for row in rows], kind="stable")
-        for start in range(0, len(rows), batch_size):
-            batch = order[start:start + batch_size]
-            width = padded_length(max(len(rows[i]) for i in batch), self.max_review_tokens)
-            # a short last batch is topped up with empty rows: one shape per width
-            ids = pad_rows([rows[i] for i in batch] + [[]] * (batch_size - len(batch)), width)
-            scores = keras.ops.convert_to_numpy(self._forward(ids))[:len(batch), 0]
-            probabilities[batch] = scores
-        return probabilities
+        """P(positive) of each text."""
+        return score_rows(self._forward, self.token_rows(texts), batch_size,
+                          lambda length: padded_length(length, self.max_review_tokens))
 
     def save(self, folder):
         return save_folder(folder, self.model, {

@@ -8,16 +8,15 @@ starts after `[END]`) and scores them in batches of similar length.
 
 from functools import cached_property
 
-import keras
 import numpy as np
 
 import layers  # noqa: F401  registers the layers a saved model uses
-from data_prep.padding import pad_rows
 from data_prep.subwords import SPECIAL_TOKENS, make_wordpiece_tokenizer
 from data_prep.text import clean_html
 from workflows.causal_lm import models  # noqa: F401  registers GPT and GPTClassifier
 from workflows.core.compilation import compiled
 from workflows.sentiment.classifier_folder import read_folder, save_folder
+from workflows.sentiment.length_batches import score_rows
 
 END_ID = SPECIAL_TOKENS.index("[END]")
 
@@ -47,16 +46,9 @@ class SubwordClassifier:
     def predict(self, texts, batch_size=32):
         """P(positive) of each text; batches of similar length, padded to a multiple of
         the model's chunk length (few shapes to compile)."""
-        rows = self.token_rows(list(texts))
         chunk = self.model.backbone.max_length
-        probabilities = np.zeros(len(rows))
-        order = np.argsort([len(row) for row in rows], kind="stable")
-        for start in range(0, len(rows), batch_size):
-            batch = order[start:start + batch_size]
-            width = -(-max(len(rows[i]) for i in batch) // chunk) * chunk
-            ids = pad_rows([rows[i] for i in batch], width)
-            probabilities[batch] = keras.ops.convert_to_numpy(self._forward(ids))[:, 0]
-        return probabilities
+        return score_rows(self._forward, self.token_rows(list(texts)), batch_size,
+                          lambda length: -(-length // chunk) * chunk)
 
     def save(self, folder):
         return save_folder(folder, self.model, {"max_review_tokens": self.max_review_tokens},
