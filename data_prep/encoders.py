@@ -16,7 +16,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from data_prep import sources
+from data_prep import cache, sources
 from data_prep.errors import UserError
 
 FILES = ("config.json", "model.safetensors", "vocab.txt")
@@ -69,6 +69,14 @@ def encoder_folder(encoder, root=None):
                            "architecture encoders (model_type bert) are supported.")
     read_vocabulary(folder)
     return folder
+
+
+def encoder_digest(encoder, folder, root=None):
+    """What identifies an encoder's weights: a known encoder's published SHA-256, else
+    the content digest of its folder (computed once per file version)."""
+    if encoder in ENCODERS:
+        return ENCODERS[encoder].sha256
+    return cache.source_digest(folder, root)
 
 
 def read_vocabulary(folder):

@@ -155,8 +155,11 @@ def load_data(config, imdb_path=None, work_dir=None):
     prepared = imdb.prepare(imdb_path, data_settings(config), work_dir, verbose=False)
     vocabulary_hash = cache.sha256_of(prepared.directory / "vocabulary.txt")[:12]
     fingerprint = f"{prepared.directory.name}:{vocabulary_hash}"
-    encoder = encoders.encoder_folder(config.encoder, work_dir) \
-        if isinstance(config, EncoderConfig) else None
+    encoder = None
+    if isinstance(config, EncoderConfig):  # its weights are part of what a run trains on
+        encoder = encoders.encoder_folder(config.encoder, work_dir)
+        fingerprint += ":encoder-" + encoders.encoder_digest(config.encoder, encoder,
+                                                             work_dir)[:16]
     if getattr(config, "augment", "none") == "none":
         return ImdbData(prepared, fingerprint, encoder=encoder)
     added = augmentation.augment(config, prepared, work_dir)

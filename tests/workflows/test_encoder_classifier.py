@@ -47,6 +47,15 @@ def test_the_encoder_fine_tunes_from_its_pretrained_weights_and_serves_raw_text(
     assert 0 < np.abs(start - now).max() < 0.01  # moved a little from the pretrained
 
 
+def test_other_weights_in_the_same_encoder_folder_make_other_data(store, tmp_path):
+    folder = write_tiny_encoder(tmp_path / "encoder")
+    config = workflow.CATALOG.make("encoder", None, {"encoder": str(folder)})
+    before = workflow.load_data(config).fingerprint
+    assert workflow.load_data(config).fingerprint == before
+    write_tiny_encoder(folder, width=8)
+    assert workflow.load_data(config).fingerprint != before
+
+
 def test_reviews_are_read_as_the_encoders_wordpieces_between_cls_and_sep(encoder):
     vocabulary = encoders.read_vocabulary(encoder)
     classifier = EncoderClassifier(encoder_classifier(encoders.load_backbone(encoder), 0.1),
