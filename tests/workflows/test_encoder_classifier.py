@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from data_prep import encoders
+from data_prep.wordpiece import WordPiece
 from tests.data_prep.fixtures import write_tiny_encoder
 from workflows import imdb_sentiment as workflow
 from workflows.sentiment.encoder_classifier import (
@@ -118,3 +119,16 @@ def test_an_unknown_encoder_name_lists_the_known_ones(own_store, capsys):
     assert workflow.main(["train", "--model", "encoder", "--set", "encoder=bert-huge",
                           *TINY]) == 2
     assert "all-minilm-l6-v2" in capsys.readouterr().err
+
+
+def test_wordpiece_reads_text_as_berts_tokenizer_does():
+    vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "un", "##want", "##ed", "want", ",",
+                  "runn", "##ing", "cafe", "!", "full", ".", "日", "本"]
+    tokenizer = WordPiece(vocabulary, lowercase=True)
+    pieces = [[vocabulary[i] for i in row] for row in tokenizer([
+        "UNwanted,running!", "Café\x97ＦＵＬＬ…", "日本 xyz", "un\u200bwanted", "a" * 101])]
+    assert pieces == [["un", "##want", "##ed", ",", "runn", "##ing", "!"],
+                      ["cafe", "full", ".", ".", "."], ["日", "本", "[UNK]"], ["un", "##want", "##ed"],
+                      ["[UNK]"]]
+    cased = WordPiece(vocabulary, lowercase=False)
+    assert [vocabulary[i] for i in cased.encode("Café want")] == ["[UNK]", "want"]

@@ -1,19 +1,20 @@
 """A classifier on a pretrained text encoder (BERT architecture, `data_prep.encoders`).
 
 Reviews are read as the encoder's WordPiece tokens (`[CLS] ... [SEP]`, cut at
-`max_review_tokens`); the mean of its outputs over a review's tokens goes through
-dropout to P(positive). `EncoderClassifier.save(folder)` writes the Keras model, the
-vocabulary and the settings; `EncoderClassifier.load(folder).predict(texts)` scores raw
-reviews in batches of similar length, padded to a few fixed lengths.
+`max_review_tokens`; plain Python, no TensorFlow needed); the mean of its outputs over a
+review's tokens goes through dropout to P(positive). `EncoderClassifier.save(folder)`
+writes the Keras model, the vocabulary and the settings;
+`EncoderClassifier.load(folder).predict(texts)` scores raw reviews in batches of similar
+length, padded to a few fixed lengths.
 """
 
 from functools import cached_property
 
 import keras
-import numpy as np
 
 from data_prep.buckets import boundaries_up_to
 from data_prep.text import clean_html
+from data_prep.wordpiece import WordPiece
 from workflows.core.compilation import compiled
 from workflows.sentiment.classifier_folder import read_folder, save_folder
 from workflows.sentiment.length_batches import score_rows
@@ -36,23 +37,11 @@ def encoder_classifier(backbone, dropout):
     return keras.Model(ids, probability, name="encoder_classifier")
 
 
-def make_tokenizer(vocabulary, lowercase):
-    """The encoder's WordPiece tokenizer (keras-hub, with tensorflow-text)."""
-    import keras_hub
-
-    return keras_hub.tokenizers.WordPieceTokenizer(
-        vocabulary=list(vocabulary), lowercase=lowercase, strip_accents=lowercase)
-
-
-def token_rows(tokenizer, vocabulary, texts, max_tokens, batch_size=512):
-    """`[CLS]`, each text's token ids cut to fit, `[SEP]`."""
-    first, last = vocabulary.index("[CLS]"), vocabulary.index("[SEP]")
-    rows = []
-    for start in range(0, len(texts), batch_size):
-        batch = [clean_html(text) for text in texts[start:start + batch_size]]
-        rows += [[first, *np.asarray(ids).tolist()[:max_tokens - 2], last]
-                 for ids in tokenizer(batch)]
-    return rows
+def token_rows(tokenizer, texts, max_tokens):
+    """`[CLS]`, each text's token ids (`data_prep.wordpiece`) cut to fit, `[SEP]`."""
+    first, last = tokenizer.ids["[CLS]"], tokenizer.ids["[SEP]"]
+    return [[first, *tokenizer.encode(clean_html(text))[:max_tokens - 2], last]
+            for text in texts]
 
 
 def padded_length(length, max_tokens):
@@ -68,10 +57,10 @@ class EncoderClassifier:
 
     @cached_property
     def tokenizer(self):
-        return make_tokenizer(self.vocabulary, self.lowercase)
+        return WordPiece(self.vocabulary, self.lowercase)
 
     def token_rows(self, texts):
-        return token_rows(self.tokenizer, self.vocabulary, list(texts), self.max_review_tokens)
+        return token_rows(self.tokenizer, texts, self.max_review_tokens)
 
     def predict(self, texts, batch_size=32):
         """P(positive) of each text."""

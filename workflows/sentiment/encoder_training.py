@@ -4,8 +4,9 @@ import dataclasses
 
 from data_prep import encoders
 from data_prep.padding import pad_rows
+from data_prep.wordpiece import WordPiece
 from workflows.core.lesson import TrainingPlan
-from workflows.sentiment.encoder_classifier import EncoderClassifier, make_tokenizer, token_rows
+from workflows.sentiment.encoder_classifier import EncoderClassifier, token_rows
 from workflows.sentiment.ngrams import split_texts
 from workflows.sentiment.presets import build_model
 
@@ -16,12 +17,12 @@ def plan(config, prepared, folder, batches_of, export):
     batches a split by length; `export` says how the classifier is logged (its `save` is
     filled in here)."""
     vocabulary, lowercase = encoders.read_vocabulary(folder), encoders.lowercases(folder)
-    tokenizer = make_tokenizer(vocabulary, lowercase)
+    tokenizer = WordPiece(vocabulary, lowercase)
     print(f"Tokenizing the reviews with the WordPiece vocabulary of {config.encoder}")
     splits = {}
     for split in ("train", "val"):
         texts, labels = split_texts(config, prepared, split)
-        rows = token_rows(tokenizer, vocabulary, texts, config.max_review_tokens)
+        rows = token_rows(tokenizer, texts, config.max_review_tokens)
         splits[split] = (pad_rows(rows, config.max_review_tokens), labels)
 
     def split_batches(split, epoch=None):
