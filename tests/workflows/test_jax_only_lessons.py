@@ -1,10 +1,11 @@
-"""The lessons whose models need no TensorFlow text layers train, evaluate and predict on
+"""The lessons whose models need no TensorFlow text layers (the language model, the
+sentiment `lm_classifier`, `bilstm` and `encoder`) train, evaluate and predict on
 JAX where TensorFlow cannot be imported (as on a GPU machine with JAX alone), in a few
 compiled shapes; generation compiles a few sampling programs whatever the prompts."""
 
 import pytest
 
-from tests.data_prep.fixtures import write_imdb_folder
+from tests.data_prep.fixtures import write_imdb_folder, write_tiny_encoder
 from tests.workflows.jax_only import programs, run_steps
 
 LM = ["--epochs", "2", "--set", "vocabulary_size=200", "--set", "sequence_length=16",
@@ -28,14 +29,18 @@ with compilation.Compilations() as compiled:
     codes += [imdb_sentiment.main(["train", "--model", "bilstm", "--epochs", "1", "--set",
                                    "embed_dim=8", "--set", "units=4", "--set", "batch_size=8"]),
               imdb_sentiment.main(["evaluate"]), imdb_sentiment.main(["predict", "A fine film"])]
+    codes += [imdb_sentiment.main(["train", "--model", "encoder", "--set", "encoder={encoder}",
+                                   "--epochs", "1", "--set", "batch_size=8",
+                                   "--set", "max_review_tokens=64"]),
+              imdb_sentiment.main(["evaluate"]), imdb_sentiment.main(["predict", "A fine film"])]
 print(json.dumps({{"codes": codes, "tensorflow": "tensorflow" in sys.modules,
                   "counts": compiled.counts}}))
 """
 
 
 @pytest.mark.slow
-def test_language_model_lm_classifier_and_bilstm_run_where_tensorflow_is_absent(tmp_path,
-                                                                              new_store):
+def test_language_model_and_sentiment_models_run_where_tensorflow_is_absent(tmp_path,
+                                                                             new_store):
     imdb = write_imdb_folder(tmp_path / "imdb", reviews_per_class=16, unlabelled=10).parent
     env = {"NLPKIT_WORK_DIR": str(tmp_path / "work"), "NLPKIT_IMDB_PATH": str(imdb),
            "MLFLOW_TRACKING_URI": new_store(tmp_path / "mlflow.db")}
@@ -45,10 +50,12 @@ from workflows import imdb_sentiment, language_model
 print(json.dumps([imdb_sentiment.main(["prepare"]), language_model.main(["prepare", *{lm!r}])]))
 """
     assert run_steps(prepare.format(lm=LM), env, hide_tensorflow=False) == [0, 0]
-    result = run_steps(LM_STEPS.format(lm=LM), env)
-    assert result["codes"] == [0] * 9 and not result["tensorflow"]
-    # one window shape; one review bucket for the classifier, one for the BiLSTM
-    assert programs(result, "jit(train_step)") == 3
+    encoder = write_tiny_encoder(tmp_path / "encoder")
+    result = run_steps(LM_STEPS.format(lm=LM, encoder=encoder), env)
+    assert result["codes"] == [0] * 12 and not result["tensorflow"]
+    # one window shape; one review bucket for each of the classifier, the BiLSTM and the
+    # encoder
+    assert programs(result, "jit(train_step)") == 4
 
 
 GENERATION = """
