@@ -29,7 +29,6 @@ import keras
 from data_prep import cache, glove, imdb
 from data_prep.buckets import BucketPlan, boundaries_up_to
 from data_prep.labelled_texts import read_labelled_texts
-from data_prep.padding import pad_rows
 from data_prep.runtime import deferred, run_main
 from workflows.core.cli import LessonCLI, read_texts
 from workflows.core.config import ConfigError
@@ -59,13 +58,14 @@ models = deferred("workflows.core.models")
 classification = deferred("workflows.sentiment.metrics")
 ensemble_run = deferred("workflows.sentiment.ensemble_run")
 paragraph_training = deferred("workflows.sentiment.paragraph_training")
-subword_classifier = deferred("workflows.sentiment.subword_classifier")
 token_classifier = deferred("workflows.sentiment.token_classifier")
 end_to_end = deferred("workflows.sentiment.end_to_end")
 classifiers = deferred("workflows.sentiment.classifiers")
 ngrams = deferred("workflows.sentiment.ngrams")
+training_texts = deferred("workflows.sentiment.training_texts")
 augmentation = deferred("workflows.sentiment.augmentation")
 encoder_training = deferred("workflows.sentiment.encoder_training")
+lm_classifier_training = deferred("workflows.sentiment.lm_classifier_training")
 encoders = deferred("data_prep.encoders")
 lm_source = deferred("workflows.causal_lm.source")  # lm_classifier's language model
 
@@ -212,8 +212,8 @@ def batches(config, prepared, split, vectorizer=None, epoch=None):
     if isinstance(config, ngrams.NGRAM_CONFIGS):
         import tensorflow as tf  # n-gram models vectorize text with TensorFlow's layers
 
-        dataset = imdb.text_dataset(*ngrams.split_texts(config, prepared, split), config.batch_size,
-                                    shuffle, seed)
+        texts, labels = training_texts.split_texts(config, prepared, split)
+        dataset = imdb.text_dataset(texts, labels, config.batch_size, shuffle, seed)
         return dataset.map(lambda text, label: (vectorizer(text), label),
                            num_parallel_calls=tf.data.AUTOTUNE)
     return review_batches(config, prepared.token_ids(split), prepared.labels(split),
@@ -260,13 +260,15 @@ def plan_training(config, data):
 
 
 def _plan_training(config, prepared, encoder=None):
+    def batches_of(ids, labels, seed):
+        return review_batches(config, ids, labels, seed)
+
     if isinstance(config, LMClassifierConfig):
-        return plan_lm_classifier(config, prepared)
+        return lm_classifier_training.plan(config, prepared, batches_of, ModelExport(
+            "classifier", None, PYFUNC_FILE, EXAMPLES[:1], packages=("sentiment", "causal_lm")))
     if isinstance(config, EncoderConfig):
-        return encoder_training.plan(
-            config, prepared, encoder,
-            lambda ids, labels, seed: review_batches(config, ids, labels, seed),
-            ModelExport("classifier", None, PYFUNC_FILE, EXAMPLES[:1], packages=("sentiment",)))
+        return encoder_training.plan(config, prepared, encoder, batches_of, ModelExport(
+            "classifier", None, PYFUNC_FILE, EXAMPLES[:1], packages=("sentiment",)))
     if isinstance(config, ParagraphVectorConfig):
         return paragraph_training.plan(config, prepared, ModelExport(
             "classifier", None, PYFUNC_FILE, EXAMPLES[:1], packages=("sentiment",)))
@@ -294,35 +296,10 @@ def _plan_training(config, prepared, encoder=None):
     return TrainingPlan(
         model, lambda epoch: batches(config, prepared, "train", vectorizer, epoch),
         batches(config, prepared, "val", vectorizer),
-        len(ngrams.split_texts(config, prepared, "train")[1]), export=export,
+        len(training_texts.split_texts(config, prepared, "train")[1]), export=export,
         tags={"model_family": type(config).__name__.removesuffix("Config").lower()},
         artifacts=artifacts, metrics={"embedding_coverage": coverage["fraction"]} if coverage
         else {})
-
-
-def plan_lm_classifier(config, prepared):
-    """The language model's GPT and WordPiece vocabulary under a classifier head;
-    reviews read as subword tokens, batched by length."""
-    generator = lm_source.load_generator(lm_source.source_run(config.init_from))
-    print(f"Tokenizing the reviews with the vocabulary of run {config.init_from}")
-    split_batches = {}
-    for split in ("train", "val"):
-        rows = subword_classifier.token_rows(generator.tokenizer, prepared.texts(split),
-                                             config.max_review_tokens)
-        ids = pad_rows(rows, config.max_review_tokens)
-        split_batches[split] = lambda epoch, ids=ids, split=split: review_batches(
-            config, ids, prepared.labels(split), None if epoch is None else config.seed + epoch)
-    steps_per_epoch = len(split_batches["train"](0))
-    model = build_model(config, config.vocabulary_size, generator.model, steps_per_epoch)
-    classifier = subword_classifier.SubwordClassifier(model, generator.vocabulary,
-                                                      config.max_review_tokens)
-    return TrainingPlan(
-        model, split_batches["train"], split_batches["val"](None),
-        len(prepared.labels("train")),
-        export=ModelExport("classifier", classifier.save, PYFUNC_FILE,
-                           EXAMPLES[:1], packages=("sentiment", "causal_lm")),
-        tags={"model_family": "lm_classifier", "pretrained": str(config.pretrained).lower()},
-        artifacts={"vocabulary.txt": "\n".join(generator.vocabulary)})
 
 
 # ## Evaluate and use the model

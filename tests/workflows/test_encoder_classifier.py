@@ -128,7 +128,7 @@ def test_wordpiece_reads_text_as_berts_tokenizer_does():
     pieces = [[vocabulary[i] for i in row] for row in tokenizer([
         "UNwanted,running!", "Café\x97ＦＵＬＬ…", "日本 xyz", "un\u200bwanted", "a" * 101])]
     assert pieces == [["un", "##want", "##ed", ",", "runn", "##ing", "!"],
-                      ["cafe", "full", ".", ".", "."], ["日", "本", "[UNK]"], ["un", "##want", "##ed"],
-                      ["[UNK]"]]
+                      ["cafe", "full", ".", ".", "."], ["日", "本", "[UNK]"],
+                      ["un", "##want", "##ed"], ["[UNK]"]]
     cased = WordPiece(vocabulary, lowercase=False)
     assert [vocabulary[i] for i in cased.encode("Café want")] == ["[UNK]", "want"]

@@ -19,7 +19,7 @@ from workflows.core import checkpoints, runs, training
 from workflows.sentiment import calibration, classifiers, ensemble, paragraph_training
 from workflows.sentiment import metrics as workflow_classification
 from workflows.sentiment.metrics import binary_metrics
-from workflows.sentiment.ngrams import split_texts
+from workflows.sentiment.training_texts import split_texts
 
 runs_by_model = first_runs_by_model
 

@@ -7,8 +7,8 @@ from data_prep.padding import pad_rows
 from data_prep.wordpiece import WordPiece
 from workflows.core.lesson import TrainingPlan
 from workflows.sentiment.encoder_classifier import EncoderClassifier, token_rows
-from workflows.sentiment.ngrams import split_texts
 from workflows.sentiment.presets import build_model
+from workflows.sentiment.training_texts import split_texts
 
 
 def plan(config, prepared, folder, batches_of, export):

@@ -1,13 +1,12 @@
-"""The n-gram features of `bow` and `nbsvm`: the adapted vectorizer, the training texts
-(with short sentence slices) and NBSVM's per-class n-gram counts."""
+"""The n-gram features of `bow` and `nbsvm`: the adapted vectorizer and NBSVM's per-class
+n-gram counts."""
 
 import keras
-import numpy as np
 
 from data_prep import imdb
 from data_prep.standardize import separate_review_punctuation, standardize_review
-from data_prep.text import sentence_slices
 from workflows.sentiment.presets import BowConfig, NBSVMConfig
+from workflows.sentiment.training_texts import split_texts
 
 NGRAM_CONFIGS = (BowConfig, NBSVMConfig)
 
@@ -26,17 +25,6 @@ def ngram_vectorizer(config, prepared):
     vectorizer.adapt(imdb.text_dataset(*split_texts(config, prepared, "train"), 512)
                      .map(lambda text, label: text))
     return vectorizer
-
-
-def split_texts(config, prepared, split):
-    """(texts, labels) of `split`; for train, plus `sentence_slices` slices of one or two
-    sentences of each review, labelled as the review (short text seen in training)."""
-    texts, labels = prepared.texts(split), prepared.labels(split)
-    count = getattr(config, "sentence_slices", 0) if split == "train" else 0
-    if count:
-        sliced = sentence_slices(texts, count, config.seed)
-        texts, labels = texts + sliced, np.concatenate([labels, np.repeat(labels, count)])
-    return texts, labels
 
 
 def class_feature_counts(config, vectorizer, prepared):
