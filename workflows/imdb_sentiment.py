@@ -75,6 +75,7 @@ PYFUNC_FILE = Path(__file__).parent / "sentiment" / "pyfunc.py"  # every classif
 # handful of shapes, each compiled once
 REVIEW_LENGTHS = (64, 128, 192, 256, 384, 512, 768, 1024)
 EXAMPLES = ["A gripping, beautifully shot film.", "Dull, predictable and far too long."]
+MIN_CALIBRATION_TEXTS = 20  # --calibrate-on: fewer say little about a confidence
 
 
 # ## Configuration
@@ -336,7 +337,7 @@ def evaluate(run_id=None, imdb_path=None, work_dir=None, model_uri=None, top_wro
     curves, diagrams = {f"{name}_calibration.json": curve}, {}
     fitted = getattr(model.unwrap_python_model(), "calibration", None)
     if fitted is not None:  # the scores before the model's Platt scaling, for comparison
-        before = classification.calibration(labels, fitted.undo(probabilities))
+        before = classification.calibration(labels, fitted.undo(probabilities, texts))
         metrics["uncalibrated_expected_calibration_error"] = before["expected_calibration_error"]
         curves[f"{name}_calibration_before.json"] = before
         diagrams[f"{name}_calibration_before.png"] = figures.reliability_diagram(
@@ -370,12 +371,23 @@ def predict(texts, run_id=None, model_uri=None):
     return probabilities
 
 
-def ensemble(run_ids, imdb_path=None, work_dir=None, lexicon="none", fit_on="reviews"):
+def ensemble(run_ids, imdb_path=None, work_dir=None, lexicon="none", fit_on="reviews",
+             calibrate_on=None, text_column=None, label_column=None):
     """One model from the models of `run_ids` (and a sentiment `lexicon`): their
     probabilities combined by weights fitted on the validation reviews (never the test
-    reviews; with a sentence slice of each for `fit_on="reviews+slices"`), logged as its
-    own run with a pyfunc that holds every member (`sentiment/ensemble_run.py`).
-    Returns its run id (an ensemble of the same members and settings is reused)."""
+    reviews; with a sentence slice of each for `fit_on="reviews+slices"`), and its
+    confidence by length fitted on the labelled texts of `calibrate_on` (read like
+    `evaluate`'s), logged as its own run with a pyfunc that holds every member
+    (`sentiment/ensemble_run.py`). Returns its run id (an ensemble of the same members
+    and settings is reused)."""
+    calibration_texts = None
+    if calibrate_on:
+        texts, labels = read_labelled_texts(calibrate_on, text_column, label_column)
+        if len(texts) < MIN_CALIBRATION_TEXTS or len(set(labels.tolist())) < 2:
+            raise ConfigError(f"{calibrate_on} holds {len(texts)} texts: --calibrate-on needs "
+                              f"at least {MIN_CALIBRATION_TEXTS}, positive and negative.")
+        calibration_texts = (texts, labels, cache.sha256_of(calibrate_on)[:16])
+
     def validation(member_runs):
         fractions = {float(run.data.params.get("val_fraction", imdb.ImdbSettings.val_fraction))
                      for run in member_runs}
@@ -388,7 +400,7 @@ def ensemble(run_ids, imdb_path=None, work_dir=None, lexicon="none", fit_on="rev
                 {"val_fraction": settings.val_fraction})
 
     return ensemble_run.ensemble(EXPERIMENT, run_ids, validation, EXAMPLES[:1], lexicon,
-                                 fit_on)
+                                 fit_on, calibration_texts)
 
 
 COMPARE_COLUMNS = ("run_id", "params.model", "params.embedding", "params.epochs",
@@ -466,15 +478,23 @@ CLI.step("predict", "classify reviews with a run's model", lambda a: predict(
     texts="reviews to classify")
 _ensemble = CLI.step("ensemble", "combine the models of several runs (weights fitted on the "
                      "validation reviews)", lambda a: ensemble(
-                         a.run_id, a.imdb_path, a.work_dir, a.lexicon, a.fit_on), data=True)
+                         a.run_id, a.imdb_path, a.work_dir, a.lexicon, a.fit_on,
+                         a.calibrate_on, a.text_column, a.label_column), data=True)
 _ensemble.add_argument("--run-id", action="append", help="a member run (id or prefix, as "
-                       "`compare` prints it); two or more, or one with --lexicon")
+                       "`compare` prints it); two or more, or one with --lexicon or "
+                       "--calibrate-on")
 _ensemble.add_argument("--lexicon", choices=LEXICONS, default="none", help="add a general "
                        "sentiment lexicon's score as a column (vader: VADER, written for "
                        "short text of any domain)")
 _ensemble.add_argument("--fit-on", choices=FIT_ON, default="reviews", help="fit the weights "
                        "on the validation reviews, or on them and a slice of one or two "
                        "sentences of each (weights and confidence that also suit short text)")
+_ensemble.add_argument("--calibrate-on", metavar="FILE", help="labelled texts of the domain "
+                       "the model will serve (as evaluate --texts reads them; never the ones "
+                       "you evaluate on): its confidence at their lengths is fitted on them, "
+                       "its decisions kept")
+_ensemble.add_argument("--text-column", help="--calibrate-on .csv: the column of the texts")
+_ensemble.add_argument("--label-column", help="--calibrate-on .csv: the column of the labels")
 CLI.shared_steps()
 main = CLI.main
 

@@ -516,3 +516,67 @@ def test_platt_scaling_repairs_an_over_confident_scorer_and_keeps_its_order():
                           np.argsort(confident[held_out], kind="stable"))
     assert fitted.undo(after) == pytest.approx(confident[held_out], rel=1e-6)
     assert calibration.Calibration.fit(labels, rng.uniform(size=8000)).slope > 0
+
+
+def test_length_temperature_sharpens_short_texts_and_keeps_reviews_and_decisions():
+    rng = np.random.default_rng(0)
+
+    def scored(count, words, evidence_scale, seen_scale):
+        """Texts of `words` words whose true log-odds are `evidence_scale` x a normal draw,
+        scored by a model that sees `seen_scale` x it."""
+        evidence = rng.normal(0, 1, count)
+        labels = (rng.uniform(size=count) < 1 / (1 + np.exp(-evidence_scale * evidence)))
+        return labels.astype(int), 1 / (1 + np.exp(-seen_scale * evidence)), \
+            [" ".join(["word"] * words)] * count
+
+    reviews = scored(4000, 230, 3.0, 3.0)  # calibrated on reviews
+    short = scored(300, 10, 3.0, 1.0)  # three times too unsure on short texts
+    held_out = scored(3000, 10, 3.0, 1.0)
+    fitted = calibration.LengthTemperature.fit(reviews, short)
+
+    def error(labels, probabilities):
+        return workflow_classification.calibration(labels, probabilities)[
+            "expected_calibration_error"]
+
+    after = fitted.apply(held_out[1], held_out[2])
+    assert error(held_out[0], after) < 0.04 < 0.1 < error(held_out[0], held_out[1])
+    assert fitted.temperatures(["word " * 10])[0] == pytest.approx(3, rel=0.25)
+    assert fitted.temperatures(["word " * 230])[0] == pytest.approx(1, abs=0.1)
+    assert np.array_equal(after >= 0.5, held_out[1] >= 0.5)  # every decision kept
+    assert fitted.undo(after, held_out[2]) == pytest.approx(held_out[1], rel=1e-6)
+    far = calibration.LengthTemperature(log_temperature=50.0)
+    assert far.temperatures(["word"])[0] == pytest.approx(np.exp(far.LIMIT))
+
+
+def test_an_ensemble_calibrated_on_short_texts_keeps_its_decisions(store, tmp_path, capsys):
+    bow = runs_by_model()["bow"].info.run_id
+    texts = tmp_path / "domain.tsv"
+    rows = [("Wonderful and moving, a delight.", "positive"), ("Dull and far too long.",
+                                                               "negative")] * 15
+    texts.write_text("".join(f"{text}\t{label}\n" for text, label in rows))
+    argv = ["ensemble", "--run-id", bow, "--calibrate-on", str(texts)]
+    assert workflow.main(argv) == 0  # one model, recalibrated
+    assert "Confidence by length" in capsys.readouterr().out
+    experiment = mlflow.get_experiment_by_name(workflow.EXPERIMENT)
+    (run,) = mlflow.search_runs([experiment.experiment_id], "params.model = 'ensemble' and "
+                                f"params.members = '{bow}'", output_format="list")
+    metrics = run.data.metrics
+    assert run.data.params["calibrated_on"] == run.data.tags["ensemble_calibrated_on"] != "none"
+    assert metrics["calibration_texts_ece_after"] <= metrics["calibration_texts_ece_before"]
+    assert metrics["temperature_at_10_words"] > 0 and metrics["temperature_at_230_words"] > 0
+    samples = ["Delicious food and the kindest staff.", "Rude waiter, cold soup.",
+               "A long review " * 80]
+    model = mlflow.pyfunc.load_model(f"runs:/{run.info.run_id}/model")
+    member = mlflow.pyfunc.load_model(f"runs:/{bow}/model")
+    calibrated, plain = np.array(model.predict(samples)), np.array(member.predict(samples))
+    served = model.unwrap_python_model()
+    combined = ensemble.combine(plain[:, None], served.weights, served.bias)
+    assert calibrated == pytest.approx(served.calibration.apply(combined, samples), abs=1e-6)
+    assert np.array_equal(calibrated >= 0.5, combined >= 0.5)
+    assert workflow.main(["evaluate", "--run-id", run.info.run_id, "--texts", str(texts)]) == 0
+    logged = mlflow.get_run(run.info.run_id).data.metrics
+    assert "texts_domain_uncalibrated_expected_calibration_error" in logged
+    assert workflow.main(argv) == 0 and "This ensemble exists" in capsys.readouterr().out
+    texts.write_text("".join(f"{text}\t{label}\n" for text, label in rows[:10]))
+    assert workflow.main(argv) == 2  # too few to say how sure to be
+    assert "at least 20, positive and negative" in capsys.readouterr().err

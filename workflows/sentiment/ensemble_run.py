@@ -6,11 +6,17 @@ The stacking is the ensemble's calibration. Fitted on whole reviews only, it lea
 far to trust each member on 230-word film reviews; `fit_on="reviews+slices"` fits it on
 the validation reviews and a slice of one or two sentences of each too (labelled as
 its review), so the weights and the confidence also suit short text.
+
+IMDB slices are labelled as their whole review, so they teach a short text to be unsure;
+labelled texts of the domain the ensemble will serve (`calibration_texts`) teach it how
+sure to be at their lengths: a `LengthTemperature` fitted on them and the validation
+reviews, which keeps every decision and the reviews' confidence.
 """
 
 import json
 import shutil
 import tempfile
+from dataclasses import asdict
 from pathlib import Path
 
 import mlflow
@@ -19,29 +25,33 @@ import numpy as np
 from data_prep.text import sentence_slices
 from workflows.core import models, runs, store
 from workflows.core.config import ConfigError
+from workflows.sentiment.calibration import LengthTemperature
 from workflows.sentiment.ensemble import combine, fit_weights
 from workflows.sentiment.lexicon import LEXICON_PACKAGES, lexicon_probabilities
-from workflows.sentiment.metrics import binary_metrics
+from workflows.sentiment.metrics import binary_metrics, calibration
 
 PYFUNC_FILE = Path(__file__).with_name("ensemble_pyfunc.py")
 
 
 def ensemble(experiment, run_ids, validation, input_example, lexicon="none",
-             fit_on="reviews"):
+             fit_on="reviews", calibration_texts=None):
     """The run id of the ensemble of `run_ids` (runs of `experiment`) and `lexicon`,
     fitted on `validation(runs)` = (texts, labels, data fingerprint, params to log), read
     only once the runs are checked, with a sentence slice of each text if `fit_on` says
-    so; an ensemble of the same members and settings is reused."""
+    so, and its confidence by length fitted on `calibration_texts` = (texts, labels,
+    their file's digest), if given; an ensemble of the same members and settings is
+    reused."""
     member_runs = [runs.find_run(experiment, run_id) for run_id in run_ids or ()]
     members = sorted({run.info.run_id for run in member_runs})
-    if len(members) + (lexicon != "none") < 2:
+    if len(members) + (lexicon != "none") + (calibration_texts is not None) < 2:
         raise ConfigError("An ensemble needs the models of at least two different runs (or "
-                          "one and --lexicon vader): give --run-id twice or more (ids from "
-                          "the compare step).")
+                          "one and --lexicon vader, or one and --calibrate-on): give "
+                          "--run-id twice or more (ids from the compare step).")
     for run in member_runs:
         runs.check_has_model(run)
     settings = {"ensemble_members": ",".join(members), "ensemble_lexicon": lexicon,
-                "ensemble_fit_on": fit_on}
+                "ensemble_fit_on": fit_on,
+                "ensemble_calibrated_on": calibration_texts[2] if calibration_texts else "none"}
     previous = [run for run in mlflow.search_runs(
         [store.use_experiment(experiment).experiment_id], output_format="list",
         filter_string=" and ".join(f"tags.{name} = '{value}'"
@@ -56,6 +66,10 @@ def ensemble(experiment, run_ids, validation, input_example, lexicon="none",
     reviews = len(texts)
     if fit_on == "reviews+slices":
         texts, labels = texts + sentence_slices(texts), np.concatenate([labels, labels])
+    fitted_rows = len(texts)
+    if calibration_texts:  # scored with the rest, kept out of the weights' fit
+        texts = texts + list(calibration_texts[0])
+        labels = np.concatenate([labels, np.asarray(calibration_texts[1], labels.dtype)])
     with tempfile.TemporaryDirectory() as staging:
         folder, names, columns = Path(staging) / "ensemble", [], []
         for index, run in enumerate(member_runs):
@@ -70,11 +84,17 @@ def ensemble(experiment, run_ids, validation, input_example, lexicon="none",
             names.append(f"lexicon_{lexicon}")
             columns.append(lexicon_probabilities(lexicon, texts))
         probabilities = np.stack(columns, axis=1)
-        weights, bias = fit_weights(probabilities, labels)
-        (folder / "ensemble.json").write_text(json.dumps(
-            {"members": names[:len(members)], "run_ids": members, "lexicon": lexicon,
-             "weights": weights, "bias": bias}))
-        metrics = _validation_metrics(names, probabilities, labels, (weights, bias), reviews)
+        weights, bias = fit_weights(probabilities[:fitted_rows], labels[:fitted_rows])
+        ensemble_settings = {"members": names[:len(members)], "run_ids": members,
+                             "lexicon": lexicon, "weights": weights, "bias": bias}
+        metrics = _validation_metrics(names, probabilities[:fitted_rows],
+                                      labels[:fitted_rows], (weights, bias), reviews)
+        if calibration_texts:
+            temperature, calibration_metrics = _fit_temperature(
+                combine(probabilities, weights, bias), labels, texts, reviews, fitted_rows)
+            ensemble_settings["length_temperature"] = asdict(temperature)
+            metrics.update(calibration_metrics)
+        (folder / "ensemble.json").write_text(json.dumps(ensemble_settings))
         return _log(experiment, member_runs, names, metrics, (weights, bias), folder,
                     (fingerprint, params, settings), input_example)
 
@@ -94,6 +114,26 @@ def _validation_metrics(names, probabilities, labels, fitted, reviews):
     return metrics
 
 
+def _fit_temperature(combined, labels, texts, reviews, fitted_rows):
+    """The `LengthTemperature` fitted on the validation reviews (the first `reviews`
+    rows) and the calibration texts (from `fitted_rows` on), and how it changed the
+    calibration error on those texts."""
+    calibration_rows = slice(fitted_rows, None)
+    temperature = LengthTemperature.fit(
+        (labels[:reviews], combined[:reviews], texts[:reviews]),
+        (labels[calibration_rows], combined[calibration_rows], texts[calibration_rows]))
+    calibrated = temperature.apply(combined[calibration_rows], texts[calibration_rows])
+    short_text, review = temperature.temperatures(["word " * 10, "word " * 230])
+    print(f"Confidence by length: scores sharpened {short_text:.2f} times at 10 words, "
+          f"{review:.2f} times at 230 (the median review)")
+    return temperature, {
+        "calibration_texts_ece_before": calibration(
+            labels[calibration_rows], combined[calibration_rows])["expected_calibration_error"],
+        "calibration_texts_ece_after": calibration(
+            labels[calibration_rows], calibrated)["expected_calibration_error"],
+        "temperature_at_10_words": float(short_text), "temperature_at_230_words": float(review)}
+
+
 def _log(experiment, member_runs, names, metrics, fitted, folder, data, input_example):
     weights, bias = fitted
     fingerprint, params, settings = data
@@ -103,6 +143,7 @@ def _log(experiment, member_runs, names, metrics, fitted, folder, data, input_ex
         mlflow.log_params({"model": "ensemble", "members": ",".join(members),
                            "lexicon": settings["ensemble_lexicon"],
                            "fit_on": settings["ensemble_fit_on"],
+                           "calibrated_on": settings["ensemble_calibrated_on"],
                            "weights": json.dumps([round(w, 4) for w in weights]),
                            "bias": round(bias, 4), **params})
         mlflow.set_tags(store.run_tags(fingerprint, model_family="ensemble", **settings))
