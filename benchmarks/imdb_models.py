@@ -55,8 +55,11 @@ def label(run, workflow, runs, shared=()):
             members.append(f"{params['lexicon']} lexicon")
         name = "ensemble" if share == default_share else f"ensemble (val_fraction={share})"
         fitted = params.get("fit_on", "reviews")
+        calibrated = params.get("calibrated_on", "none")
         return f"{name} of " + " + ".join(members) + (
-            f", weights fitted on {fitted}" if fitted != "reviews" else "")
+            f", weights fitted on {fitted}" if fitted != "reviews" else "") + (
+            f", confidence by length fitted on {calibrated.split(':')[0]}"
+            if calibrated != "none" else "")
     defaults = workflow.CATALOG.base(model)
     changed = [f"{k}={v}" for k, v in params.items() if k not in IGNORED and k not in shared
                and hasattr(defaults, k) and str(getattr(defaults, k)) != v]
@@ -119,7 +122,11 @@ def measured_runs(texts):
             **({"augment": run.data.params["augment"]} if run.data.params.get(
                 "augment", "none") != "none" else {}),
             **({"members": members, "weights": run.data.params.get("weights")} if members
-               else {})}
+               else {}),
+            **({"temperature_at_10_words": metrics["temperature_at_10_words"],
+                "short_reviews_calibration_error_before": metrics.get(
+                    f"{key}_uncalibrated_expected_calibration_error")}
+               if "temperature_at_10_words" in metrics else {})}
     return rows
 
 

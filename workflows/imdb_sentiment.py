@@ -386,7 +386,8 @@ def ensemble(run_ids, imdb_path=None, work_dir=None, lexicon="none", fit_on="rev
         if len(texts) < MIN_CALIBRATION_TEXTS or len(set(labels.tolist())) < 2:
             raise ConfigError(f"{calibrate_on} holds {len(texts)} texts: --calibrate-on needs "
                               f"at least {MIN_CALIBRATION_TEXTS}, positive and negative.")
-        calibration_texts = (texts, labels, cache.sha256_of(calibrate_on)[:16])
+        calibration_texts = (texts, labels,  # named by the file and what it holds
+                             f"{Path(calibrate_on).name}:{cache.sha256_of(calibrate_on)[:12]}")
 
     def validation(member_runs):
         fractions = {float(run.data.params.get("val_fraction", imdb.ImdbSettings.val_fraction))

@@ -39,8 +39,8 @@ def ensemble(experiment, run_ids, validation, input_example, lexicon="none",
     fitted on `validation(runs)` = (texts, labels, data fingerprint, params to log), read
     only once the runs are checked, with a sentence slice of each text if `fit_on` says
     so, and its confidence by length fitted on `calibration_texts` = (texts, labels,
-    their file's digest), if given; an ensemble of the same members and settings is
-    reused."""
+    a name that changes with their content), if given; an ensemble of the same members
+    and settings is reused."""
     member_runs = [runs.find_run(experiment, run_id) for run_id in run_ids or ()]
     members = sorted({run.info.run_id for run in member_runs})
     if len(members) + (lexicon != "none") + (calibration_texts is not None) < 2:
