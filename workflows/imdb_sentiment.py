@@ -75,7 +75,6 @@ PYFUNC_FILE = Path(__file__).parent / "sentiment" / "pyfunc.py"  # every classif
 # handful of shapes, each compiled once
 REVIEW_LENGTHS = (64, 128, 192, 256, 384, 512, 768, 1024)
 EXAMPLES = ["A gripping, beautifully shot film.", "Dull, predictable and far too long."]
-MIN_CALIBRATION_TEXTS = 20  # --calibrate-on: fewer say little about a confidence
 
 
 # ## Configuration
@@ -380,14 +379,8 @@ def ensemble(run_ids, imdb_path=None, work_dir=None, lexicon="none", fit_on="rev
     `evaluate`'s), logged as its own run with a pyfunc that holds every member
     (`sentiment/ensemble_run.py`). Returns its run id (an ensemble of the same members
     and settings is reused)."""
-    calibration_texts = None
-    if calibrate_on:
-        texts, labels = read_labelled_texts(calibrate_on, text_column, label_column)
-        if len(texts) < MIN_CALIBRATION_TEXTS or len(set(labels.tolist())) < 2:
-            raise ConfigError(f"{calibrate_on} holds {len(texts)} texts: --calibrate-on needs "
-                              f"at least {MIN_CALIBRATION_TEXTS}, positive and negative.")
-        calibration_texts = (texts, labels,  # named by the file and what it holds
-                             f"{Path(calibrate_on).name}:{cache.sha256_of(calibrate_on)[:12]}")
+    calibration_texts = ensemble_run.calibration_texts(calibrate_on, text_column,
+                                                       label_column) if calibrate_on else None
 
     def validation(member_runs):
         fractions = {float(run.data.params.get("val_fraction", imdb.ImdbSettings.val_fraction))

@@ -22,6 +22,8 @@ from pathlib import Path
 import mlflow
 import numpy as np
 
+from data_prep import cache
+from data_prep.labelled_texts import read_labelled_texts
 from data_prep.text import sentence_slices
 from workflows.core import models, runs, store
 from workflows.core.config import ConfigError
@@ -31,6 +33,19 @@ from workflows.sentiment.lexicon import LEXICON_PACKAGES, lexicon_probabilities
 from workflows.sentiment.metrics import binary_metrics, calibration
 
 PYFUNC_FILE = Path(__file__).with_name("ensemble_pyfunc.py")
+
+
+MIN_CALIBRATION_TEXTS = 20  # fewer say little about how sure to be
+
+
+def calibration_texts(path, text_column=None, label_column=None):
+    """(texts, labels, a name that changes with the file's content) of the labelled
+    texts in `path` (`data_prep.labelled_texts`), for `ensemble`'s `calibration_texts`."""
+    texts, labels = read_labelled_texts(path, text_column, label_column)
+    if len(texts) < MIN_CALIBRATION_TEXTS or len(set(labels.tolist())) < 2:
+        raise ConfigError(f"{path} holds {len(texts)} texts: --calibrate-on needs at least "
+                          f"{MIN_CALIBRATION_TEXTS}, positive and negative.")
+    return texts, labels, f"{Path(path).name}:{cache.sha256_of(path)[:12]}"
 
 
 def ensemble(experiment, run_ids, validation, input_example, lexicon="none",
