@@ -58,7 +58,7 @@ def label(run, workflow, runs, shared=()):
         calibrated = params.get("calibrated_on", "none")
         return f"{name} of " + " + ".join(members) + (
             f", weights fitted on {fitted}" if fitted != "reviews" else "") + (
-            f", confidence by length fitted on {calibrated.split(':')[0]}"
+            f", confidence by length fitted on {calibrated.split(':')[0][:24]}"
             if calibrated != "none" else "")
     defaults = workflow.CATALOG.base(model)
     changed = [f"{k}={v}" for k, v in params.items() if k not in IGNORED and k not in shared

@@ -558,11 +558,11 @@ def test_an_ensemble_calibrated_on_short_texts_keeps_its_decisions(store, tmp_pa
     assert workflow.main(argv) == 0  # one model, recalibrated
     assert "Confidence by length" in capsys.readouterr().out
     experiment = mlflow.get_experiment_by_name(workflow.EXPERIMENT)
-    (run,) = mlflow.search_runs([experiment.experiment_id], "params.model = 'ensemble' and "
-                                f"params.members = '{bow}'", output_format="list")
+    (run,) = mlflow.search_runs([experiment.experiment_id],  # named by file and content
+                                "params.calibrated_on LIKE 'domain.tsv:%'", output_format="list")
     metrics = run.data.metrics
+    assert run.data.params["members"] == bow
     assert run.data.params["calibrated_on"] == run.data.tags["ensemble_calibrated_on"]
-    assert run.data.params["calibrated_on"].startswith("domain.tsv:")  # and its content
     assert metrics["calibration_texts_ece_after"] <= metrics["calibration_texts_ece_before"]
     assert metrics["temperature_at_10_words"] > 0 and metrics["temperature_at_230_words"] > 0
     samples = ["Delicious food and the kindest staff.", "Rude waiter, cold soup.",
