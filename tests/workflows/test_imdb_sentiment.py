@@ -550,7 +550,7 @@ def test_length_temperature_sharpens_short_texts_and_keeps_reviews_and_decisions
 
 def test_an_ensemble_calibrated_on_short_texts_keeps_its_decisions(store, tmp_path, capsys):
     bow = runs_by_model()["bow"].info.run_id
-    texts = tmp_path / "domain.tsv"
+    texts = tmp_path / "the shop's domain.tsv"  # a quote: no trouble for the store's search
     rows = [("Wonderful and moving, a delight.", "positive"), ("Dull and far too long.",
                                                                "negative")] * 15
     texts.write_text("".join(f"{text}\t{label}\n" for text, label in rows))
@@ -559,7 +559,8 @@ def test_an_ensemble_calibrated_on_short_texts_keeps_its_decisions(store, tmp_pa
     assert "Confidence by length" in capsys.readouterr().out
     experiment = mlflow.get_experiment_by_name(workflow.EXPERIMENT)
     (run,) = mlflow.search_runs([experiment.experiment_id],  # named by file and content
-                                "params.calibrated_on LIKE 'domain.tsv:%'", output_format="list")
+                                "params.calibrated_on LIKE 'the_shop_s_domain.tsv:%'",
+                                output_format="list")
     metrics = run.data.metrics
     assert run.data.params["members"] == bow
     assert run.data.params["calibrated_on"] == run.data.tags["ensemble_calibrated_on"]
@@ -576,7 +577,7 @@ def test_an_ensemble_calibrated_on_short_texts_keeps_its_decisions(store, tmp_pa
     assert np.array_equal(calibrated >= 0.5, combined >= 0.5)
     assert workflow.main(["evaluate", "--run-id", run.info.run_id, "--texts", str(texts)]) == 0
     logged = mlflow.get_run(run.info.run_id).data.metrics
-    assert "texts_domain_uncalibrated_expected_calibration_error" in logged
+    assert "texts_the_shop_s_domain_uncalibrated_expected_calibration_error" in logged
     assert workflow.main(argv) == 0 and "This ensemble exists" in capsys.readouterr().out
     texts.write_text("".join(f"{text}\t{label}\n" for text, label in rows[:10]))
     assert workflow.main(argv) == 2  # too few to say how sure to be

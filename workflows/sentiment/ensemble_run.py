@@ -14,6 +14,7 @@ reviews, which keeps every decision and the reviews' confidence.
 """
 
 import json
+import re
 import shutil
 import tempfile
 from dataclasses import asdict
@@ -33,8 +34,6 @@ from workflows.sentiment.lexicon import LEXICON_PACKAGES, lexicon_probabilities
 from workflows.sentiment.metrics import binary_metrics, calibration
 
 PYFUNC_FILE = Path(__file__).with_name("ensemble_pyfunc.py")
-
-
 MIN_CALIBRATION_TEXTS = 20  # fewer say little about how sure to be
 
 
@@ -45,7 +44,8 @@ def calibration_texts(path, text_column=None, label_column=None):
     if len(texts) < MIN_CALIBRATION_TEXTS or len(set(labels.tolist())) < 2:
         raise ConfigError(f"{path} holds {len(texts)} texts: --calibrate-on needs at least "
                           f"{MIN_CALIBRATION_TEXTS}, positive and negative.")
-    return texts, labels, f"{Path(path).name}:{cache.sha256_of(path)[:12]}"
+    name = re.sub(r"[^\w.-]+", "_", Path(path).name)  # safe in a search filter
+    return texts, labels, f"{name}:{cache.sha256_of(path)[:12]}"
 
 
 def ensemble(experiment, run_ids, validation, input_example, lexicon="none",
