@@ -52,10 +52,9 @@ from workflows.sentiment.presets import (  # noqa: F401  the lesson's API
 word2vec = deferred("data_prep.word2vec")
 data_batches = deferred("data_prep.batches")
 layers = deferred("layers")
-figures = deferred("workflows.core.figures")
 runs = deferred("workflows.core.runs")
 models = deferred("workflows.core.models")
-classification = deferred("workflows.sentiment.metrics")
+evaluation = deferred("workflows.sentiment.evaluation")
 ensemble_run = deferred("workflows.sentiment.ensemble_run")
 paragraph_training = deferred("workflows.sentiment.paragraph_training")
 token_classifier = deferred("workflows.sentiment.token_classifier")
@@ -326,35 +325,7 @@ def evaluate(run_id=None, imdb_path=None, work_dir=None, model_uri=None, top_wro
             CATALOG.models else None
         prepared = imdb.prepare(imdb_path, data_settings(config), work_dir, verbose=False)
         texts, labels, name = prepared.texts("test"), prepared.labels("test"), "test"
-    started = time.perf_counter()
-    probabilities = models.predict_in_chunks(model, texts, f"Scoring {len(texts)} texts")
-    seconds = time.perf_counter() - started
-    metrics = {**classification.binary_metrics(labels, probabilities),
-               **classification.class_f1_scores(labels, probabilities)}
-    curve = classification.calibration(labels, probabilities)
-    metrics["expected_calibration_error"] = curve["expected_calibration_error"]
-    curves, diagrams = {f"{name}_calibration.json": curve}, {}
-    fitted = getattr(model.unwrap_python_model(), "calibration", None)
-    if fitted is not None:  # the scores before the model's Platt scaling, for comparison
-        before = classification.calibration(labels, fitted.undo(probabilities, texts))
-        metrics["uncalibrated_expected_calibration_error"] = before["expected_calibration_error"]
-        curves[f"{name}_calibration_before.json"] = before
-        diagrams[f"{name}_calibration_before.png"] = figures.reliability_diagram(
-            before, f"{name}, before calibration")
-    results = {f"{name}_{key}": value for key, value in metrics.items()
-               if key != "confusion_matrix"}
-    runs.log_evaluation(
-        run.info.run_id, {**results, f"{name}_reviews_per_second": len(texts) / seconds},
-        dicts={f"{name}_metrics.json": {**metrics, **source}, **curves},
-        figures={f"{name}_confusion_matrix.png": figures.confusion_matrix(
-                     metrics["confusion_matrix"]),
-                 f"{name}_calibration.png": figures.reliability_diagram(curve, name),
-                 **diagrams},
-        tables={f"{name}_confidently_wrong.json": classification.confidently_wrong(texts, labels,
-                                                                    probabilities, top_wrong)})
-    print(json.dumps({"run_id": run.info.run_id, "texts": name, **metrics}, indent=2))
-    print(f"Scored {len(texts)} texts in {seconds:.1f} s")
-    return metrics
+    return evaluation.score_and_log(run, model, (texts, labels, name, source), top_wrong)
 
 
 def predict(texts, run_id=None, model_uri=None):

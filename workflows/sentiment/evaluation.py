@@ -1,0 +1,44 @@
+"""Scoring a sentiment model on labelled texts, and logging what it scored back to its
+run: metrics, calibration before and after the model's own, figures and the texts it
+got most confidently wrong (the IMDB lesson's `evaluate` step)."""
+
+import json
+import time
+
+from workflows.core import figures, models, runs
+from workflows.sentiment import metrics as classification
+
+
+def score_and_log(run, model, scored, top_wrong=20):
+    """The metrics of `model` (the pyfunc of `run`) on `scored` = (texts, labels, name,
+    source), logged to `run` under names that start with `name_`."""
+    texts, labels, name, source = scored
+    started = time.perf_counter()
+    probabilities = models.predict_in_chunks(model, texts, f"Scoring {len(texts)} texts")
+    seconds = time.perf_counter() - started
+    metrics = {**classification.binary_metrics(labels, probabilities),
+               **classification.class_f1_scores(labels, probabilities)}
+    curve = classification.calibration(labels, probabilities)
+    metrics["expected_calibration_error"] = curve["expected_calibration_error"]
+    curves, diagrams = {f"{name}_calibration.json": curve}, {}
+    fitted = getattr(model.unwrap_python_model(), "calibration", None)
+    if fitted is not None:  # before the model's own calibration (Platt, or by length)
+        before = classification.calibration(labels, fitted.undo(probabilities, texts))
+        metrics["uncalibrated_expected_calibration_error"] = before["expected_calibration_error"]
+        curves[f"{name}_calibration_before.json"] = before
+        diagrams[f"{name}_calibration_before.png"] = figures.reliability_diagram(
+            before, f"{name}, before calibration")
+    results = {f"{name}_{key}": value for key, value in metrics.items()
+               if key != "confusion_matrix"}
+    runs.log_evaluation(
+        run.info.run_id, {**results, f"{name}_reviews_per_second": len(texts) / seconds},
+        dicts={f"{name}_metrics.json": {**metrics, **source}, **curves},
+        figures={f"{name}_confusion_matrix.png": figures.confusion_matrix(
+                     metrics["confusion_matrix"]),
+                 f"{name}_calibration.png": figures.reliability_diagram(curve, name),
+                 **diagrams},
+        tables={f"{name}_confidently_wrong.json": classification.confidently_wrong(texts, labels,
+                                                                    probabilities, top_wrong)})
+    print(json.dumps({"run_id": run.info.run_id, "texts": name, **metrics}, indent=2))
+    print(f"Scored {len(texts)} texts in {seconds:.1f} s")
+    return metrics
