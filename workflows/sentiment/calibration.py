@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 FILE = "calibration.json"
-EPSILON = 1e-7
+EPSILON = 1e-6  # probabilities clipped to [EPSILON, 1 - EPSILON] before their logit
 
 
 @dataclass(frozen=True)
@@ -24,19 +24,19 @@ class Calibration:
 
     def apply(self, probabilities):
         """Calibrated probabilities of raw ones."""
-        return _sigmoid(self.slope * _logit(probabilities) + self.intercept)
+        return sigmoid(self.slope * logit(probabilities) + self.intercept)
 
     def undo(self, calibrated, texts=None):
         """The raw probabilities that `apply` turned into `calibrated` (the same scaling
         at every length: `texts` is not needed)."""
-        return _sigmoid((_logit(calibrated) - self.intercept) / self.slope)
+        return sigmoid((logit(calibrated) - self.intercept) / self.slope)
 
     @classmethod
     def fit(cls, labels, probabilities, steps=100):
         """The slope and intercept of least log-loss on (`labels`, `probabilities`):
         Newton's method with a backtracking line search (a convex problem in two
         parameters: a few steps)."""
-        x, y = _logit(probabilities), np.asarray(labels, "float64")
+        x, y = logit(probabilities), np.asarray(labels, "float64")
 
         def loss(slope, intercept):
             z = slope * x + intercept
@@ -44,7 +44,7 @@ class Calibration:
 
         slope, intercept = 1.0, 0.0
         for _ in range(steps):
-            p = _sigmoid(slope * x + intercept)
+            p = sigmoid(slope * x + intercept)
             gradient = np.array([np.sum((p - y) * x), np.sum(p - y)])
             weight = p * (1 - p)
             hessian = np.array([[np.sum(weight * x * x), np.sum(weight * x)],
@@ -91,10 +91,10 @@ class LengthTemperature:
                               -self.LIMIT, self.LIMIT))
 
     def apply(self, probabilities, texts):
-        return _sigmoid(self.temperatures(texts) * _logit(probabilities))
+        return sigmoid(self.temperatures(texts) * logit(probabilities))
 
     def undo(self, calibrated, texts):
-        return _sigmoid(_logit(calibrated) / self.temperatures(texts))
+        return sigmoid(logit(calibrated) / self.temperatures(texts))
 
     @classmethod
     def fit(cls, *groups):
@@ -107,7 +107,7 @@ class LengthTemperature:
             fitted = cls(*parameters)
             total = 0.0
             for labels, probabilities, texts in groups:
-                x = fitted.temperatures(texts) * _logit(probabilities)
+                x = fitted.temperatures(texts) * logit(probabilities)
                 total += np.mean(np.logaddexp(0, x) - np.asarray(labels, "float64") * x)
             return total
 
@@ -115,10 +115,12 @@ class LengthTemperature:
                      minimize(loss, np.zeros(2), method="Nelder-Mead").x))
 
 
-def _logit(probabilities):
+def logit(probabilities):
+    """log(p / (1 - p)) of probabilities clipped away from 0 and 1."""
     p = np.clip(np.asarray(probabilities, "float64"), EPSILON, 1 - EPSILON)
     return np.log(p) - np.log1p(-p)
 
 
-def _sigmoid(x):
-    return np.exp(-np.logaddexp(0, -np.asarray(x, "float64")))  # no overflow
+def sigmoid(x):
+    """1 / (1 + exp(-x)), computed without overflow."""
+    return np.exp(-np.logaddexp(0, -np.asarray(x, "float64")))

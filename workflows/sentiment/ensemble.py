@@ -7,20 +7,16 @@ the validation split, never the test split.
 
 import numpy as np
 
-EPSILON = 1e-6
+from .calibration import EPSILON, logit, sigmoid
+
 # what the weights are fitted on: the validation reviews, or them and a slice of one or
 # two sentences of each (labelled as its review: weights and confidence for short text)
 FIT_ON = ("reviews", "reviews+slices")
 
 
-def log_odds(probabilities):
-    p = np.clip(np.asarray(probabilities, "float64"), EPSILON, 1 - EPSILON)
-    return np.log(p) - np.log1p(-p)
-
-
 def combine(probabilities, weights, bias):
     """P(positive) from `probabilities` `(texts, models)`: sigmoid(log-odds @ w + b)."""
-    return 1 / (1 + np.exp(-(log_odds(probabilities) @ np.asarray(weights) + bias)))
+    return sigmoid(logit(probabilities) @ np.asarray(weights) + bias)
 
 
 def fit_weights(probabilities, labels, l2=1e-3):
@@ -28,11 +24,11 @@ def fit_weights(probabilities, labels, l2=1e-3):
     small L2 penalty on the weights."""
     from scipy.optimize import minimize
 
-    features, labels = log_odds(probabilities), np.asarray(labels, "float64")
+    features, labels = logit(probabilities), np.asarray(labels, "float64")
 
     def loss_and_gradient(parameters):
         weights, bias = parameters[:-1], parameters[-1]
-        predicted = 1 / (1 + np.exp(-(features @ weights + bias)))
+        predicted = sigmoid(features @ weights + bias)
         predicted = np.clip(predicted, EPSILON, 1 - EPSILON)
         loss = -np.mean(labels * np.log(predicted) + (1 - labels) * np.log1p(-predicted))
         error = (predicted - labels) / len(labels)

@@ -12,9 +12,10 @@ with the ensemble's pyfunc.
 
 import numpy as np
 
+from .calibration import EPSILON
+
 LEXICONS = ("none", "vader")
 LEXICON_PACKAGES = {"vader": "vadersentiment"}  # what a logged ensemble must install
-EPSILON = 1e-6
 
 
 def lexicon_probabilities(name, texts):
