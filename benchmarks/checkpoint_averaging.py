@@ -23,6 +23,7 @@ def main(argv=None):
     from workflows import translation as workflow
     from workflows.core import runs
     from workflows.core.checkpoints import TrainingFolder, average_weights
+    from workflows.seq2seq import evaluation
     from workflows.seq2seq.metrics import bleu_scores
 
     parser = translation_run_parser("checkpoint_averaging.py", __doc__.split("\n")[0])
@@ -48,7 +49,7 @@ def main(argv=None):
     scores = {}
     for name, paths in variants.items():
         average_weights(translator.model, paths)
-        outputs = workflow.translate_in_batches(translator, sources, config.beam_width, name)
+        outputs = evaluation.translate_in_batches(translator, sources, config.beam_width, name)
         scores[name] = {key: round(value, 2) for key, value in
                         bleu_scores(outputs, refs).items()}
         print(f"{name}: {scores[name]}", flush=True)

@@ -26,6 +26,7 @@ RESULTS = Path(__file__).with_name("results")
 def main(argv=None):
     from workflows import translation as workflow
     from workflows.core import runs
+    from workflows.seq2seq import evaluation
     from workflows.seq2seq.metrics import bleu_scores
 
     parser = translation_run_parser("length_penalty.py", __doc__.split("\n")[0])
@@ -36,7 +37,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     alphas = [float(alpha) for alpha in args.alphas.split(",")]
     for alpha in alphas:
-        workflow.check_length_penalty(alpha)
+        evaluation.check_length_penalty(alpha)
 
     run, translator = workflow.load_run_translator(args.run_id)
     config = runs.config_of(workflow.LESSON, run)
@@ -48,7 +49,7 @@ def main(argv=None):
         if str(alpha) in scores:
             print(f"alpha {alpha}: {scores[str(alpha)]} (from {output})")
             continue
-        outputs = workflow.translate_in_batches(translator, sources, config.beam_width,
+        outputs = evaluation.translate_in_batches(translator, sources, config.beam_width,
                                                 f"alpha {alpha}", alpha)
         scores[str(alpha)] = {key: round(value, 2) for key, value in
                               bleu_scores(outputs, refs).items()}

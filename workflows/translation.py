@@ -26,7 +26,6 @@ import data_prep.quiet_start  # noqa: F401  first: hides TensorFlow's start-up n
 
 # isort: split
 
-import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,7 +33,6 @@ from pathlib import Path
 import numpy as np
 
 from data_prep import cache, spa_eng
-from data_prep.progress import Progress
 from data_prep.runtime import deferred, run_main
 from workflows.core.cli import LessonCLI, read_texts
 from workflows.core.config import ConfigError
@@ -60,12 +58,11 @@ from workflows.seq2seq.tokenization import (
 
 # The machinery the steps use, loaded when a step runs (`--help` answers without it).
 batches = deferred("data_prep.batches")
-layers = deferred("layers")
-figures = deferred("workflows.core.figures")
 runs = deferred("workflows.core.runs")
 models = deferred("workflows.core.models")
 batching = deferred("workflows.seq2seq.batching")
 seq2seq_translator = deferred("workflows.seq2seq.translator")
+evaluation = deferred("workflows.seq2seq.evaluation")
 
 PYFUNC_FILE = Path(__file__).parent / "seq2seq" / "pyfunc.py"
 EXAMPLES = {
@@ -201,7 +198,7 @@ def split_references(config, split, spa_eng_path=None, work_dir=None, limit=None
 def load_run_translator(run_id=None, model_uri=None, beam_width=None, direction=None):
     """(run, Translator) for a registered `model_uri`, a `run_id`, or the latest run (of
     `direction`, if given)."""
-    check_beam_width(beam_width)
+    evaluation.check_beam_width(beam_width)
     run = runs.model_run(LESSON, run_id, model_uri,
                               {"direction": direction} if direction else None)
     with models.verified_model(run) as local:
@@ -209,70 +206,20 @@ def load_run_translator(run_id=None, model_uri=None, beam_width=None, direction=
         return run, seq2seq_translator.Translator.load(folder, beam_width)
 
 
-def check_length_penalty(alpha):
-    if alpha is not None and not 0 <= alpha <= 5:
-        raise ConfigError(f"--length-penalty (alpha) must be from 0 to 5, got {alpha} "
-                          "(0.6-1.0 is usual).")
-
-
-def check_beam_width(beam_width):
-    if beam_width is not None and not 1 <= beam_width <= MAX_BEAM_WIDTH:
-        raise ConfigError(f"--beam-width must be from 1 (greedy) to {MAX_BEAM_WIDTH}, "
-                          f"got {beam_width}.")
-
-
 def evaluate(run_id=None, spa_eng_path=None, work_dir=None, model_uri=None, limit=None,
              beam_width=None, length_penalty=None, direction=None):
     """Test BLEU/chrF (greedy, beam, and beam re-ranked with `length_penalty` if given),
     masked token accuracy, samples; logged to the run."""
-    check_beam_width(beam_width)
-    check_length_penalty(length_penalty)
+    evaluation.check_beam_width(beam_width)
+    evaluation.check_length_penalty(length_penalty)
     if limit is not None and limit < 1:
         raise ConfigError(f"--limit must be at least 1, got {limit}.")
     run, translator = load_run_translator(run_id, model_uri, direction=direction)
     config = runs.config_of(LESSON, run)
     beam_width = beam_width or config.beam_width
-    data, sources, refs = split_references(config, "test", spa_eng_path, work_dir, limit)
-    results, outputs = {}, {}
-    decodings = [("greedy", 1, 0.0), (f"beam{beam_width}", beam_width, 0.0)]
-    if length_penalty:
-        decodings.append((f"beam{beam_width}_lp{length_penalty:g}", beam_width, length_penalty))
-    for name, width, alpha in decodings:
-        started = time.perf_counter()
-        outputs[name] = translate_in_batches(translator, sources, width, f"Decoding ({name})",
-                                             alpha)
-        seconds = time.perf_counter() - started
-        scores = bleu_scores(outputs[name], refs)
-        results.update({f"test_{name}_{key}": value for key, value in scores.items()})
-        results[f"test_{name}_ms_per_sentence"] = 1000 * seconds / len(sources)
-        print(f"{name}: BLEU {scores['bleu']:.2f}, chrF {scores['chrf']:.2f}, normalized BLEU "
-              f"{scores['normalized_bleu']:.2f}, chrF {scores['normalized_chrf']:.2f} "
-              f"({1000 * seconds / len(sources):.1f} ms/sentence)", flush=True)
-    translator.model.compile(loss=layers.MaskedCrossentropy(config.label_smoothing),
-                             weighted_metrics=["accuracy"])
-    _, results["test_masked_accuracy"] = translator.model.evaluate(
-        batches.for_backend(data.batches(config, "test")), verbose=0)
-    panels = [(sentence[:40], *translator.cross_attention(sentence)) for sentence in sources[:4]]
-    table = {"source": sources[:50], "references": [" | ".join(r) for r in refs[:50]],
-             **{name: texts[:50] for name, texts in outputs.items()}}
-    runs.log_evaluation(
-        run.info.run_id, results, dicts={"test_metrics.json": {**results,
-                                                               "sentences": len(sources)}},
-        figures={"attention.png": figures.heatmaps(panels)},
-        tables={"sample_translations.json": table})
-    print(json.dumps({"run_id": run.info.run_id, "sentences": len(sources), **results}, indent=2))
-    return results
-
-
-def translate_in_batches(translator, texts, beam_width, label, length_penalty=0.0,
-                         chunk_size=1024):
-    outputs = []
-    with Progress(label, len(texts)) as progress:
-        for start in range(0, len(texts), chunk_size):
-            outputs += translator.translate(texts[start:start + chunk_size], beam_width,
-                                            length_penalty)
-            progress.advance(len(texts[start:start + chunk_size]))
-    return outputs
+    test = split_references(config, "test", spa_eng_path, work_dir, limit)
+    return evaluation.score_and_log(run, translator, config, test, beam_width,
+                                    length_penalty)
 
 
 def translate(texts, run_id=None, model_uri=None, beam_width=None, n_best=None,
@@ -284,7 +231,7 @@ def translate(texts, run_id=None, model_uri=None, beam_width=None, n_best=None,
     models.check_texts(texts, "sentence")
     if n_best is not None and not 1 <= n_best <= MAX_BEAM_WIDTH:
         raise ConfigError(f"--n-best must be from 1 to {MAX_BEAM_WIDTH}, got {n_best}.")
-    check_length_penalty(length_penalty)
+    evaluation.check_length_penalty(length_penalty)
     _, translator = load_run_translator(run_id, model_uri, beam_width, direction)
     if n_best:
         outputs = translator.n_best(list(texts), n_best, length_penalty=length_penalty)

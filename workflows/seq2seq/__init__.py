@@ -6,7 +6,8 @@
   cached one-token steps;
 - `decoding`: batched greedy and beam search over that cache (keras-hub samplers);
 - `translator`: the exported folder that turns English strings into Spanish ones;
-- `metrics`: BLEU and chrF against every reference;
+- `metrics`: BLEU and chrF against every reference; `evaluation`: the test-set scores
+  logged to a run (the lesson's `evaluate`) and the checks of the decoding flags;
 - `pyfunc`: the translator as an MLflow model; `legacy`: loads translators saved
   before this package existed.
 

@@ -1,0 +1,73 @@
+"""Scoring a translator on the test split and logging what it scored back to its run
+(the translation lesson's `evaluate` step), and the checks of the decoding flags."""
+
+import json
+import time
+
+from data_prep import batches
+from data_prep.progress import Progress
+from workflows.core import figures, runs
+from workflows.core.config import ConfigError
+from workflows.seq2seq.metrics import bleu_scores
+from workflows.seq2seq.presets import MAX_BEAM_WIDTH
+
+
+def check_length_penalty(alpha):
+    if alpha is not None and not 0 <= alpha <= 5:
+        raise ConfigError(f"--length-penalty (alpha) must be from 0 to 5, got {alpha} "
+                          "(0.6-1.0 is usual).")
+
+
+def check_beam_width(beam_width):
+    if beam_width is not None and not 1 <= beam_width <= MAX_BEAM_WIDTH:
+        raise ConfigError(f"--beam-width must be from 1 (greedy) to {MAX_BEAM_WIDTH}, "
+                          f"got {beam_width}.")
+
+
+def translate_in_batches(translator, texts, beam_width, label, length_penalty=0.0,
+                         chunk_size=1024):
+    outputs = []
+    with Progress(label, len(texts)) as progress:
+        for start in range(0, len(texts), chunk_size):
+            outputs += translator.translate(texts[start:start + chunk_size], beam_width,
+                                            length_penalty)
+            progress.advance(len(texts[start:start + chunk_size]))
+    return outputs
+
+
+def score_and_log(run, translator, config, test, beam_width, length_penalty=None):
+    """BLEU/chrF of `translator` on `test` = (data, sources, references) with greedy and
+    beam decoding (and the beams re-ranked with `length_penalty`, if given), its masked
+    token accuracy, attention maps and sample translations, logged to `run`."""
+    import layers
+
+    data, sources, refs = test
+    results, outputs = {}, {}
+    decodings = [("greedy", 1, 0.0), (f"beam{beam_width}", beam_width, 0.0)]
+    if length_penalty:
+        decodings.append((f"beam{beam_width}_lp{length_penalty:g}", beam_width, length_penalty))
+    for name, width, alpha in decodings:
+        started = time.perf_counter()
+        outputs[name] = translate_in_batches(translator, sources, width, f"Decoding ({name})",
+                                             alpha)
+        seconds = time.perf_counter() - started
+        scores = bleu_scores(outputs[name], refs)
+        results.update({f"test_{name}_{key}": value for key, value in scores.items()})
+        results[f"test_{name}_ms_per_sentence"] = 1000 * seconds / len(sources)
+        print(f"{name}: BLEU {scores['bleu']:.2f}, chrF {scores['chrf']:.2f}, normalized BLEU "
+              f"{scores['normalized_bleu']:.2f}, chrF {scores['normalized_chrf']:.2f} "
+              f"({1000 * seconds / len(sources):.1f} ms/sentence)", flush=True)
+    translator.model.compile(loss=layers.MaskedCrossentropy(config.label_smoothing),
+                             weighted_metrics=["accuracy"])
+    _, results["test_masked_accuracy"] = translator.model.evaluate(
+        batches.for_backend(data.batches(config, "test")), verbose=0)
+    panels = [(sentence[:40], *translator.cross_attention(sentence)) for sentence in sources[:4]]
+    table = {"source": sources[:50], "references": [" | ".join(r) for r in refs[:50]],
+             **{name: texts[:50] for name, texts in outputs.items()}}
+    runs.log_evaluation(
+        run.info.run_id, results, dicts={"test_metrics.json": {**results,
+                                                               "sentences": len(sources)}},
+        figures={"attention.png": figures.heatmaps(panels)},
+        tables={"sample_translations.json": table})
+    print(json.dumps({"run_id": run.info.run_id, "sentences": len(sources), **results}, indent=2))
+    return results
