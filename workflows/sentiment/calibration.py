@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 FILE = "calibration.json"
-EPSILON = 1e-6  # probabilities clipped to [EPSILON, 1 - EPSILON] before their logit
+EPSILON = 1e-7  # probabilities clipped to [EPSILON, 1 - EPSILON] before their logit
 
 
 @dataclass(frozen=True)
