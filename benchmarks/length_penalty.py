@@ -28,6 +28,7 @@ def main(argv=None):
     from workflows.core import runs
     from workflows.seq2seq import evaluation
     from workflows.seq2seq.metrics import bleu_scores
+    from workflows.seq2seq.presets import check_length_penalty
 
     parser = translation_run_parser("length_penalty.py", __doc__.split("\n")[0])
     parser.add_argument("--sentences", type=int, default=2000,
@@ -37,7 +38,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     alphas = [float(alpha) for alpha in args.alphas.split(",")]
     for alpha in alphas:
-        evaluation.check_length_penalty(alpha)
+        check_length_penalty(alpha)
 
     run, translator = workflow.load_run_translator(args.run_id)
     config = runs.config_of(workflow.LESSON, run)

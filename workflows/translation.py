@@ -46,6 +46,8 @@ from workflows.seq2seq.presets import (  # noqa: F401  the lesson's API: make_co
     TranslationConfig,
     batch_plan,
     build_model,
+    check_beam_width,
+    check_length_penalty,
     make_config,
 )
 from workflows.seq2seq.tokenization import (
@@ -198,7 +200,7 @@ def split_references(config, split, spa_eng_path=None, work_dir=None, limit=None
 def load_run_translator(run_id=None, model_uri=None, beam_width=None, direction=None):
     """(run, Translator) for a registered `model_uri`, a `run_id`, or the latest run (of
     `direction`, if given)."""
-    evaluation.check_beam_width(beam_width)
+    check_beam_width(beam_width)
     run = runs.model_run(LESSON, run_id, model_uri,
                               {"direction": direction} if direction else None)
     with models.verified_model(run) as local:
@@ -210,8 +212,8 @@ def evaluate(run_id=None, spa_eng_path=None, work_dir=None, model_uri=None, limi
              beam_width=None, length_penalty=None, direction=None):
     """Test BLEU/chrF (greedy, beam, and beam re-ranked with `length_penalty` if given),
     masked token accuracy, samples; logged to the run."""
-    evaluation.check_beam_width(beam_width)
-    evaluation.check_length_penalty(length_penalty)
+    check_beam_width(beam_width)
+    check_length_penalty(length_penalty)
     if limit is not None and limit < 1:
         raise ConfigError(f"--limit must be at least 1, got {limit}.")
     run, translator = load_run_translator(run_id, model_uri, direction=direction)
@@ -231,7 +233,7 @@ def translate(texts, run_id=None, model_uri=None, beam_width=None, n_best=None,
     models.check_texts(texts, "sentence")
     if n_best is not None and not 1 <= n_best <= MAX_BEAM_WIDTH:
         raise ConfigError(f"--n-best must be from 1 to {MAX_BEAM_WIDTH}, got {n_best}.")
-    evaluation.check_length_penalty(length_penalty)
+    check_length_penalty(length_penalty)
     _, translator = load_run_translator(run_id, model_uri, beam_width, direction)
     if n_best:
         outputs = translator.n_best(list(texts), n_best, length_penalty=length_penalty)

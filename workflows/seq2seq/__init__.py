@@ -7,7 +7,7 @@
 - `decoding`: batched greedy and beam search over that cache (keras-hub samplers);
 - `translator`: the exported folder that turns English strings into Spanish ones;
 - `metrics`: BLEU and chrF against every reference; `evaluation`: the test-set scores
-  logged to a run (the lesson's `evaluate`) and the checks of the decoding flags;
+  logged to a run (the lesson's `evaluate`);
 - `pyfunc`: the translator as an MLflow model; `legacy`: loads translators saved
   before this package existed.
 

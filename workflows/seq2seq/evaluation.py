@@ -1,5 +1,5 @@
 """Scoring a translator on the test split and logging what it scored back to its run
-(the translation lesson's `evaluate` step), and the checks of the decoding flags."""
+(the translation lesson's `evaluate` step)."""
 
 import json
 import time
@@ -7,21 +7,7 @@ import time
 from data_prep import batches
 from data_prep.progress import Progress
 from workflows.core import figures, runs
-from workflows.core.config import ConfigError
 from workflows.seq2seq.metrics import bleu_scores
-from workflows.seq2seq.presets import MAX_BEAM_WIDTH
-
-
-def check_length_penalty(alpha):
-    if alpha is not None and not 0 <= alpha <= 5:
-        raise ConfigError(f"--length-penalty (alpha) must be from 0 to 5, got {alpha} "
-                          "(0.6-1.0 is usual).")
-
-
-def check_beam_width(beam_width):
-    if beam_width is not None and not 1 <= beam_width <= MAX_BEAM_WIDTH:
-        raise ConfigError(f"--beam-width must be from 1 (greedy) to {MAX_BEAM_WIDTH}, "
-                          f"got {beam_width}.")
 
 
 def translate_in_batches(translator, texts, beam_width, label, length_penalty=0.0,

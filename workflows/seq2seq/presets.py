@@ -10,7 +10,7 @@ import keras
 
 from data_prep.runtime import deferred
 from workflows.core import precision
-from workflows.core.config import Catalog, option, seed_option
+from workflows.core.config import Catalog, ConfigError, option, seed_option
 from workflows.core.distribution import CHOICES
 
 # the models and their batches, loaded when a model is built (not for `--help`)
@@ -148,3 +148,15 @@ def build_model(config, source_vocab_size, target_vocab_size):
     model.compile(optimizer=optimizer, loss=layers.MaskedCrossentropy(config.label_smoothing),
                   weighted_metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")])
     return model
+
+
+def check_length_penalty(alpha):
+    if alpha is not None and not 0 <= alpha <= 5:
+        raise ConfigError(f"--length-penalty (alpha) must be from 0 to 5, got {alpha} "
+                          "(0.6-1.0 is usual).")
+
+
+def check_beam_width(beam_width):
+    if beam_width is not None and not 1 <= beam_width <= MAX_BEAM_WIDTH:
+        raise ConfigError(f"--beam-width must be from 1 (greedy) to {MAX_BEAM_WIDTH}, "
+                          f"got {beam_width}.")
