@@ -14,15 +14,21 @@ def clean_html(text):
     return WHITESPACE.sub(" ", HTML_TAG.sub(" ", html.unescape(text))).strip()
 
 
-def sentence_slices(texts, count=1, seed=0):
-    """`count` slices of each text, each one or two consecutive sentences from a random
-    place (seeded): short texts with the style and labels of long ones. Text `i`'s
-    slices are at `i`, `len(texts) + i`, ... of the result."""
+SLICE_PLACES = ("anywhere", "end")
+
+
+def sentence_slices(texts, count=1, seed=0, place="anywhere"):
+    """`count` slices of each text, each one or two consecutive sentences (seeded): short
+    texts with the style and labels of long ones. `place`: from a random place, or the
+    text's last sentences, where a review usually gives its verdict. Text `i`'s slices
+    are at `i`, `len(texts) + i`, ... of the result."""
     rng = random.Random(seed)
     slices = []
     for _ in range(count):
         for text in texts:
             sentences = [s for s in SENTENCE_END.split(text) if s.strip()] or [text]
-            start = rng.randrange(len(sentences))
-            slices.append(" ".join(sentences[start:start + rng.randint(1, 2)]))
+            length = rng.randint(1, 2)
+            start = (rng.randrange(len(sentences)) if place == "anywhere"
+                     else max(len(sentences) - length, 0))
+            slices.append(" ".join(sentences[start:start + length]))
     return slices

@@ -22,7 +22,7 @@ def plan(config, prepared, folder, batches_of, export):
     splits = {}
     for split in ("train", "val"):
         texts, labels = split_texts(config, prepared, split)
-        rows = token_rows(tokenizer, texts, config.max_review_tokens)
+        rows = token_rows(tokenizer, texts, config.max_review_tokens, config.read)
         splits[split] = (pad_rows(rows, config.max_review_tokens), labels)
 
     def split_batches(split, epoch=None):
@@ -30,7 +30,8 @@ def plan(config, prepared, folder, batches_of, export):
 
     backbone = encoders.load_backbone(folder)
     model = build_model(config, len(vocabulary), backbone, len(split_batches("train", 0)))
-    classifier = EncoderClassifier(model, vocabulary, config.max_review_tokens, lowercase)
+    classifier = EncoderClassifier(model, vocabulary, config.max_review_tokens, lowercase,
+                                   config.read)
     return TrainingPlan(
         model, lambda epoch: split_batches("train", epoch), split_batches("val"),
         len(splits["train"][1]), export=dataclasses.replace(export, save=classifier.save),

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import keras
 
 from data_prep.runtime import deferred
+from data_prep.text import SLICE_PLACES
 from workflows.core import precision
 from workflows.core.config import Catalog, option, seed_option
 from workflows.core.distribution import CHOICES
@@ -32,6 +33,10 @@ def _augmentable(config):  # Doc2Vec's cached vectors are of the prepared review
 
 def _augmenting(config):
     return config.augment != "none"
+
+
+def _slicing(config):
+    return config.sentence_slices > 0
 
 
 def _round_trip(config):
@@ -91,6 +96,7 @@ class NBSVMConfig(TrainConfig):
     ngrams: int = option(3, at_least=1)
     punctuation: str = option("separate", choices=("separate", "strip"))  # "!" as a token
     sentence_slices: int = option(1, at_least=0)  # 1-2 sentence slices per train review
+    slices_from: str = option("anywhere", choices=SLICE_PLACES, applies=_slicing)
     alpha: float = option(1.0, above=0)  # smoothing of the log-count ratios
     beta: float = option(1.0, above=0, at_most=1)
     l2: float = option(0.0, at_least=0)
@@ -191,6 +197,9 @@ class LMClassifierConfig(TrainConfig):
     dtype_policy: str = option("float32", choices=precision.POLICIES)  # auto: precision.py
 
 
+ENCODER_READS = ("head", "head+tail")  # a long review's start, or its start and its end
+
+
 @dataclass(frozen=True)
 class EncoderConfig(TrainConfig):
     """A pretrained text encoder (`data_prep.encoders`; all-MiniLM-L6-v2 by default)
@@ -200,7 +209,9 @@ class EncoderConfig(TrainConfig):
 
     encoder: str = "all-minilm-l6-v2"  # a name of `data_prep.encoders.ENCODERS` or a folder
     max_review_tokens: int = option(128, at_least=8, at_most=512)  # WordPiece tokens read
+    read: str = option("head", choices=ENCODER_READS)  # `EncoderClassifier`'s cut
     sentence_slices: int = option(1, at_least=0)  # as NBSVMConfig's
+    slices_from: str = option("anywhere", choices=SLICE_PLACES, applies=_slicing)
     dropout: float = option(0.1, at_least=0, below=1)
     optimizer: str = option("adam", choices=("adam",))
     learning_rate: float = option(3e-5, above=0)  # peak, after 10% warmup; linear decay

@@ -8,10 +8,11 @@ from data_prep.text import sentence_slices
 
 def split_texts(config, prepared, split):
     """(texts, labels) of `split`; for train, plus `sentence_slices` slices of one or two
-    sentences of each review, labelled as the review (short text seen in training)."""
+    sentences of each review (from `slices_from`), labelled as the review (short text
+    seen in training)."""
     texts, labels = prepared.texts(split), prepared.labels(split)
     count = getattr(config, "sentence_slices", 0) if split == "train" else 0
     if count:
-        sliced = sentence_slices(texts, count, config.seed)
+        sliced = sentence_slices(texts, count, config.seed, config.slices_from)
         texts, labels = texts + sliced, np.concatenate([labels, np.repeat(labels, count)])
     return texts, labels
