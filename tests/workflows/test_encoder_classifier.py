@@ -1,5 +1,6 @@
 """`--model encoder`: a pretrained BERT-architecture encoder fine-tuned on the reviews."""
 
+import json
 import zipfile
 
 import keras
@@ -11,6 +12,7 @@ from data_prep import encoders
 from data_prep.wordpiece import WordPiece
 from tests.data_prep.fixtures import write_tiny_encoder
 from workflows import imdb_sentiment as workflow
+from workflows.sentiment.classifier_folder import SETTINGS_FILE
 from workflows.sentiment.encoder_classifier import (
     EncoderClassifier,
     encoder_classifier,
@@ -28,10 +30,11 @@ def encoder(tmp_path_factory):
 def test_the_encoder_fine_tunes_from_its_pretrained_weights_and_serves_raw_text(
         own_store, encoder):
     assert workflow.main(["train", "--model", "encoder", "--set", f"encoder={encoder}",
-                          *TINY]) == 0
+                          "--set", "read=head+tail", "--set", "slices_from=end", *TINY]) == 0
     [run] = mlflow.search_runs(output_format="list")
     assert run.data.params["encoder"] == str(encoder)
     assert run.data.params["sentence_slices"] == "1"
+    assert run.data.params["slices_from"] == "end"
     assert run.data.tags["model_family"] == "encoder"
     assert run.data.metrics["encoder_weights"] > 0
 
@@ -40,7 +43,7 @@ def test_the_encoder_fine_tunes_from_its_pretrained_weights_and_serves_raw_text(
     assert scores.shape == (3,) and np.all((scores > 0) & (scores < 1))
 
     classifier = model.unwrap_python_model().classifier
-    assert isinstance(classifier, EncoderClassifier)
+    assert isinstance(classifier, EncoderClassifier) and classifier.read == "head+tail"
     pretrained = encoders.load_backbone(encoder).get_layer("position_embedding")
     tuned = classifier.model.get_layer("bert_backbone").get_layer("position_embedding")
     start, now = (keras.ops.convert_to_numpy(layer.position_embeddings)
@@ -64,6 +67,24 @@ def test_reviews_are_read_as_the_encoders_wordpieces_between_cls_and_sep(encoder
     [short, long] = classifier.token_rows(["Great ACTING,", "a boring mess " * 10])
     assert [vocabulary[i] for i in short] == ["[CLS]", "great", "acting", ",", "[SEP]"]
     assert len(long) == 8 and vocabulary[long[0]] == "[CLS]" and vocabulary[long[-1]] == "[SEP]"
+
+
+def test_head_and_tail_reads_a_long_reviews_first_quarter_and_its_end(encoder, tmp_path):
+    vocabulary = encoders.read_vocabulary(encoder)
+    words = [word for word in vocabulary if word.isalpha()][:30]
+    classifier = EncoderClassifier(encoder_classifier(encoders.load_backbone(encoder), 0.1),
+                                   vocabulary, max_review_tokens=14, read="head+tail")
+    [long, short] = classifier.token_rows([" ".join(words), " ".join(words[:5])])
+    # 12 tokens of room: the first 3 words and the last 9
+    assert [vocabulary[i] for i in long] == ["[CLS]", *words[:3], *words[-9:], "[SEP]"]
+    assert [vocabulary[i] for i in short] == ["[CLS]", *words[:5], "[SEP]"]  # fits: whole
+
+    reloaded = EncoderClassifier.load(classifier.save(tmp_path / "classifier"))
+    assert reloaded.read == "head+tail" and reloaded.token_rows([" ".join(words)]) == [long]
+    settings = tmp_path / "classifier" / SETTINGS_FILE
+    settings.write_text(json.dumps({key: value for key, value in
+                                    json.loads(settings.read_text()).items() if key != "read"}))
+    assert EncoderClassifier.load(tmp_path / "classifier").read == "head"  # saved before
 
 
 def test_scoring_texts_of_any_length_traces_one_program_per_padded_length(encoder):
