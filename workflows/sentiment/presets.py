@@ -90,6 +90,9 @@ class NBSVMConfig(TrainConfig):
     the default is plain NB-weighted logistic regression. `sentence_slices` adds short
     slices of the train reviews (labelled as their review): on short reviews from other
     domains accuracy went from 0.78 to 0.83, at a cost of 0.003 on IMDB validation.
+    `slices_from=end` takes each review's last sentences, whose label is clearer (NBSVM
+    reads it right on 0.81 of validation reviews, against 0.78 from anywhere), yet it
+    scored 0.721 on the dev short reviews against 0.753: slices come from anywhere.
     """
 
     max_tokens: int = option(400000, at_least=2)
