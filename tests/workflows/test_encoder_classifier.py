@@ -30,11 +30,12 @@ def encoder(tmp_path_factory):
 def test_the_encoder_fine_tunes_from_its_pretrained_weights_and_serves_raw_text(
         own_store, encoder):
     assert workflow.main(["train", "--model", "encoder", "--set", f"encoder={encoder}",
-                          "--set", "read=head+tail", "--set", "slices_from=end", *TINY]) == 0
+                          "--set", "slices_from=end", *TINY]) == 0
     [run] = mlflow.search_runs(output_format="list")
     assert run.data.params["encoder"] == str(encoder)
     assert run.data.params["sentence_slices"] == "1"
     assert run.data.params["slices_from"] == "end"
+    assert run.data.params["read"] == "head+tail"  # the default
     assert run.data.tags["model_family"] == "encoder"
     assert run.data.metrics["encoder_weights"] > 0
 

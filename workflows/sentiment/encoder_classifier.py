@@ -4,10 +4,9 @@ Reviews are read as the encoder's WordPiece tokens (`[CLS] ... [SEP]`, at most
 `max_review_tokens`; plain Python, no TensorFlow needed): a longer review is cut to its
 start (`head`) or to its start and its end (`head+tail`), where a review's verdict
 usually is. The mean of the encoder's outputs over a review's tokens goes through dropout
-to P(positive). `EncoderClassifier.save(folder)`
-writes the Keras model, the vocabulary and the settings;
-`EncoderClassifier.load(folder).predict(texts)` scores raw reviews in batches of similar
-length, padded to a few fixed lengths.
+to P(positive). `EncoderClassifier.save(folder)` writes the Keras model, the vocabulary
+and the settings; `EncoderClassifier.load(folder).predict(texts)` scores raw reviews in
+batches of similar length, padded to a few fixed lengths.
 """
 
 from functools import cached_property

@@ -91,7 +91,7 @@ class NBSVMConfig(TrainConfig):
     slices of the train reviews (labelled as their review): on short reviews from other
     domains accuracy went from 0.78 to 0.83, at a cost of 0.003 on IMDB validation.
     `slices_from=end` takes each review's last sentences, whose label is clearer (NBSVM
-    reads it right on 0.81 of validation reviews, against 0.78 from anywhere), yet it
+    labels 0.81 of such validation slices right, against 0.78 from anywhere), yet it
     scored 0.721 on the dev short reviews against 0.753: slices come from anywhere.
     """
 
