@@ -1,13 +1,15 @@
 """A registered model served on loopback: raw strings in over HTTP, clear 4xx for bad payloads."""
 
 import json
+import shutil
+import sysconfig
 
 import pytest
 
 from tests.workflows.conftest import first_runs_by_model
 from tests.workflows.serving import post, served
 from workflows import serve_model
-from workflows.core import runs
+from workflows.core import runs, servers
 
 
 @pytest.fixture(scope="module")
@@ -40,3 +42,12 @@ def test_bad_payloads_get_a_4xx_and_the_server_keeps_serving(server, payload, hi
 def test_serving_an_unknown_model_says_so(store, capsys):
     assert serve_model.main(["models:/no-such-model/1"]) == 2
     assert "No model at models:/no-such-model/1" in capsys.readouterr().err
+
+
+def test_the_model_server_finds_uvicorn_beside_this_python_without_an_activated_venv(
+        monkeypatch):
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")  # as when venv/bin/python is run directly
+    environment = servers.server_environment()
+    beside_python = shutil.which("uvicorn", path=sysconfig.get_path("scripts"))
+    assert beside_python and shutil.which("uvicorn", path=environment["PATH"]) == beside_python
+    assert environment["PATH"].endswith("/usr/bin:/bin")

@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import sysconfig
 import time
 
 import mlflow
@@ -116,8 +117,11 @@ def model_server_command(model_uri, host="127.0.0.1", port=5001, workers=1):
 
 
 def server_environment():
-    """This process's environment, pointing MLflow at the project's store."""
-    return {**os.environ, "MLFLOW_TRACKING_URI": store.tracking_uri()}
+    """This process's environment, pointing MLflow at the project's store, with this
+    Python's scripts folder first on PATH: MLflow starts `uvicorn` by name, which a
+    virtual environment used without being activated would not otherwise provide."""
+    path = os.pathsep.join([sysconfig.get_path("scripts"), os.environ.get("PATH", "")])
+    return {**os.environ, "PATH": path, "MLFLOW_TRACKING_URI": store.tracking_uri()}
 
 
 def serve(model_uri, host="127.0.0.1", port=5001, workers=1):
