@@ -1,7 +1,8 @@
 """Labelled texts from a user's file, for evaluating a sentiment model on them.
 
 Two formats:
-- one `text<TAB>label` per line (the last tab separates the label);
+- one `text<TAB>label` per line (the last tab separates the label), after an optional
+  header line that names the columns (`sentence<TAB>label`, `label<TAB>text`, ...);
 - a `.csv` file with a header naming a text column (`text`, `review`, `sentence`
   or `content`) and a label column (`label` or `sentiment`), or the columns given.
 
@@ -29,8 +30,8 @@ def read_labelled_texts(path, text_column=None, label_column=None):
     """(texts, labels as an int32 array) from a TSV or CSV file (see the module doc)."""
     path = Path(path)
     content = _read(path)
-    rows = _csv_rows(path, content, text_column, label_column) if path.suffix.lower() == ".csv" \
-        else _tsv_rows(path, content)
+    rows = _csv_rows if path.suffix.lower() == ".csv" else _tsv_rows
+    rows = rows(path, content, text_column, label_column)
     texts, labels = [], []
     for line, text, label in rows:
         if not text.strip():
@@ -59,15 +60,42 @@ def _read(path):
         raise LabelledTextsError(f"Cannot read {path}: {error.strerror}.") from None
 
 
-def _tsv_rows(path, content):
-    for number, line in enumerate(content.splitlines(), start=1):
-        if not line.strip():
-            continue
-        text, tab, label = line.rpartition("\t")
-        if not tab:
-            raise LabelledTextsError(f"{path}, line {number}: expected text<TAB>label, found "
-                                     "no tab (for a CSV file, name it .csv).")
-        yield number, text, label
+def _tsv_rows(path, content, text_column, label_column):
+    lines = [(number, line) for number, line in enumerate(content.splitlines(), start=1)
+             if line.strip()]
+    header = lines[0][1].split("\t") if lines else []
+    if text_column or label_column or _names_columns(header):
+        text = header.index(_column(path, header, text_column, TEXT_COLUMNS, "text"))
+        label = header.index(_column(path, header, label_column, LABEL_COLUMNS, "label"))
+        lines = lines[1:]
+    else:
+        header, text, label = ["text", "label"], 0, 1
+    for number, line in lines:
+        fields = _tsv_fields(line, len(header), label)
+        if fields is None:
+            raise LabelledTextsError(
+                f"{path}, line {number}: expected text<TAB>label, found no tab (for a CSV "
+                "file, name it .csv)." if "\t" not in line else
+                f"{path}, line {number}: expected {len(header)} tab-separated fields.")
+        yield number, fields[text], fields[label]
+
+
+def _names_columns(fields):
+    """Whether a first line is a header: it names a text and a label column, and its
+    last field is no label."""
+    names = {field.strip().lower() for field in fields}
+    return bool(names & set(TEXT_COLUMNS) and names & set(LABEL_COLUMNS)
+                and fields[-1].strip().lower() not in LABELS)
+
+
+def _tsv_fields(line, count, label):
+    """The fields of `line`, or None if it has too few; with two columns a tab in the
+    text stays in it (the label's side of the line is split off)."""
+    if count == 2:
+        first, tab, rest = line.partition("\t") if label == 0 else line.rpartition("\t")
+        return [first, rest] if tab else None
+    fields = line.split("\t")
+    return fields if len(fields) == count else None
 
 
 def _csv_rows(path, content, text_column, label_column):

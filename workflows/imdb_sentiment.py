@@ -432,12 +432,13 @@ _evaluate = CLI.step(
                        text_column=a.text_column, label_column=a.label_column),
     data=True, model=True)
 _evaluate.add_argument("--texts", metavar="FILE", help="labelled texts to score instead of "
-                       "the test reviews: text<TAB>label per line, or a .csv file with a "
-                       "header; labels 1/0, pos/neg or positive/negative")
-_evaluate.add_argument("--text-column", help="the .csv column of the texts (default: text, "
-                       "review, sentence or content)")
-_evaluate.add_argument("--label-column", help="the .csv column of the labels (default: "
-                       "label or sentiment)")
+                       "the test reviews: text<TAB>label per line (after a header line if "
+                       "it names the columns), or a .csv file with a header; labels 1/0, "
+                       "pos/neg or positive/negative")
+_evaluate.add_argument("--text-column", help="the column of the texts, in a file with a "
+                       "header (default: text, review, sentence or content)")
+_evaluate.add_argument("--label-column", help="the column of the labels, in a file with a "
+                       "header (default: label or sentiment)")
 CLI.step("predict", "classify reviews with a run's model", lambda a: predict(
     read_texts(a.texts, a.file, "reviews to classify"), a.run_id, a.model_uri), model=True,
     texts="reviews to classify")
@@ -458,8 +459,8 @@ _ensemble.add_argument("--calibrate-on", metavar="FILE", help="labelled texts of
                        "the model will serve (as evaluate --texts reads them; never the ones "
                        "you evaluate on): its confidence at their lengths is fitted on them, "
                        "its decisions kept")
-_ensemble.add_argument("--text-column", help="--calibrate-on .csv: the column of the texts")
-_ensemble.add_argument("--label-column", help="--calibrate-on .csv: the column of the labels")
+_ensemble.add_argument("--text-column", help="--calibrate-on: the column of the texts")
+_ensemble.add_argument("--label-column", help="--calibrate-on: the column of the labels")
 CLI.shared_steps()
 main = CLI.main
 
