@@ -24,8 +24,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import keras
-
 from data_prep import cache, glove, imdb
 from data_prep.buckets import BucketPlan, boundaries_up_to
 from data_prep.labelled_texts import read_labelled_texts
@@ -51,17 +49,14 @@ from workflows.sentiment.presets import (  # noqa: F401  the lesson's API
 # The machinery the steps use, loaded when a step runs (`--help` answers without it).
 word2vec = deferred("data_prep.word2vec")
 data_batches = deferred("data_prep.batches")
-layers = deferred("layers")
 runs = deferred("workflows.core.runs")
 models = deferred("workflows.core.models")
 evaluation = deferred("workflows.sentiment.evaluation")
 ensemble_run = deferred("workflows.sentiment.ensemble_run")
 paragraph_training = deferred("workflows.sentiment.paragraph_training")
 token_classifier = deferred("workflows.sentiment.token_classifier")
-end_to_end = deferred("workflows.sentiment.end_to_end")
 classifiers = deferred("workflows.sentiment.classifiers")
-ngrams = deferred("workflows.sentiment.ngrams")
-training_texts = deferred("workflows.sentiment.training_texts")
+ngram_training = deferred("workflows.sentiment.ngram_training")
 augmentation = deferred("workflows.sentiment.augmentation")
 encoder_training = deferred("workflows.sentiment.encoder_training")
 lm_classifier_training = deferred("workflows.sentiment.lm_classifier_training")
@@ -201,22 +196,15 @@ def embedding_matrix_for(config, prepared):
 # Sequence models read the cached token ids; RNNs batch reviews of similar length
 # together (bucketing), which skips most padding and leaves per-review outputs unchanged.
 # The n-gram models (`bow`, `nbsvm`) vectorize text on the fly with their own adapted
-# vectorizer (`sentiment/ngrams.py`); NBSVM's is binary and sparse (400k
+# vectorizer (`sentiment/ngram_training.py`); NBSVM's is binary and sparse (400k
 # uni/bi/trigrams by default).
 
 
-def batches(config, prepared, split, vectorizer=None, epoch=None):
-    """The (inputs, label) batches of `split`; shuffled with a per-epoch seed if `epoch`."""
-    shuffle, seed = epoch is not None, config.seed + (epoch or 0)
-    if isinstance(config, ngrams.NGRAM_CONFIGS):
-        import tensorflow as tf  # n-gram models vectorize text with TensorFlow's layers
-
-        texts, labels = training_texts.split_texts(config, prepared, split)
-        dataset = imdb.text_dataset(texts, labels, config.batch_size, shuffle, seed)
-        return dataset.map(lambda text, label: (vectorizer(text), label),
-                           num_parallel_calls=tf.data.AUTOTUNE)
+def batches(config, prepared, split, epoch=None):
+    """The (token ids, label) batches of `split`; shuffled with a per-epoch seed if
+    `epoch`."""
     return review_batches(config, prepared.token_ids(split), prepared.labels(split),
-                          seed if shuffle else None)
+                          None if epoch is None else config.seed + epoch)
 
 
 def review_batches(config, ids, labels, seed=None):
@@ -231,12 +219,6 @@ def review_batches(config, ids, labels, seed=None):
     else:
         plan = BucketPlan.single(longest, config.batch_size)
     return data_batches.for_backend(data_batches.LabelledBatches(ids, labels, plan, seed))
-
-
-def end_to_end_model(model, vectorizer):
-    """Raw review strings in, P(positive) out: the vectorizer and the trained model."""
-    reviews = keras.Input(shape=(), dtype="string", name="review")
-    return keras.Model(reviews, model(vectorizer(reviews)), name=f"{model.name}_end_to_end")
 
 
 # ## Train
@@ -262,43 +244,37 @@ def _plan_training(config, prepared, encoder=None):
     def batches_of(ids, labels, seed):
         return review_batches(config, ids, labels, seed)
 
+    def export(*packages):
+        return ModelExport("classifier", None, PYFUNC_FILE, EXAMPLES[:1],
+                           packages=("sentiment", *packages))
+
     if isinstance(config, LMClassifierConfig):
-        return lm_classifier_training.plan(config, prepared, batches_of, ModelExport(
-            "classifier", None, PYFUNC_FILE, EXAMPLES[:1], packages=("sentiment", "causal_lm")))
+        return lm_classifier_training.plan(config, prepared, batches_of, export("causal_lm"))
     if isinstance(config, EncoderConfig):
-        return encoder_training.plan(config, prepared, encoder, batches_of, ModelExport(
-            "classifier", None, PYFUNC_FILE, EXAMPLES[:1], packages=("sentiment",)))
+        return encoder_training.plan(config, prepared, encoder, batches_of, export())
     if isinstance(config, ParagraphVectorConfig):
-        return paragraph_training.plan(config, prepared, ModelExport(
-            "classifier", None, PYFUNC_FILE, EXAMPLES[:1], packages=("sentiment",)))
-    prior, coverage = embedding_matrix_for(config, prepared)
-    if isinstance(config, ngrams.NGRAM_CONFIGS):  # TensorFlow's n-gram TextVectorization
-        vectorizer = ngrams.ngram_vectorizer(config, prepared)
-        if isinstance(config, NBSVMConfig):
-            negative, positive = ngrams.class_feature_counts(config, vectorizer, prepared)
-            prior = layers.naive_bayes_linear.log_count_ratios(positive, negative, config.alpha)
-        model = build_model(config, vectorizer.vocabulary_size(), prior)
-        export = ModelExport(
-            "classifier", lambda path: end_to_end.EndToEndClassifier(
-                end_to_end_model(model, vectorizer)).save(path),
-            PYFUNC_FILE, EXAMPLES[:1], packages=("sentiment",))
+        return paragraph_training.plan(config, prepared, export())
+    if isinstance(config, (BowConfig, NBSVMConfig)):
+        plan = ngram_training.plan(config, prepared, export())
     else:  # the prepared token ids; served with their vectorizer in plain Python
-        vectorizer, vocabulary = None, prepared.vocabulary()
-        model = build_model(config, len(vocabulary), prior)
-        classifier = token_classifier.TokenClassifier(model, vocabulary,
-                                                      prepared.settings.sequence_length)
-        export = ModelExport("classifier", classifier.save, PYFUNC_FILE, EXAMPLES[:1],
-                             packages=("sentiment",))
-    artifacts = {"vocabulary.txt": (prepared.directory / "vocabulary.txt").read_text("utf-8")}
-    if coverage:
-        artifacts["embedding_coverage.json"] = coverage
+        plan = _token_id_plan(config, prepared, export())
+    vocabulary = (prepared.directory / "vocabulary.txt").read_text("utf-8")
+    return dataclasses.replace(plan, artifacts={**plan.artifacts, "vocabulary.txt": vocabulary})
+
+
+def _token_id_plan(config, prepared, export):
+    prior, coverage = embedding_matrix_for(config, prepared)
+    vocabulary = prepared.vocabulary()
+    model = build_model(config, len(vocabulary), prior)
+    classifier = token_classifier.TokenClassifier(model, vocabulary,
+                                                  prepared.settings.sequence_length)
     return TrainingPlan(
-        model, lambda epoch: batches(config, prepared, "train", vectorizer, epoch),
-        batches(config, prepared, "val", vectorizer),
-        len(training_texts.split_texts(config, prepared, "train")[1]), export=export,
+        model, lambda epoch: batches(config, prepared, "train", epoch),
+        batches(config, prepared, "val"), len(prepared.labels("train")),
+        export=dataclasses.replace(export, save=classifier.save),
         tags={"model_family": type(config).__name__.removesuffix("Config").lower()},
-        artifacts=artifacts, metrics={"embedding_coverage": coverage["fraction"]} if coverage
-        else {})
+        artifacts={"embedding_coverage.json": coverage} if coverage else {},
+        metrics={"embedding_coverage": coverage["fraction"]} if coverage else {})
 
 
 # ## Evaluate and use the model
