@@ -63,7 +63,8 @@ class EncoderClassifier:
         self.model, self.vocabulary = model, list(vocabulary)
         self.max_review_tokens, self.lowercase = max_review_tokens, lowercase
         self.read = read
-        self._forward = compiled(lambda ids: self.model(ids, training=False), model)
+        self._forward = compiled(lambda ids: self.model(ids, training=False), model,
+                                 tf_signature=[((None, None), "int32")])  # one graph
 
     @cached_property
     def tokenizer(self):

@@ -34,7 +34,8 @@ class SubwordClassifier:
     def __init__(self, model, vocabulary, max_review_tokens):
         self.model, self.vocabulary = model, list(vocabulary)
         self.max_review_tokens = max_review_tokens
-        self._forward = compiled(lambda ids: self.model(ids, training=False), model)
+        self._forward = compiled(lambda ids: self.model(ids, training=False), model,
+                                 tf_signature=[((None, None), "int32")])  # one graph
 
     @cached_property
     def tokenizer(self):
