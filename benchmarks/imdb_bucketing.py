@@ -34,6 +34,7 @@ def interleaved_runs(config, prepared, matrix, rounds, steps):
     import keras
 
     from workflows import imdb_sentiment as workflow
+    from workflows.sentiment import token_training
 
     variants = {"padded_to_600": False, "bucketed": True}
     models, seconds = {}, {name: [] for name in variants}
@@ -43,7 +44,7 @@ def interleaved_runs(config, prepared, matrix, rounds, steps):
     for round_index in range(rounds + 1):  # round 0 traces the graphs; it is not timed
         for name, bucketing in variants.items():
             variant = dataclasses.replace(config, bucketing=bucketing)
-            batches = workflow.batches(variant, prepared, "train", epoch=round_index)
+            batches = token_training.batches(variant, prepared, "train", epoch=round_index)
             started = time.perf_counter()
             models[name].fit(batches.take(steps if round_index else 20), verbose=0,
                              shuffle=False)
@@ -57,6 +58,7 @@ def interleaved_runs(config, prepared, matrix, rounds, steps):
 def main(argv=None):
     from data_prep import glove, imdb
     from workflows import imdb_sentiment as workflow
+    from workflows.sentiment import token_training
 
     parser = argparse.ArgumentParser(prog="python benchmarks/imdb_bucketing.py",
                                      description=__doc__.split("\n")[0])
@@ -70,11 +72,12 @@ def main(argv=None):
     prepared = imdb.prepare(args.imdb_path, workflow.data_settings(config), args.work_dir)
     matrix, _ = glove.build_embedding_matrix(prepared.vocabulary(), glove.load_word_vectors())
     seconds, models = interleaved_runs(config, prepared, matrix, args.rounds, args.steps)
-    validation = workflow.batches(dataclasses.replace(config, bucketing=False), prepared, "val")
+    padded = dataclasses.replace(config, bucketing=False)
+    validation = token_training.batches(padded, prepared, "val")
     results = {}
     for name, bucketing in (("padded_to_600", False), ("bucketed", True)):
         variant = dataclasses.replace(config, bucketing=bucketing)
-        steps_per_epoch = len(workflow.batches(variant, prepared, "train", epoch=0))
+        steps_per_epoch = len(token_training.batches(variant, prepared, "train", epoch=0))
         _, accuracy = models[name].evaluate(validation, verbose=0)
         results[name] = {"ms_per_step": [round(s * 1000, 1) for s in seconds[name]],
                          "steps_per_epoch": steps_per_epoch,
@@ -83,7 +86,7 @@ def main(argv=None):
     ratio = results["padded_to_600"]["seconds_per_epoch"] / results["bucketed"]["seconds_per_epoch"]
     report = {"benchmark": "imdb_bucketing", "model": "bilstm_glove (GloVe 6B 50d, frozen)",
               "rounds": args.rounds, "steps_per_round": args.steps,
-              "bucket_lengths": list(workflow.REVIEW_LENGTHS),
+              "bucket_lengths": list(token_training.REVIEW_LENGTHS),
               "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
               **results, "speedup": ratio}
     for name in ("padded_to_600", "bucketed"):

@@ -25,17 +25,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from data_prep import cache, glove, imdb
-from data_prep.buckets import BucketPlan, boundaries_up_to
 from data_prep.labelled_texts import read_labelled_texts
 from data_prep.runtime import deferred, run_main
 from workflows.core.cli import LessonCLI, read_texts
 from workflows.core.config import ConfigError
-from workflows.core.lesson import Lesson, ModelExport, TrainingPlan
+from workflows.core.lesson import Lesson, ModelExport
 from workflows.sentiment.ensemble import FIT_ON
 from workflows.sentiment.lexicon import LEXICONS
 from workflows.sentiment.presets import (  # noqa: F401  the lesson's API
     CATALOG,
-    LM_ARCHITECTURE,
     BowConfig,
     EncoderConfig,
     LMClassifierConfig,
@@ -48,26 +46,21 @@ from workflows.sentiment.presets import (  # noqa: F401  the lesson's API
 
 # The machinery the steps use, loaded when a step runs (`--help` answers without it).
 word2vec = deferred("data_prep.word2vec")
-data_batches = deferred("data_prep.batches")
 runs = deferred("workflows.core.runs")
 models = deferred("workflows.core.models")
 evaluation = deferred("workflows.sentiment.evaluation")
 ensemble_run = deferred("workflows.sentiment.ensemble_run")
 paragraph_training = deferred("workflows.sentiment.paragraph_training")
-token_classifier = deferred("workflows.sentiment.token_classifier")
+token_training = deferred("workflows.sentiment.token_training")
 classifiers = deferred("workflows.sentiment.classifiers")
 ngram_training = deferred("workflows.sentiment.ngram_training")
 augmentation = deferred("workflows.sentiment.augmentation")
 encoder_training = deferred("workflows.sentiment.encoder_training")
 lm_classifier_training = deferred("workflows.sentiment.lm_classifier_training")
 encoders = deferred("data_prep.encoders")
-lm_source = deferred("workflows.causal_lm.source")  # lm_classifier's language model
 
 EXPERIMENT = "imdb_sentiment"
 PYFUNC_FILE = Path(__file__).parent / "sentiment" / "pyfunc.py"  # every classifier folder
-# Padded review lengths (tokens) batches come in, up to the longest a config reads: a
-# handful of shapes, each compiled once
-REVIEW_LENGTHS = (64, 128, 192, 256, 384, 512, 768, 1024)
 EXAMPLES = ["A gripping, beautifully shot film.", "Dull, predictable and far too long."]
 
 
@@ -81,22 +74,12 @@ def complete_config(config):
     architecture, vocabulary size and dtype policy; `augment=round_trip`: the run ids of
     its two translators."""
     if isinstance(config, LMClassifierConfig):
-        config = complete_lm_classifier(config)
+        config = lm_classifier_training.complete_config(config)
     if config.augment == "round_trip":
         config = dataclasses.replace(config, **{
             role: augmentation.translation_run(getattr(config, role), role).info.run_id
             for role in augmentation.DIRECTIONS})
     return config
-
-
-def complete_lm_classifier(config):
-    if not config.init_from:
-        raise ConfigError("lm_classifier fine-tunes a language model: give --init-from with "
-                          "a run id or model URI from `python -m workflows.language_model`.")
-    run = lm_source.source_run(config.init_from)
-    source = lm_source.source_config(run)
-    return dataclasses.replace(config, init_from=run.info.run_id,
-                               **{name: getattr(source, name) for name in LM_ARCHITECTURE})
 
 
 def data_settings(config=None):
@@ -194,31 +177,10 @@ def embedding_matrix_for(config, prepared):
 
 # ## Batches
 # Sequence models read the cached token ids; RNNs batch reviews of similar length
-# together (bucketing), which skips most padding and leaves per-review outputs unchanged.
-# The n-gram models (`bow`, `nbsvm`) vectorize text on the fly with their own adapted
-# vectorizer (`sentiment/ngram_training.py`); NBSVM's is binary and sparse (400k
-# uni/bi/trigrams by default).
-
-
-def batches(config, prepared, split, epoch=None):
-    """The (token ids, label) batches of `split`; shuffled with a per-epoch seed if
-    `epoch`."""
-    return review_batches(config, prepared.token_ids(split), prepared.labels(split),
-                          None if epoch is None else config.seed + epoch)
-
-
-def review_batches(config, ids, labels, seed=None):
-    """Token id batches in the config's few fixed shapes: with bucketing, reviews padded
-    to the first of `REVIEW_LENGTHS` that holds them, `batch_tokens // length` (or
-    `batch_size`) per batch; else every batch `batch_size` x the full length."""
-    longest, tokens = ids.shape[1], getattr(config, "batch_tokens", None)
-    if isinstance(config, (LMClassifierConfig, EncoderConfig)) \
-            or getattr(config, "bucketing", False):
-        plan = BucketPlan(boundaries_up_to(longest, REVIEW_LENGTHS), tokens,
-                          None if tokens else config.batch_size)
-    else:
-        plan = BucketPlan.single(longest, config.batch_size)
-    return data_batches.for_backend(data_batches.LabelledBatches(ids, labels, plan, seed))
+# together (bucketing), which skips most padding and leaves per-review outputs unchanged
+# (`sentiment/token_training.py`). The n-gram models (`bow`, `nbsvm`) vectorize text on
+# the fly with their own adapted vectorizer (`sentiment/ngram_training.py`); NBSVM's is
+# binary and sparse (400k uni/bi/trigrams by default).
 
 
 # ## Train
@@ -242,7 +204,7 @@ def plan_training(config, data):
 
 def _plan_training(config, prepared, encoder=None):
     def batches_of(ids, labels, seed):
-        return review_batches(config, ids, labels, seed)
+        return token_training.review_batches(config, ids, labels, seed)
 
     def export(*packages):
         return ModelExport("classifier", None, PYFUNC_FILE, EXAMPLES[:1],
@@ -256,25 +218,11 @@ def _plan_training(config, prepared, encoder=None):
         return paragraph_training.plan(config, prepared, export())
     if isinstance(config, (BowConfig, NBSVMConfig)):
         plan = ngram_training.plan(config, prepared, export())
-    else:  # the prepared token ids; served with their vectorizer in plain Python
-        plan = _token_id_plan(config, prepared, export())
+    else:
+        plan = token_training.plan(config, prepared, export(),
+                                   *embedding_matrix_for(config, prepared))
     vocabulary = (prepared.directory / "vocabulary.txt").read_text("utf-8")
     return dataclasses.replace(plan, artifacts={**plan.artifacts, "vocabulary.txt": vocabulary})
-
-
-def _token_id_plan(config, prepared, export):
-    prior, coverage = embedding_matrix_for(config, prepared)
-    vocabulary = prepared.vocabulary()
-    model = build_model(config, len(vocabulary), prior)
-    classifier = token_classifier.TokenClassifier(model, vocabulary,
-                                                  prepared.settings.sequence_length)
-    return TrainingPlan(
-        model, lambda epoch: batches(config, prepared, "train", epoch),
-        batches(config, prepared, "val"), len(prepared.labels("train")),
-        export=dataclasses.replace(export, save=classifier.save),
-        tags={"model_family": type(config).__name__.removesuffix("Config").lower()},
-        artifacts={"embedding_coverage.json": coverage} if coverage else {},
-        metrics={"embedding_coverage": coverage["fraction"]} if coverage else {})
 
 
 # ## Evaluate and use the model

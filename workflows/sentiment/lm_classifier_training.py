@@ -4,9 +4,22 @@ import dataclasses
 
 from data_prep.padding import pad_rows
 from workflows.causal_lm import source as lm_source
+from workflows.core.config import ConfigError
 from workflows.core.lesson import TrainingPlan
-from workflows.sentiment.presets import build_model
+from workflows.sentiment.presets import LM_ARCHITECTURE, build_model
 from workflows.sentiment.subword_classifier import SubwordClassifier, token_rows
+
+
+def complete_config(config):
+    """`config` with the language-model run it starts from (`init_from`, as a run id),
+    and that run's architecture, vocabulary size and dtype policy."""
+    if not config.init_from:
+        raise ConfigError("lm_classifier fine-tunes a language model: give --init-from with "
+                          "a run id or model URI from `python -m workflows.language_model`.")
+    run = lm_source.source_run(config.init_from)
+    source = lm_source.source_config(run)
+    return dataclasses.replace(config, init_from=run.info.run_id,
+                               **{name: getattr(source, name) for name in LM_ARCHITECTURE})
 
 
 def plan(config, prepared, batches_of, export):
