@@ -175,17 +175,14 @@ def embedding_matrix_for(config, prepared):
     return matrix, {"source": vectors.source, "dim": vectors.dim, **coverage.as_dict()}
 
 
-# ## Batches
-# Sequence models read the cached token ids; RNNs batch reviews of similar length
-# together (bucketing), which skips most padding and leaves per-review outputs unchanged
-# (`sentiment/token_training.py`). The n-gram models (`bow`, `nbsvm`) vectorize text on
-# the fly with their own adapted vectorizer (`sentiment/ngram_training.py`); NBSVM's is
-# binary and sparse (400k uni/bi/trigrams by default).
-
-
-# ## Train
+# ## Batches and training
 # The shared training (workflows/core/training.py) starts or resumes the MLflow run,
-# checkpoints, logs and exports; the lesson says what to train on.
+# checkpoints, logs and exports; the lesson says what to train on, each model family in
+# its module of `sentiment/`. Sequence models read the cached token ids; RNNs batch
+# reviews of similar length together (bucketing), which skips most padding and leaves
+# per-review outputs unchanged (`token_training.py`). The n-gram models (`bow`, `nbsvm`)
+# vectorize text on the fly with their own adapted vectorizer (`ngram_training.py`);
+# NBSVM's is binary and sparse (400k uni/bi/trigrams by default).
 
 
 def plan_training(config, data):
