@@ -97,17 +97,29 @@ def write_atomically(directory, settings, fill):
             if problem is None:
                 return directory
             print(f"Rebuilding {directory}: {problem}.")
-        tmp = Path(tempfile.mkdtemp(prefix=f"{directory.name}.partial-", dir=directory.parent))
-        try:
+
+        def fill_with_settings(tmp):
             fill(tmp)
-            write_manifest(tmp)
             (tmp / SETTINGS_FILE).write_text(json.dumps(settings, indent=2, sort_keys=True))
-            remove(directory)  # incomplete or damaged; the lock keeps readers out
-            tmp.rename(directory)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
+
+        replace_from_sibling(directory, fill_with_settings)
     return directory
+
+
+def replace_from_sibling(directory, fill):
+    """Calls `fill(tmp)` on a new `*.partial-*` sibling of `directory`, records the
+    digest of every file in it, then puts it in `directory`'s place (the caller holds
+    `producing(directory)`). A failure removes the sibling and leaves `directory` as it
+    was."""
+    tmp = Path(tempfile.mkdtemp(prefix=f"{directory.name}.partial-", dir=directory.parent))
+    try:
+        fill(tmp)
+        write_manifest(tmp)
+        remove(directory)  # incomplete or damaged; the lock keeps readers out
+        tmp.rename(directory)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
 
 
 def write_manifest(folder):

@@ -25,11 +25,10 @@ from data_prep.cache import (
     newest_prepared,
     prepared_dir,
     producing,
-    remove,
+    replace_from_sibling,
     sha256_of,
     source_digest,
     work_dir,
-    write_manifest,
 )
 from data_prep.errors import UserError
 
@@ -176,21 +175,17 @@ def extract(archive, target, source=None):
                 return target
             print(f"Extracting again: {target}: {problem}.")
         verify_archive(archive)
-        tmp = Path(tempfile.mkdtemp(prefix=f"{target.name}.partial-", dir=target.parent))
         print(f"Extracting {archive} -> {target}")
-        try:
+
+        def extract_checked(tmp):
             _extract_into(archive, tmp)
             if source and not (tmp / source.marker).exists():
                 raise DataSourceError(
                     f"{archive} does not look like {source.archive_name}: it has no "
                     f"{source.marker}."
                 )
-            write_manifest(tmp)
-            remove(target)  # incomplete or damaged; the lock keeps readers out
-            tmp.rename(target)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
+
+        replace_from_sibling(target, extract_checked)
     return target
 
 
