@@ -58,7 +58,8 @@ def newest_prepared(name, settings, root=None):
 
 
 def is_complete(directory):
-    """A prepared folder is complete once its settings file exists (written last)."""
+    """A prepared folder is complete once its settings file exists (the folder is
+    renamed into place whole, settings and manifest included)."""
     return (Path(directory) / SETTINGS_FILE).is_file()
 
 
