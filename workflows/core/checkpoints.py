@@ -290,14 +290,15 @@ class _EpochTimer(keras.callbacks.Callback):
 def fit_resumably(model, epoch_dataset, validation_data, folder, epochs, patience=2,
                   checkpoint_every_steps=200, train_examples=None, on_epoch_end=None,
                   callbacks=(), verbose="auto", time_budget_seconds=None, epoch_metrics=None,
-                  keep_epoch_weights=0, agree=bool):
+                  keep_epoch_weights=0, agree=bool, monitor="val_loss", higher_is_better=False):
     """Trains `model` for up to `epochs`, resuming from `folder` (a path or a
     `TrainingFolder`) if it holds a checkpoint.
 
     `epoch_dataset(epoch)` returns that epoch's batches, the same ones on every call
     (seed the shuffle with the epoch) so a resumed epoch skips exactly what was done.
-    Stops after `patience` epochs without a lower validation loss and leaves the
-    model with its best weights. `epoch_metrics(epoch, metrics)` may add to an epoch's
+    Stops after `patience` epochs without a lower validation loss (or a better
+    `monitor`, an epoch metric, higher or lower as `higher_is_better` says) and leaves
+    the model with its best weights. `epoch_metrics(epoch, metrics)` may add to an epoch's
     metrics (plus `epoch_seconds`, the training batches' time, and `examples_per_second`
     for uninterrupted epochs; `validation_seconds`, `checkpoint_seconds`)
     before they are checkpointed with the state; `on_epoch_end(epoch, metrics)` sees
@@ -348,7 +349,7 @@ def fit_resumably(model, epoch_dataset, validation_data, folder, epochs, patienc
             epoch_metrics(state.epoch, metrics)
         if not resumed_at:  # the whole epoch, the lesson's own epoch-end work included
             metrics["epoch_wall_seconds"] = time.perf_counter() - started
-        _update_early_stopping(model, folder, state, metrics)
+        _update_early_stopping(model, folder, state, metrics, monitor, higher_is_better)
         state.history.append(metrics)
         state.epoch, state.step = state.epoch + 1, 0
         if keep_epoch_weights:  # before the state: an epoch done is an epoch kept
@@ -375,10 +376,13 @@ def _within_budget(state, budget):
     return False
 
 
-def _update_early_stopping(model, folder, state, metrics):
-    val_loss = metrics.get("val_loss", metrics.get("loss"))
-    if val_loss < state.best_val_loss:
-        state.best_val_loss, state.best_epoch = val_loss, state.epoch + 1
+def _update_early_stopping(model, folder, state, metrics, monitor, higher_is_better):
+    """`state.best_val_loss` holds the best value of `monitor`, lower is better (a
+    metric where higher is better is kept negated)."""
+    value = metrics.get(monitor, metrics.get("loss"))
+    value = -value if higher_is_better else value
+    if value < state.best_val_loss:
+        state.best_val_loss, state.best_epoch = value, state.epoch + 1
         state.epochs_without_improvement = 0
         folder.save_best_weights(model, state)
     else:

@@ -48,8 +48,9 @@ class Catalog:
     Lessons without presets give each model one preset, `default`.
     """
 
-    def __init__(self, presets, default_preset="default"):
+    def __init__(self, presets, default_preset="default", key="model"):
         self.presets, self.default_preset = presets, default_preset
+        self.key = key  # the config field that names the model (`--model`, `--retriever`)
 
     @property
     def models(self):
@@ -97,9 +98,9 @@ class Catalog:
 
     def from_params(self, params):
         """The config a run logged as MLflow params (fields it does not know are ignored)."""
-        base = self.base(params["model"], params.get("preset"))
+        base = self.base(params[self.key], params.get("preset"))
         known = {key: value for key, value in params.items()
-                 if key in field_names(base) and key not in ("model", "preset")}
+                 if key in field_names(base) and key not in (self.key, "preset")}
         return apply_overrides(base, known, check_applies=False)
 
 

@@ -27,7 +27,8 @@ class Lesson:
     complete_config: Callable | None = None  # config -> config, once the CLI has read it
 
     def run_name(self, config):
-        return f"{config.model}-{config.preset}" if self.catalog.has_presets else config.model
+        model = getattr(config, self.catalog.key)
+        return f"{model}-{config.preset}" if self.catalog.has_presets else model
 
 
 @dataclass(frozen=True)

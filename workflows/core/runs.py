@@ -156,7 +156,7 @@ def model_run(lesson, run_id=None, model_uri=None, params=None):
         raise ConfigError(f"{model_uri} was not trained with {wanted}; pick a run that was "
                           "(see compare), or leave the option out to use this one.")
     params = run.data.params
-    print(f"Loading {model_uri} (run {run.info.run_id}, {params.get('model')}"
+    print(f"Loading {model_uri} (run {run.info.run_id}, {params.get(lesson.catalog.key)}"
           + (f", preset {params['preset']})" if "preset" in params else ")"))
     return run
 

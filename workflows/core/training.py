@@ -179,8 +179,16 @@ def _chief_run(lesson, name, state, tags, processes):
     if not processes.is_chief:
         yield
         return
-    experiment = store.use_experiment(lesson.experiment)
-    mlflow.start_run(run_id=state.run_id or None, run_name=None if state.run_id else name,
+    with tracked_run(lesson.experiment, name, state.run_id, tags):
+        yield
+
+
+@contextlib.contextmanager
+def tracked_run(experiment_name, name, run_id=None, tags=None):
+    """The MLflow run `run_id` resumed, or a new run `name`: ended FINISHED, KILLED on
+    Ctrl-C or SIGTERM, FAILED on an error (without waiting on a store that is down)."""
+    experiment = store.use_experiment(experiment_name)
+    mlflow.start_run(run_id=run_id or None, run_name=None if run_id else name,
                      experiment_id=experiment.experiment_id, tags=tags or None)
     try:
         yield

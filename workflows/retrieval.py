@@ -1,0 +1,542 @@
+"""Search: BM25, a fine-tuned dual encoder and their hybrids, on real relevance judgements.
+
+    python -m workflows.retrieval prepare                          # SciFact (or your catalogue)
+    python -m workflows.retrieval train --retriever bm25           # one MLflow run per retriever
+    python -m workflows.retrieval train --retriever dense --epochs 4   # fine-tune the encoder
+    python -m workflows.retrieval evaluate                         # test nDCG@10, recall@100, ...
+    python -m workflows.retrieval search "vitamin D prevents fractures"
+    python -m workflows.retrieval label --file queries.txt --output top10.jsonl --workers 2
+
+A shop's catalogue, a lab's papers or a help desk's answers: a corpus, a stream of
+queries, and the question of which retriever to put in production. This lesson
+compares the four architectures of a real e-commerce deployment (Okapi BM25; a
+Sentence-BERT dual encoder; their intersection; BM25 re-ranked by the dual encoder)
+and a hybrid of their scores, fine-tunes the encoder with in-batch and BM25-mined
+negatives, and measures all of them with the field's metrics on judged queries. Each
+retriever family is one module of `workflows/retrievers/`; this file is the order in
+which they are used.
+"""
+
+import data_prep.quiet_start  # noqa: F401  first: hides TensorFlow's start-up noise
+
+# isort: split
+
+import dataclasses
+import json
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from data_prep import retrieval_corpus
+from data_prep.runtime import run_main
+from workflows.core.cli import LessonCLI, overrides_from_args, read_texts
+from workflows.core.config import Catalog, ConfigError, describe, option, seed_option
+from workflows.core.lesson import Lesson
+
+EXPERIMENT = "retrieval"
+RETRIEVERS = ("bm25", "dense", "rerank", "intersection", "hybrid")
+PYFUNC_FILE = Path(__file__).parent / "retrievers" / "pyfunc.py"
+EXPORTED = "retriever"  # the saved folder, in the run folder and the logged model
+
+
+# ## Configuration
+# One config for every retriever; a field that does not apply to one is refused.
+
+
+def _reads_bm25(config):
+    return config.retriever != "dense"
+
+
+def _reads_encoder(config):
+    return config.retriever != "bm25"
+
+
+def _fuses(config):
+    return config.retriever in ("rerank", "intersection", "hybrid")
+
+
+def _fine_tunes(config):
+    return config.retriever == "dense"
+
+
+@dataclass(frozen=True)
+class RetrievalConfig:
+    retriever: str = option("bm25", choices=RETRIEVERS)
+    # BM25 (Lucene's defaults: k1 1.2, b 0.75; English stop words and Snowball stemming)
+    k1: float = option(1.2, at_least=0.0, at_most=10.0, applies=_reads_bm25)
+    b: float = option(0.75, at_least=0.0, at_most=1.0, applies=_reads_bm25)
+    stemmer: str = option("english", choices=("english", "none"), applies=_reads_bm25)
+    stop_words: str = option("en", choices=("en", "none"), applies=_reads_bm25)
+    # the dual encoder: a known name, a Hugging Face BERT folder, or a fine-tuned dense run
+    encoder: str = option("all-minilm-l6-v2", applies=_reads_encoder)
+    encoder_run: str = option("", applies=lambda c: _fuses(c))
+    query_length: int = option(64, at_least=8, at_most=512, applies=_reads_encoder)
+    document_length: int = option(256, at_least=16, at_most=512, applies=_reads_encoder)
+    encode_batch_size: int = option(32, at_least=1, at_most=1024, applies=_reads_encoder)
+    # putting the two together
+    depth: int = option(100, at_least=1, at_most=10_000, applies=_fuses)
+    fusion: str = option("convex", choices=("convex", "rrf"),
+                         applies=lambda c: c.retriever == "hybrid")
+    hybrid_weight: float = option(-1.0, at_least=-1.0, at_most=1.0,  # -1: chosen on validation
+                                  applies=lambda c: c.retriever == "hybrid")
+    rrf_k: int = option(60, at_least=1, at_most=10_000, applies=lambda c: c.retriever == "hybrid")
+    # fine-tuning the dual encoder (dense; 0 epochs: zero-shot)
+    epochs: int = option(0, at_least=0, at_most=100, applies=_fine_tunes)
+    batch_size: int = option(32, at_least=2, at_most=1024, applies=_fine_tunes)
+    learning_rate: float = option(2e-5, above=0.0, at_most=1e-2, applies=_fine_tunes)
+    scale: float = option(20.0, above=0.0, at_most=1000.0, applies=_fine_tunes)
+    negatives_depth: int = option(10, at_least=1, at_most=1000, applies=_fine_tunes)
+    patience: int = option(1, at_least=1, at_most=100, applies=_fine_tunes)
+    max_train_minutes: float = option(30.0, above=0.0, at_most=10_000.0, applies=_fine_tunes)
+    checkpoint_every_steps: int = option(50, at_least=1, at_most=1_000_000,
+                                         applies=_fine_tunes)
+    validation_pool_depth: int = option(10, at_least=1, at_most=1000, applies=_fine_tunes)
+    # the data
+    validation_share: float = option(0.2, at_least=0.0, below=1.0)
+    seed: int = seed_option()
+    distribution: str = "auto"  # where it trains (the core's runs ignore it in their keys)
+
+
+CATALOG = Catalog({name: {"default": RetrievalConfig(retriever=name)} for name in RETRIEVERS},
+                  key="retriever")
+LESSON = Lesson(EXPERIMENT, CATALOG, load_data=None, plan_training=None,
+                compare_columns=("run_id", "params.retriever", "metrics.test_ndcg_at_10",
+                                 "metrics.test_recall_at_100", "metrics.val_ndcg_at_10",
+                                 "metrics.test_queries_per_second", "params.encoder_run",
+                                 "params.epochs", "start_time"),
+                sort_by="metrics.test_ndcg_at_10")
+
+
+# ## The data
+# A BEIR dataset (SciFact by default) or your catalogue, checked and cached.
+
+
+def load_data(config, args, verbose=True):
+    settings = retrieval_corpus.CorpusSettings(config.validation_share, config.seed)
+    catalogue = None
+    if getattr(args, "documents", None):
+        catalogue = retrieval_corpus.Catalogue(args.documents, args.queries, args.judgements,
+                                               args.test_judgements)
+    return retrieval_corpus.prepare(args.beir_path, catalogue, settings, args.work_dir,
+                                    verbose)
+
+
+# ## The retrievers
+# `retrievers/bm25.py`, `retrievers/dense.py`, `retrievers/fusion.py`; `searcher.py`
+# puts a config's pieces together and saves them as one folder.
+
+
+def build_bm25(config, data):
+    from workflows.retrievers.bm25 import BM25Index
+
+    started = time.perf_counter()
+    index = BM25Index.build(data.searchable(), config.k1, config.b, config.stemmer,
+                            config.stop_words)
+    return index, time.perf_counter() - started
+
+
+def load_encoder(config, work_dir, folder):
+    """The pretrained encoder, or the fine-tuned one of `encoder_run` (copied into the
+    run folder: the download is temporary)."""
+    from workflows.retrievers.dense import DenseEncoder
+
+    if not config.encoder_run:
+        return DenseEncoder.pretrained(config.encoder, work_dir)
+    import shutil
+
+    from workflows.core import models, runs
+
+    run = runs.check_has_model(runs.find_run(EXPERIMENT, config.encoder_run))
+    if run.data.params.get("retriever") != "dense":
+        raise ConfigError(f"encoder_run {config.encoder_run} is a "
+                          f"{run.data.params.get('retriever')} run; give a dense run's id.")
+    target = folder / "source-encoder"
+    with models.verified_model(run) as local:
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.copytree(local / "artifacts" / EXPORTED / "encoder", target)
+    return DenseEncoder.load(target)
+
+
+def encoder_identity(config, encoder, state=None):
+    """What the document embeddings are keyed by: the weights the encoder holds."""
+    from data_prep import encoders
+    from workflows.core.checkpoints import BEST_WEIGHTS
+    from workflows.retrievers.dense import weights_identity
+
+    if state is not None and state.history:  # fine-tuned in this run
+        return {"fine_tuned": state.digests[BEST_WEIGHTS]}
+    if config.encoder_run:
+        return weights_identity(encoder.folder)
+    return encoders.encoder_digest(config.encoder, encoder.folder)
+
+
+def make_searcher(config, data, bm25, encoder, work_dir, state=None):
+    from workflows.retrievers import dense
+    from workflows.retrievers.searcher import SearchSettings, Searcher
+
+    embeddings = None
+    if encoder is not None:
+        embeddings = dense.document_embeddings(
+            encoder, data.searchable(),
+            {"weights": encoder_identity(config, encoder, state), "corpus": data.fingerprint},
+            config.document_length, config.encode_batch_size, work_dir)
+    settings = SearchSettings(config.retriever, config.depth, 0.5, config.fusion,
+                              config.rrf_k, config.query_length, config.encode_batch_size)
+    return Searcher(settings, data.doc_ids, data.titles,
+                    bm25 if _reads_bm25(config) else None, encoder, embeddings)
+
+
+# ## Fine-tuning the dual encoder
+# Pairs from the train judgements, a hard negative per pair from BM25, the
+# multiple-negatives ranking loss, early stopping on validation nDCG@10, all through
+# the core's resumable `fit`.
+
+
+def fine_tune(config, data, encoder, bm25, folder):
+    """Fine-tunes `encoder` in place; returns the training state (history, best epoch)."""
+    import mlflow
+
+    from workflows.core import checkpoints, training
+    from workflows.retrievers import dense
+
+    query_ids, query_texts, judged = data.split("train")
+    if not query_ids:
+        raise ConfigError("Fine-tuning needs train judgements; this corpus has none "
+                          "(--set epochs=0 uses the encoder as it is).")
+    row_of = {doc: row for row, doc in enumerate(data.doc_ids)}
+    judged_rows = [{row_of[d] for d in judged[q]} for q in query_ids]
+    pairs = [(q, row) for q in range(len(query_ids)) for row in sorted(judged_rows[q])]
+    bm25_rows, _ = bm25.search(query_texts, config.negatives_depth + max(map(len, judged_rows)))
+    negatives = dense.hard_negatives(bm25_rows, pairs, judged_rows, config.negatives_depth,
+                                     config.seed, len(data.doc_ids))
+    query_tokens = encoder.tokenizer.ids(query_texts, config.query_length)
+    document_tokens = encoder.tokenizer.ids(data.searchable(), config.document_length)
+
+    def epoch_batches(epoch):
+        return dense.PairBatches(query_tokens, document_tokens, pairs, negatives,
+                                 config.batch_size, config.query_length,
+                                 config.document_length, config.seed + epoch)
+
+    trainer = dense.compile_trainer(encoder, config.learning_rate, config.scale)
+    trainer(epoch_batches(0)[0][0])  # builds it, so a checkpoint can be restored into it
+    validate = validation_nDCG(config, data, encoder, bm25)
+    if not checkpoints.TrainingFolder(folder).load_state().history:
+        training.log_epoch(-1, {"val_ndcg_at_10": validate()})  # step 0: before training
+    state = checkpoints.fit_resumably(
+        trainer, epoch_batches, None, folder, config.epochs, config.patience,
+        config.checkpoint_every_steps, train_examples=len(pairs),
+        epoch_metrics=lambda epoch, metrics: metrics.update(val_ndcg_at_10=validate()),
+        on_epoch_end=training.log_epoch, verbose=training.progress_verbosity(),
+        time_budget_seconds=config.max_train_minutes * 60,
+        monitor="val_ndcg_at_10", higher_is_better=True)
+    best = -state.best_val_loss
+    mlflow.log_metrics({"best_epoch": state.best_epoch, "trained_epochs": len(state.history),
+                        "train_minutes": state.train_seconds / 60, "best_val_ndcg_at_10": best})
+    print(f"Fine-tuned on {len(pairs):,} pairs: best validation nDCG@10 {best:.4f} at epoch "
+          f"{state.best_epoch}")
+    return state
+
+
+def validation_nDCG(config, data, encoder, bm25):
+    """A function giving nDCG@10 of dense search on the validation queries, searched
+    among a pool of documents (their judged ones and BM25's top `validation_pool_depth`
+    for each): cheap enough to compute every epoch."""
+    from workflows.retrievers import metrics
+    from workflows.retrievers.dense import ExactIndex
+
+    query_ids, query_texts, judged = data.split("validation")
+    if not query_ids:
+        raise ConfigError("Fine-tuning stops early on validation queries; this corpus has "
+                          "none (raise --set validation_share).")
+    rows, _ = bm25.search(query_texts, config.validation_pool_depth)
+    row_of = {doc: row for row, doc in enumerate(data.doc_ids)}
+    pool = sorted(set(rows.reshape(-1).tolist())
+                  | {row_of[d] for grades in judged.values() for d in grades})
+    texts = data.searchable()
+
+    def validate():
+        documents = encoder.encode([texts[r] for r in pool], config.document_length,
+                                   config.encode_batch_size, label="Validation pool")
+        queries = encoder.encode(query_texts, config.query_length, config.encode_batch_size,
+                                 label="Validation queries")
+        found, _ = ExactIndex(documents).search(queries, 10)
+        rankings = {q: [data.doc_ids[pool[r]] for r in ranked]
+                    for q, ranked in zip(query_ids, found, strict=True)}
+        return metrics.mean(metrics.per_query(rankings, judged))["ndcg_at_10"]
+
+    return validate
+
+
+def choose_hybrid_weight(config, data, searcher):
+    """The convex combination's weight of the dense score with the best validation
+    nDCG@10 (0 to 1 in steps of 0.1); the configured one when it is set."""
+    if config.retriever != "hybrid" or config.fusion != "convex" or config.hybrid_weight >= 0:
+        return max(config.hybrid_weight, 0.0) if config.retriever == "hybrid" else 0.5
+    scores = {}
+    for step in range(11):
+        weight = step / 10
+        searcher.settings = dataclasses.replace(searcher.settings, hybrid_weight=weight)
+        scores[weight] = score(searcher, data, "validation", k=100)["ndcg_at_10"]
+    best = max(scores, key=lambda w: (scores[w], -abs(w - 0.5)))
+    print("Validation nDCG@10 by hybrid weight: " + ", ".join(
+        f"{w:.1f}: {s:.4f}" for w, s in scores.items()) + f"; chosen {best:.1f}")
+    return best
+
+
+# ## Evaluation
+# nDCG@10, recall@100, MRR@10, MAP@100 and the system's rank-weighted hits
+# (`retrievers/metrics.py`), over every judged query of a split, with the speed.
+
+
+def score(searcher, data, split, k=100, per_query=False):
+    from workflows.retrievers import metrics
+
+    query_ids, query_texts, judged = data.split(split)
+    if not query_ids:
+        return {}
+    rankings, seconds = searcher.rankings(query_ids, query_texts, k)
+    table = metrics.per_query(rankings, judged)
+    results = {**metrics.mean(table), "queries_per_second": len(query_ids) / seconds}
+    return (results, table, rankings) if per_query else results
+
+
+# ## Train: every retriever is a run
+
+
+def train(config, args):
+    """Builds (and for a dense retriever with epochs, fine-tunes) `config`'s retriever,
+    scores it on validation, exports and logs it; returns the MLflow run id."""
+    import mlflow
+
+    from workflows.core import checkpoints, store, training
+
+    data = load_data(config, args)
+    folder = training.run_folder(LESSON, config, data.fingerprint, args.work_dir)
+    with training.training_lock(folder):
+        state = checkpoints.starting_state(folder, args.retrain)
+        checkpoints.remove_partial_files(folder)
+        if state.finished:
+            print(f"{config.retriever} with this config is already built: run {state.run_id} "
+                  f"({folder}). Pass --retrain to build it again.")
+            return state.run_id
+        print(f"Building {config.retriever}:\n{describe(config)}")
+        with training.tracked_run(EXPERIMENT, config.retriever, state.run_id):
+            if not state.run_id:
+                mlflow.log_params(store.flat_params(config))
+                mlflow.set_tags(store.run_tags(data.fingerprint, run_folder=str(folder)))
+                mlflow.log_dict(dataclasses.asdict(config), "config.json")
+                state.run_id = mlflow.active_run().info.run_id
+                checkpoints.TrainingFolder(folder).save_state(state)
+            bm25, encoder = None, None
+            if _reads_bm25(config) or config.epochs:
+                bm25, seconds = build_bm25(config, data)
+                mlflow.log_metric("bm25_index_seconds", seconds)
+            if _reads_encoder(config):
+                encoder = load_encoder(config, args.work_dir, folder)
+            if config.epochs and _fine_tunes(config):
+                state = fine_tune(config, data, encoder, bm25, folder)
+            started = time.perf_counter()
+            searcher = make_searcher(config, data, bm25, encoder, args.work_dir, state)
+            mlflow.log_metric("index_seconds", time.perf_counter() - started)
+            weight = choose_hybrid_weight(config, data, searcher)
+            searcher.settings = dataclasses.replace(searcher.settings, hybrid_weight=weight)
+            mlflow.log_metric("hybrid_weight_used", weight)
+            validation = score(searcher, data, "validation")
+            mlflow.log_metrics({f"val_{name}": value for name, value in validation.items()})
+            if validation:
+                print(f"Validation nDCG@10 {validation['ndcg_at_10']:.4f}, recall@100 "
+                      f"{validation['recall_at_100']:.4f}")
+            export(searcher, folder)
+            checkpoints.TrainingFolder(folder).mark_finished(state)
+    print(f"Run {state.run_id}; the retriever is in {folder / EXPORTED}")
+    return state.run_id
+
+
+def export(searcher, folder):
+    """Saves the retriever into the run folder (atomically) and logs it as a pyfunc."""
+    import shutil
+
+    import mlflow
+
+    from workflows.core import models
+
+    target, partial = folder / EXPORTED, folder / f".partial-{EXPORTED}"
+    shutil.rmtree(partial, ignore_errors=True)
+    searcher.save(partial)
+    shutil.rmtree(target, ignore_errors=True)
+    partial.rename(target)
+    with models.without_any_hint_warning():
+        models.log_pyfunc_model(
+            PYFUNC_FILE, {EXPORTED: target}, ["vitamin D and bone fractures"],
+            models.pinned_requirements("keras", "keras-hub", "tensorflow", "mlflow", "bm25s",
+                                       "pystemmer", "tokenizers"),
+            packages=("retrievers",), params={"k": 10})
+    mlflow.set_tag("model_logged", "true")
+
+
+# ## Use: evaluate, search, label
+
+
+def load_retriever(args):
+    """The run chosen on the command line and its retriever, verified."""
+    from workflows.core import models, runs
+    from workflows.retrievers.searcher import Searcher
+
+    run = runs.check_has_model(runs.model_run(LESSON, args.run_id, args.model_uri,
+                                              _run_filter(args)))
+    with models.verified_model(run) as local:
+        return run, Searcher.load(local / "artifacts" / EXPORTED)
+
+
+def evaluate(args):
+    """Test metrics of a run (or `--split validation`), logged back to it with a
+    per-query table."""
+    from workflows.core import runs
+
+    run, searcher = load_retriever(args)
+    config = CATALOG.from_params(run.data.params)
+    data = load_data(config, args)
+    if run.data.tags.get("dataset_fingerprint") != data.fingerprint:
+        raise ConfigError(f"Run {run.info.run_id[:12]} was built on corpus "
+                          f"{run.data.tags.get('dataset_fingerprint')}, not on "
+                          f"{data.fingerprint}: give the same data flags as its train step.")
+    found = score(searcher, data, args.split, per_query=True)
+    if not found:
+        raise ConfigError(f"The corpus has no {args.split} judgements to evaluate on.")
+    results, table, rankings = found
+    prefix = "test_" if args.split == "test" else "val_"
+    titles = data.title_of()
+    rows = [{"query_id": q, "query": data.queries[q], **values,
+             "top_3": " | ".join(titles[d][:60] for d in rankings[q][:3])}
+            for q, values in table.items()]
+    runs.log_evaluation(run.info.run_id, {prefix + k: v for k, v in results.items()},
+                        tables={f"{args.split}_per_query.json": _columns(rows)})
+    print(f"{config.retriever} on {len(table)} {args.split} queries: " + ", ".join(
+        f"{name} {value:.4f}" for name, value in results.items()))
+    return results
+
+
+def search(args):
+    """The top `k` documents of each query, with ids, titles and scores."""
+    queries = read_texts(args.texts, args.file, "queries")
+    _, searcher = load_retriever(args)
+    for query, answers in zip(queries, searcher.answers(queries, args.k), strict=True):
+        print(f"\n{query}")
+        for answer in answers:
+            print(f"  {answer['rank']:>3}. {answer['score']:.4f}  {answer['id']}  "
+                  f"{answer['title'][:90]}")
+
+
+def label(args):
+    """Every line of `--file` with its top `k`, written in order to `--output` as an
+    Apache Beam pipeline (resumable: lines already labelled are kept)."""
+    from workflows.retrievers import labelling
+
+    run, _ = load_retriever(args)
+    labelling.label_file(run, args.file, args.output, args.k, args.workers, args.runner)
+
+
+# ## The command line
+
+
+def _run_filter(args):
+    return {"retriever": args.retriever} if getattr(args, "retriever", None) else None
+
+
+def _columns(rows):
+    return {key: [row[key] for row in rows] for key in rows[0]} if rows else {}
+
+
+def _add_data_arguments(parser):
+    parser.add_argument("--documents", help="your catalogue: a JSONL or CSV file of documents "
+                        "(id, title, text, any attribute columns) instead of a BEIR dataset")
+    parser.add_argument("--queries", help="with --documents: a TSV of id<TAB>query lines")
+    parser.add_argument("--judgements", help="with --documents: train judgements, a TSV of "
+                        "query-id<TAB>document-id<TAB>grade lines")
+    parser.add_argument("--test-judgements", help="with --documents: test judgements")
+
+
+class RetrievalCLI(LessonCLI):
+    """The lesson's steps; `compare`, `register` and `serve` are the core's."""
+
+    def __init__(self):
+        super().__init__(LESSON, "workflows.retrieval", __doc__.split("\n")[0],
+                         retrieval_corpus.SCIFACT, run_filters=("retriever",))
+        _add_data_arguments(self.step("prepare", "check and cache the corpus, queries and "
+                                      "judgements", self.prepare, data=True))
+        step = self.step("train", "build one retriever (fine-tune a dense one with --epochs) "
+                         "as an MLflow run", self.train, data=True)
+        _add_data_arguments(step)
+        step.add_argument("--retriever", default="bm25", help=f"one of: {', '.join(RETRIEVERS)}")
+        step.add_argument("--epochs", metavar="N", help="dense: fine-tuning epochs (0: as is)")
+        step.add_argument("--retrain", action="store_true",
+                          help="build again even if this exact config already finished")
+        step.add_argument("--register", metavar="NAME", help="register the retriever")
+        step.add_argument("--config", metavar="FILE.yaml",
+                          help="YAML mapping of config fields to override")
+        step.add_argument("--set", metavar="KEY=VALUE", action="append", default=[],
+                          dest="overrides", help="override one config field (repeatable), "
+                          "e.g. --set k1=0.9 --set b=0.4")
+        step.set_defaults(model=None)  # the core's `--model`: here `--retriever`
+        step = self.step("evaluate", "test metrics of a run (the latest, or --run-id)",
+                         evaluate, data=True, model=True)
+        _add_data_arguments(step)
+        step.add_argument("--split", choices=("test", "validation"), default="test")
+        step = self.step("search", "the top k documents of each query", search, model=True,
+                         texts="queries")
+        step.add_argument("-k", type=int, default=10, help="documents per query (default 10)")
+        step = self.step("label", "label a file of queries with their top k documents (an "
+                         "Apache Beam pipeline)", label, model=True)
+        step.add_argument("--file", required=True, help="UTF-8 queries, one per line")
+        step.add_argument("--output", required=True, help="JSON lines written in input order")
+        step.add_argument("-k", type=int, default=10, help="documents per query (default 10)")
+        step.add_argument("--workers", type=int, default=1, help="local worker processes")
+        step.add_argument("--runner", default="DirectRunner", help="Beam runner (default "
+                          "DirectRunner; Dataflow, Flink or Spark with their options)")
+        step = self.step("compare", "table of this lesson's runs, best first", self.compare)
+        step.add_argument("--sort-by", default=LESSON.sort_by,
+                          help=f"an MLflow column (default: {LESSON.sort_by})")
+        step.add_argument("--ascending", action="store_true", default=None,
+                          help="lowest first (default: best first)")
+        step.add_argument("--since", help="only runs started on or after this date")
+        step.add_argument("--format", choices=("text", "csv", "markdown"), default="text")
+        self._add_run_filters(step, "only runs of this {}")
+        step = self.step("register", "register a run's retriever in the model registry",
+                         self.register)
+        step.add_argument("name", help="registered model name; each call adds a version")
+        step.add_argument("--run-id", help="a run id or its first characters")
+        step.add_argument("--alias", help="also point this alias at the new version")
+        from workflows.core.servers import add_server_arguments
+
+        add_server_arguments(self.step("serve", "serve a run's retriever over HTTP", self.serve,
+                                       model=True))
+
+    def compare(self, args):
+        from workflows.core import runs
+
+        runs.compare(LESSON, args.sort_by, None, args.since, args.format, args.ascending,
+                     self.run_params(args))
+
+    def prepare(self, args):
+        load_data(RetrievalConfig(), args)
+
+    def train(self, args):
+        overrides = overrides_from_args(args)
+        if args.epochs is not None:
+            overrides["epochs"] = args.epochs
+        config = CATALOG.make(args.retriever, None, overrides)
+        run_id = train(config, args)
+        if args.register:
+            from workflows.core import runs
+
+            runs.register_model(run_id, args.register)
+        return run_id
+
+
+def main(argv=None):
+    return RetrievalCLI().main(argv)
+
+
+if __name__ == "__main__":
+    run_main(lambda argv=None: main(sys.argv[1:]))

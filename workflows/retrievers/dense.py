@@ -1,0 +1,282 @@
+"""The dense retriever: a Sentence-BERT dual encoder (Reimers and Gurevych, 2019).
+
+Queries and documents are encoded separately by the same BERT-architecture encoder
+(the kit's all-MiniLM-L6-v2 by default, as a keras-hub `BertBackbone`): token vectors
+are mean-pooled over the real tokens and normalized, so the dot product of two
+embeddings is their cosine similarity. Documents are encoded once and kept; a query
+costs one short encoding and a matrix product.
+
+Fine-tuning uses the multiple-negatives ranking loss (Henderson et al., 2017): in a
+batch of (query, relevant document) pairs, every other query's document, and a hard
+negative per query mined from BM25, is a negative; the loss is the cross-entropy of
+picking the right document among them from the scaled cosine similarities.
+
+Shapes stay few: texts are tokenized once (Hugging Face `tokenizers`, BERT's
+WordPiece), sorted by length and cut into batches of one fixed size at a few fixed
+lengths (16, 32, ... up to the maximum), so a compiler sees a handful of programs.
+"""
+
+import json
+import shutil
+from pathlib import Path
+
+import keras
+import numpy as np
+
+from data_prep import encoders
+from data_prep.progress import Progress
+
+ENCODER_FOLDER = "encoder"  # a keras-hub preset (config, weights) and its vocab.txt
+SMALLEST_LENGTH = 16
+
+
+# ## The encoder
+
+
+class WordPiece:
+    """BERT's WordPiece through Hugging Face `tokenizers`: `[CLS] text [SEP]`, cut at
+    `max_length` tokens."""
+
+    def __init__(self, folder):
+        from tokenizers import BertWordPieceTokenizer
+
+        self.folder = Path(folder)
+        self.tokenizer = BertWordPieceTokenizer(str(self.folder / "vocab.txt"),
+                                                lowercase=encoders.lowercases(self.folder))
+
+    def ids(self, texts, max_length):
+        self.tokenizer.enable_truncation(max_length)
+        return [np.asarray(e.ids, "int32") for e in self.tokenizer.encode_batch(list(texts))]
+
+
+def sentence_encoder(backbone):
+    """`(token_ids, padding_mask) -> normalized mean of the token vectors`."""
+    token_ids = keras.Input((None,), dtype="int32", name="token_ids")
+    padding_mask = keras.Input((None,), dtype="bool", name="padding_mask")
+    tokens = backbone({"token_ids": token_ids, "padding_mask": padding_mask,
+                       "segment_ids": keras.ops.zeros_like(token_ids)})["sequence_output"]
+    weights = keras.ops.expand_dims(keras.ops.cast(padding_mask, tokens.dtype), -1)
+    mean = keras.ops.sum(tokens * weights, axis=1) / keras.ops.maximum(
+        keras.ops.sum(weights, axis=1), 1.0)
+    embedding = keras.ops.cast(mean, "float32")
+    embedding = embedding / keras.ops.maximum(keras.ops.norm(embedding, axis=-1,
+                                                             keepdims=True), 1e-12)
+    return keras.Model([token_ids, padding_mask], embedding, name="sentence_encoder")
+
+
+class DenseEncoder:
+    """A sentence encoder and its tokenizer, saved as one folder."""
+
+    def __init__(self, backbone, folder):
+        self.backbone, self.folder = backbone, Path(folder)
+        self.tokenizer = WordPiece(folder)
+        self.model = sentence_encoder(backbone)
+
+    @classmethod
+    def pretrained(cls, name_or_folder, root=None):
+        """A known encoder name (fetched once) or a Hugging Face BERT folder."""
+        folder = encoders.encoder_folder(name_or_folder, root)
+        return cls(encoders.load_backbone(folder), folder)
+
+    @classmethod
+    def load(cls, folder):
+        """An encoder this module saved (`save`)."""
+        import keras_hub
+
+        return cls(keras_hub.models.Backbone.from_preset(str(folder)), folder)
+
+    def save(self, folder):
+        folder = Path(folder)
+        self.backbone.save_to_preset(str(folder))
+        for name in ("vocab.txt", "tokenizer_config.json"):
+            if (self.folder / name).is_file():
+                shutil.copy(self.folder / name, folder / name)
+
+    def encode(self, texts, max_length, batch_size=32, label=None):
+        """`(len(texts), width)` float32 unit vectors, in the order of `texts`."""
+        ids = self.tokenizer.ids(texts, max_length)
+        embeddings = np.zeros((len(texts), self.model.output_shape[-1]), "float32")
+        with Progress(label or "Encoding", len(texts)) as progress:
+            for rows, token_ids, mask in fixed_shape_batches(ids, max_length, batch_size):
+                vectors = self.model.predict_on_batch([token_ids, mask])
+                embeddings[rows] = keras.ops.convert_to_numpy(vectors)[:len(rows)]
+                progress.advance(len(rows))
+        return embeddings
+
+
+def bucket_length(length, max_length):
+    """The fixed length a sequence of `length` tokens is padded to: 16, 32, 64, ...
+    (the smallest that holds it), never above `max_length`."""
+    bucket = SMALLEST_LENGTH
+    while bucket < length:
+        bucket *= 2
+    return min(bucket, max_length)
+
+
+def pad(sequences, length, rows):
+    """`(token_ids, padding_mask)` of `rows` sequences padded (or cut) to `length`."""
+    token_ids = np.zeros((rows, length), "int32")
+    for i, sequence in enumerate(sequences):
+        token_ids[i, :min(length, len(sequence))] = sequence[:length]
+    return token_ids, token_ids != 0
+
+
+def fixed_shape_batches(ids, max_length, batch_size):
+    """`(rows, token_ids, padding_mask)` batches of `batch_size` rows (the last of a
+    length topped up with empty rows) at a few fixed lengths, shortest first."""
+    order = np.argsort([len(i) for i in ids], kind="stable")
+    by_length = {}
+    for row in order:
+        by_length.setdefault(bucket_length(len(ids[row]), max_length), []).append(row)
+    for length, rows in sorted(by_length.items()):
+        for start in range(0, len(rows), batch_size):
+            chunk = np.asarray(rows[start:start + batch_size])
+            yield (chunk, *pad([ids[r] for r in chunk], length, batch_size))
+
+
+# ## The index
+
+
+class ExactIndex:
+    """Exact maximum inner product search over unit vectors (cosine similarity)."""
+
+    def __init__(self, embeddings):
+        self.embeddings = np.asarray(embeddings, "float32")
+
+    def search(self, queries, k, chunk_size=256):
+        """`(rows, scores)`, each `(len(queries), k)`, best first."""
+        k = min(k, len(self.embeddings))
+        rows, scores = [], []
+        for start in range(0, len(queries), chunk_size):
+            similarity = queries[start:start + chunk_size] @ self.embeddings.T
+            top = np.argpartition(-similarity, k - 1, axis=1)[:, :k]
+            top_scores = np.take_along_axis(similarity, top, axis=1)
+            order = np.argsort(-top_scores, axis=1, kind="stable")
+            rows.append(np.take_along_axis(top, order, axis=1))
+            scores.append(np.take_along_axis(top_scores, order, axis=1))
+        return np.concatenate(rows).astype("int64"), np.concatenate(scores)
+
+    def scores_of(self, queries, rows):
+        """The cosine similarity of each query with the given document rows."""
+        return np.einsum("qd,qkd->qk", queries, self.embeddings[rows])
+
+
+def document_embeddings(encoder, texts, identity, max_length, batch_size, root=None):
+    """The embeddings of `texts`, computed once per (encoder weights, corpus, length)
+    and cached in the work folder like the other prepared data."""
+    from data_prep import cache
+
+    settings = {"encoder": identity, "max_length": max_length}
+    directory = cache.prepared_dir("embeddings", settings, root)
+    if not cache.is_intact(directory):
+        def fill(tmp):
+            np.save(tmp / "embeddings.npy", encoder.encode(
+                texts, max_length, batch_size, label=f"Encoding {len(texts):,} documents"))
+        cache.write_atomically(directory, settings, fill)
+    return np.load(directory / "embeddings.npy")
+
+
+def weights_identity(encoder_folder):
+    """What identifies a saved encoder's weights: the digest of its preset files."""
+    from data_prep.cache import sha256_of
+
+    files = sorted(p for p in Path(encoder_folder).iterdir() if p.is_file())
+    return json.dumps({p.name: sha256_of(p) for p in files}, sort_keys=True)
+
+
+# ## Fine-tuning: the multiple-negatives ranking loss
+
+
+class DualEncoderTrainer(keras.Model):
+    """Scores each query against every document of its batch (its own relevant one at
+    the same row, then the others and the hard negatives): `(batch, documents)` logits,
+    the cosine similarities times `scale`. Trained with sparse cross-entropy on the
+    labels `0..batch-1`, this is the multiple-negatives ranking loss."""
+
+    def __init__(self, encoder_model, scale=20.0, **kwargs):
+        super().__init__(**kwargs)
+        self.encoder, self.scale = encoder_model, scale
+
+    def call(self, inputs, training=False):
+        queries = self.encoder([inputs["query_ids"], inputs["query_mask"]], training=training)
+        documents = self.encoder([inputs["document_ids"], inputs["document_mask"]],
+                                 training=training)
+        return self.scale * keras.ops.matmul(queries, keras.ops.transpose(documents))
+
+
+def compile_trainer(encoder, learning_rate, scale):
+    trainer = DualEncoderTrainer(encoder.model, scale)
+    trainer.compile(optimizer=keras.optimizers.AdamW(learning_rate, weight_decay=0.01),
+                    loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                    metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")])
+    return trainer
+
+
+class PairBatches(keras.utils.PyDataset):
+    """One epoch of `(inputs, labels)` batches: `batch_size` (query, relevant document)
+    pairs, no document twice in a batch (it would be another query's false negative),
+    each query with `negatives[pair]` (hard negatives) after the in-batch documents.
+    Seeded by the epoch; `skip` resumes mid-epoch; a short last batch is dropped, so
+    every batch has one shape."""
+
+    def __init__(self, query_ids, document_ids, pairs, negatives, batch_size, query_length,
+                 document_length, seed, order=None):
+        super().__init__()
+        self.query_ids, self.document_ids = query_ids, document_ids
+        self.pairs, self.negatives = pairs, negatives
+        self.batch_size, self.seed = batch_size, seed
+        self.query_length, self.document_length = query_length, document_length
+        self.order = self._batches() if order is None else order
+
+    def _batches(self):
+        rng = np.random.default_rng(self.seed)
+        batches, current, used = [], [], set()
+        waiting = list(rng.permutation(len(self.pairs)))
+        while waiting:
+            deferred = []
+            for pair in waiting:
+                documents = {self.pairs[pair][1], self.negatives[pair]}
+                if documents & used:
+                    deferred.append(pair)
+                    continue
+                current.append(pair)
+                used |= documents
+                if len(current) == self.batch_size:
+                    batches.append(current)
+                    current, used = [], set()
+            if len(deferred) == len(waiting):
+                break
+            waiting = deferred
+        return batches
+
+    def __len__(self):
+        return len(self.order)
+
+    def __getitem__(self, index):
+        pairs = self.order[index]
+        queries = [self.query_ids[self.pairs[p][0]] for p in pairs]
+        documents = ([self.document_ids[self.pairs[p][1]] for p in pairs]
+                     + [self.document_ids[self.negatives[p]] for p in pairs])
+        query_ids, query_mask = pad(queries, self.query_length, len(queries))
+        document_ids, document_mask = pad(documents, self.document_length, len(documents))
+        inputs = {"query_ids": query_ids, "query_mask": query_mask,
+                  "document_ids": document_ids, "document_mask": document_mask}
+        return inputs, np.arange(len(pairs), dtype="int32")
+
+    def skip(self, count):
+        return PairBatches(self.query_ids, self.document_ids, self.pairs, self.negatives,
+                           self.batch_size, self.query_length, self.document_length,
+                           self.seed, self.order[count:])
+
+
+def hard_negatives(bm25_rows, pairs, judged_rows, depth, seed, corpus_size):
+    """For each `(query, document)` pair, a document BM25 ranks in the query's top
+    `depth` that is not judged for it (seeded choice); a random unjudged one if none."""
+    rng = np.random.default_rng(seed)
+    negatives = []
+    for query, _ in pairs:
+        candidates = [r for r in bm25_rows[query][:depth] if r not in judged_rows[query]]
+        if not candidates:
+            candidates = [r for r in rng.integers(0, corpus_size, 8) if r not in judged_rows[query]]
+        negatives.append(int(candidates[rng.integers(len(candidates))]))
+    return negatives

@@ -1,0 +1,120 @@
+"""A retriever ready to answer queries, and its saved folder (the one format every
+retriever of the search lesson is exported, logged, served and loaded in).
+
+    retriever/
+      retriever.json   which retriever, and its search settings
+      documents.jsonl  the id and title of each document, in index order
+      bm25/            the BM25 index (bm25s), when the retriever reads it
+      encoder/         the dual encoder (a keras-hub preset and its vocab.txt), when used
+      embeddings.npy   the documents' embeddings, when used
+"""
+
+import json
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from workflows.retrievers import fusion
+from workflows.retrievers.bm25 import BM25Index
+from workflows.retrievers.dense import DenseEncoder, ExactIndex
+
+SETTINGS_FILE = "retriever.json"
+LEXICAL = ("bm25", "rerank", "intersection", "hybrid")
+DENSE = ("dense", "rerank", "intersection", "hybrid")
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    """How a retriever ranks; the lesson's config fields of the same names."""
+
+    retriever: str
+    depth: int = 100  # candidates each list contributes to rerank, intersection, hybrid
+    hybrid_weight: float = 0.5  # of the dense score in the convex combination
+    fusion: str = "convex"  # hybrid: "convex" or "rrf"
+    rrf_k: int = 60
+    query_length: int = 64
+    encode_batch_size: int = 32
+
+
+class Searcher:
+    """Ranks documents for query strings: `search(queries, k)` -> per query a list of
+    `(row, score)`, best first."""
+
+    def __init__(self, settings, doc_ids, titles, bm25=None, encoder=None, embeddings=None):
+        self.settings, self.doc_ids, self.titles = settings, list(doc_ids), list(titles)
+        self.bm25, self.encoder = bm25, encoder
+        self.index = ExactIndex(embeddings) if embeddings is not None else None
+
+    def encode_queries(self, queries):
+        return self.encoder.encode(queries, self.settings.query_length,
+                                   self.settings.encode_batch_size, label="Encoding queries")
+
+    def search(self, queries, k=10):
+        kind, depth = self.settings.retriever, max(self.settings.depth, k)
+        if kind == "bm25":
+            return _pairs(*self.bm25.search(queries, k))
+        vectors = self.encode_queries(queries)
+        if kind == "dense":
+            return _pairs(*self.index.search(vectors, k))
+        bm25_rows, bm25_scores = self.bm25.search(queries, self.settings.depth)
+        if kind == "rerank":
+            dense_scores = self.index.scores_of(vectors, bm25_rows)
+            return [fusion.rerank(rows, scores, self.settings.depth)[:k]
+                    for rows, scores in zip(bm25_rows, dense_scores, strict=True)]
+        dense_rows, dense_scores = self.index.search(vectors, self.settings.depth)
+        if kind == "intersection":
+            return [fusion.intersection(b, d, s, self.settings.depth)[:k]
+                    for b, d, s in zip(bm25_rows, dense_rows, dense_scores, strict=True)]
+        if self.settings.fusion == "rrf":
+            return [fusion.reciprocal_rank_fusion([b, d], self.settings.rrf_k)[:k]
+                    for b, d in zip(bm25_rows, dense_rows, strict=True)]
+        return [fusion.hybrid(b, bs, d, ds, self.settings.hybrid_weight)[:k]
+                for b, bs, d, ds in zip(bm25_rows, bm25_scores, dense_rows, dense_scores,
+                                        strict=True)]
+
+    def rankings(self, query_ids, queries, k=100):
+        """`({query id: [document ids]}, seconds)`: what the metrics read."""
+        started = time.perf_counter()
+        results = self.search(queries, k)
+        seconds = time.perf_counter() - started
+        return ({query: [self.doc_ids[row] for row, _ in ranked[:k]]
+                 for query, ranked in zip(query_ids, results, strict=True)}, seconds)
+
+    def answers(self, queries, k=10):
+        """Per query, its top `k` as `{"rank", "id", "title", "score"}` records."""
+        return [[{"rank": rank, "id": self.doc_ids[row], "title": self.titles[row],
+                  "score": round(float(score), 6)}
+                 for rank, (row, score) in enumerate(ranked[:k], start=1)]
+                for ranked in self.search(queries, k)]
+
+    def save(self, folder):
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / SETTINGS_FILE).write_text(json.dumps(asdict(self.settings), indent=1))
+        with open(folder / "documents.jsonl", "w", encoding="utf-8") as file:
+            for doc_id, title in zip(self.doc_ids, self.titles, strict=True):
+                file.write(json.dumps({"id": doc_id, "title": title}, ensure_ascii=False) + "\n")
+        if self.bm25 is not None:
+            self.bm25.save(folder / "bm25")
+        if self.encoder is not None:
+            self.encoder.save(folder / "encoder")
+            np.save(folder / "embeddings.npy", self.index.embeddings)
+
+    @classmethod
+    def load(cls, folder):
+        folder = Path(folder)
+        settings = SearchSettings(**json.loads((folder / SETTINGS_FILE).read_text()))
+        documents = [json.loads(line) for line in
+                     (folder / "documents.jsonl").read_text("utf-8").splitlines()]
+        dense = (folder / "encoder").is_dir()
+        return cls(settings, [d["id"] for d in documents], [d["title"] for d in documents],
+                   BM25Index.load(folder / "bm25") if (folder / "bm25").is_dir() else None,
+                   DenseEncoder.load(folder / "encoder") if dense else None,
+                   np.load(folder / "embeddings.npy") if dense else None)
+
+
+def _pairs(rows, scores):
+    return [list(zip(r.tolist(), s.tolist(), strict=True)) for r, s in zip(rows, scores,
+                                                                            strict=True)]
