@@ -220,25 +220,25 @@ def fine_tune(config, data, encoder, bm25, folder):
 
     trainer = dense.compile_trainer(encoder, config.learning_rate, config.scale)
     trainer(epoch_batches(0)[0][0])  # builds it, so a checkpoint can be restored into it
-    validate = validation_nDCG(config, data, encoder, bm25)
+    validate = validation_ndcg(config, data, encoder, bm25)
     if not checkpoints.TrainingFolder(folder).load_state().history:
-        training.log_epoch(-1, {"val_ndcg_at_10": validate()})  # step 0: before training
+        training.log_epoch(-1, {"val_pool_ndcg_at_10": validate()})  # step 0: before training
     state = checkpoints.fit_resumably(
         trainer, epoch_batches, None, folder, config.epochs, config.patience,
         config.checkpoint_every_steps, train_examples=len(pairs),
-        epoch_metrics=lambda epoch, metrics: metrics.update(val_ndcg_at_10=validate()),
+        epoch_metrics=lambda epoch, metrics: metrics.update(val_pool_ndcg_at_10=validate()),
         on_epoch_end=training.log_epoch, verbose=training.progress_verbosity(),
         time_budget_seconds=config.max_train_minutes * 60,
-        monitor="val_ndcg_at_10", higher_is_better=True)
+        monitor="val_pool_ndcg_at_10", higher_is_better=True)
     best = -state.best_val_loss
     mlflow.log_metrics({"best_epoch": state.best_epoch, "trained_epochs": len(state.history),
-                        "train_minutes": state.train_seconds / 60, "best_val_ndcg_at_10": best})
-    print(f"Fine-tuned on {len(pairs):,} pairs: best validation nDCG@10 {best:.4f} at epoch "
+                        "train_minutes": state.train_seconds / 60, "best_val_pool_ndcg_at_10": best})
+    print(f"Fine-tuned on {len(pairs):,} pairs: best validation-pool nDCG@10 {best:.4f} at epoch "
           f"{state.best_epoch}")
     return state
 
 
-def validation_nDCG(config, data, encoder, bm25):
+def validation_ndcg(config, data, encoder, bm25):
     """A function giving nDCG@10 of dense search on the validation queries, searched
     among a pool of documents (their judged ones and BM25's top `validation_pool_depth`
     for each): cheap enough to compute every epoch."""
@@ -419,6 +419,8 @@ def evaluate(args):
 
 def search(args):
     """The top `k` documents of each query, with ids, titles and scores."""
+    if not 1 <= args.k <= 1000:
+        raise ConfigError(f"-k must be between 1 and 1000, got {args.k}.")
     queries = read_texts(args.texts, args.file, "queries")
     _, searcher = load_retriever(args)
     for query, answers in zip(queries, searcher.answers(queries, args.k), strict=True):
@@ -429,12 +431,20 @@ def search(args):
 
 
 def label(args):
-    """Every line of `--file` with its top `k`, written in order to `--output` as an
-    Apache Beam pipeline (resumable: lines already labelled are kept)."""
+    """Every line of `--file` with its top `k`, written in order to `--output` by an
+    Apache Beam pipeline (`retrievers/labelling.py`); resumable."""
+    from workflows.core import models, runs
     from workflows.retrievers import labelling
 
-    run, _ = load_retriever(args)
-    labelling.label_file(run, args.file, args.output, args.k, args.workers, args.runner)
+    if not 1 <= args.k <= 1000 or not 1 <= args.workers <= 256:
+        raise ConfigError("-k must be 1-1000 and --workers 1-256.")
+    queries = labelling.read_queries(args.file)
+    run = runs.check_has_model(runs.model_run(LESSON, args.run_id, args.model_uri,
+                                              _run_filter(args)))
+    with models.verified_model(run) as local:
+        rate = labelling.label(local / "artifacts" / EXPORTED, queries, args.output, args.k,
+                               args.workers, args.runner)
+    return rate
 
 
 # ## The command line

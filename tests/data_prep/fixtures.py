@@ -79,17 +79,19 @@ def generated_spa_lines():
     return lines
 
 
-def write_tiny_encoder(folder, layers=2, width=16, max_length=160):
+def write_tiny_encoder(folder, layers=2, width=16, max_length=160, words=None):
     """A BERT encoder with random weights in Hugging Face format (`config.json`,
-    `model.safetensors`, `vocab.txt`), its vocabulary the words of the IMDB fixture."""
+    `model.safetensors`, `vocab.txt`), its vocabulary `words` (default: the words of the
+    IMDB fixture)."""
     import json
     import re
 
     import numpy as np
     from safetensors.numpy import save_file
 
-    words = sorted({word for text in POSITIVE + NEGATIVE
-                    for word in re.findall(r"[a-z]+|[^\sa-z]", text.lower())})
+    words = sorted(set(words) if words is not None else {
+        word for text in POSITIVE + NEGATIVE
+        for word in re.findall(r"[a-z]+|[^\sa-z]", text.lower())})
     vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words, "##s"]
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)

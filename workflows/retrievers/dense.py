@@ -205,6 +205,9 @@ class DualEncoderTrainer(keras.Model):
 
 
 def compile_trainer(encoder, learning_rate, scale):
+    """The trainer of `encoder`, compiled (AdamW; the backbone's pooler, which mean
+    pooling does not read, frozen)."""
+    encoder.backbone.get_layer("pooled_dense").trainable = False
     trainer = DualEncoderTrainer(encoder.model, scale)
     trainer.compile(optimizer=keras.optimizers.AdamW(learning_rate, weight_decay=0.01),
                     loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
@@ -229,25 +232,22 @@ class PairBatches(keras.utils.PyDataset):
         self.order = self._batches() if order is None else order
 
     def _batches(self):
+        """Each pair, in a seeded order, joins the first open batch that holds neither
+        its document nor its negative; full batches close, unfilled ones are dropped."""
         rng = np.random.default_rng(self.seed)
-        batches, current, used = [], [], set()
-        waiting = list(rng.permutation(len(self.pairs)))
-        while waiting:
-            deferred = []
-            for pair in waiting:
-                documents = {self.pairs[pair][1], self.negatives[pair]}
-                if documents & used:
-                    deferred.append(pair)
-                    continue
-                current.append(pair)
-                used |= documents
-                if len(current) == self.batch_size:
-                    batches.append(current)
-                    current, used = [], set()
-            if len(deferred) == len(waiting):
-                break
-            waiting = deferred
-        return batches
+        full, open_batches = [], []
+        for pair in rng.permutation(len(self.pairs)).tolist():
+            documents = {self.pairs[pair][1], self.negatives[pair]}
+            batch = next((b for b in open_batches if not documents & b["documents"]), None)
+            if batch is None:
+                batch = {"pairs": [], "documents": set()}
+                open_batches.append(batch)
+            batch["pairs"].append(pair)
+            batch["documents"] |= documents
+            if len(batch["pairs"]) == self.batch_size:
+                open_batches.remove(batch)
+                full.append(batch["pairs"])
+        return full
 
     def __len__(self):
         return len(self.order)

@@ -1,0 +1,287 @@
+"""The search lesson on a tiny generated corpus: retrievers, fusion, metrics, fine-tuning,
+the embedding cache, the logged model, batch labelling and the command line."""
+
+import json
+import random
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tests.data_prep.fixtures import write_tiny_encoder
+from workflows import retrieval
+from workflows.retrievers import dense, fusion, metrics
+
+TOPICS = [f"topic{i}" for i in range(24)]
+MORE_TOPICS = [f"topic{i}" for i in range(90)]
+FILLER = ["cell", "protein", "risk", "study", "patients", "gene", "dose", "trial", "effect",
+          "brain", "blood", "mice"]
+
+
+def write_beir(folder, topics=TOPICS, seed=0, repeats=3, query_filler=2, document_filler=6):
+    """A BEIR folder: one document per topic (its word `repeats` times among filler
+    words), one query per topic (its word and filler words), judged on its document;
+    queries of the first two thirds are train, the rest test."""
+    rng = random.Random(seed)
+    (folder / "qrels").mkdir(parents=True, exist_ok=True)
+    with open(folder / "corpus.jsonl", "w") as corpus, open(folder / "queries.jsonl", "w") as q:
+        for i, topic in enumerate(topics):
+            words = [topic] * repeats + rng.sample(FILLER, document_filler)
+            rng.shuffle(words)
+            corpus.write(json.dumps({"_id": f"d{i}", "title": f"{topic} paper",
+                                     "text": " ".join(words)}) + "\n")
+            q.write(json.dumps({"_id": f"q{i}", "text": " ".join([topic, *rng.sample(
+                FILLER, query_filler)])}) + "\n")
+    cut = len(topics) * 2 // 3
+    for split, ids in (("train", range(cut)), ("test", range(cut, len(topics)))):
+        (folder / "qrels" / f"{split}.tsv").write_text(
+            "query-id\tcorpus-id\tscore\n" + "".join(f"q{i}\td{i}\t1\n" for i in ids))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def lesson(tmp_path_factory, new_store):
+    """A tiny BEIR corpus, a tiny random encoder, a store with a bm25 run."""
+    root = tmp_path_factory.mktemp("retrieval")
+    corpus = write_beir(root / "corpus")
+    encoder = write_tiny_encoder(root / "encoder", words=[*MORE_TOPICS, *FILLER, "paper"])
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("NLPKIT_WORK_DIR", str(root / "work"))
+        patch.setenv("NLPKIT_BEIR_PATH", str(corpus))
+        patch.setenv("MLFLOW_TRACKING_URI", new_store(root / "mlflow.db"))
+        assert retrieval.main(["train", "--retriever", "bm25"]) == 0
+        yield {"root": root, "corpus": corpus, "encoder": str(encoder)}
+
+
+def latest_run(retriever):
+    import mlflow
+
+    experiment = mlflow.get_experiment_by_name(retrieval.EXPERIMENT)
+    return mlflow.search_runs([experiment.experiment_id], output_format="list",
+                              filter_string=f"params.retriever = '{retriever}'",
+                              order_by=["attributes.start_time DESC"])[0]
+
+
+# ## Fusion and metrics follow their definitions
+
+
+def test_rerank_orders_bm25s_top_by_dense_score():
+    assert fusion.rerank([5, 6, 7, 8], [0.1, 0.9, 0.5, 0.99], depth=3) == [
+        (6, pytest.approx(0.9)), (7, pytest.approx(0.5)), (5, pytest.approx(0.1))]
+
+
+def test_intersection_keeps_shared_documents_in_dense_order_else_dense():
+    assert [r for r, _ in fusion.intersection([1, 2, 3], [3, 9, 1], [0.9, 0.8, 0.7], 3)] == [3, 1]
+    assert [r for r, _ in fusion.intersection([1, 2], [8, 9], [0.9, 0.8], 2)] == [8, 9]
+    assert [r for r, _ in fusion.intersection([1, 2, 3], [3, 9, 1], [0.9, 0.8, 0.7], 2)] == [3, 9]
+
+
+def test_hybrid_is_a_convex_combination_of_min_max_normalized_scores():
+    fused = dict(fusion.hybrid([1, 2, 3], [10.0, 5.0, 0.0], [2, 4], [0.8, 0.4], weight=0.25))
+    assert fused == pytest.approx({1: 0.75, 2: 0.75 * 0.5 + 0.25, 3: 0.0, 4: 0.0})
+    assert [r for r, _ in fusion.hybrid([1, 2], [2.0, 1.0], [2, 1], [0.9, 0.1], 1.0)] == [2, 1]
+    assert [r for r, _ in fusion.hybrid([1, 2], [2.0, 1.0], [2, 1], [0.9, 0.1], 0.0)] == [1, 2]
+
+
+def test_reciprocal_rank_fusion():
+    fused = dict(fusion.reciprocal_rank_fusion([[1, 2], [2, 3]], k=60))
+    assert fused == pytest.approx({1: 1 / 61, 2: 1 / 62 + 1 / 61, 3: 1 / 62})
+
+
+def test_metrics_equal_trec_eval():
+    pytrec_eval = pytest.importorskip("pytrec_eval")
+    rng = random.Random(0)
+    documents = [f"d{i}" for i in range(300)]
+    judgements = {f"q{i}": {d: rng.choice([1, 2]) for d in rng.sample(documents, rng.randint(1, 6))}
+                  for i in range(50)}
+    scores = {q: {d: rng.random() for d in rng.sample(documents, 150)} for q in judgements}
+    for q in list(judgements)[:20]:  # some queries find their documents early
+        scores[q].update({d: 1 + rng.random() for d in judgements[q]})
+    reference = pytrec_eval.RelevanceEvaluator(
+        judgements, {"ndcg_cut.10", "recall.100", "map_cut.100", "recip_rank"}).evaluate(scores)
+    rankings = {q: sorted(s, key=lambda d: -s[d]) for q, s in scores.items()}
+    ours = metrics.per_query(rankings, judgements)
+    for q in judgements:
+        assert ours[q]["ndcg_at_10"] == pytest.approx(reference[q]["ndcg_cut_10"], abs=1e-9)
+        assert ours[q]["recall_at_100"] == pytest.approx(reference[q]["recall_100"], abs=1e-9)
+        assert ours[q]["map_at_100"] == pytest.approx(reference[q]["map_cut_100"], abs=1e-9)
+        if reference[q]["recip_rank"] >= 0.1:  # first hit within the top 10
+            assert ours[q]["mrr_at_10"] == pytest.approx(reference[q]["recip_rank"])
+
+
+def test_weighted_hits():
+    found = metrics.query_metrics(["x", "a", "y"], {"a": 1})
+    assert found["weighted_hit_at_3"] == pytest.approx(2 / 3)
+    assert found["weighted_hit_at_10"] == pytest.approx(9 / 10)
+
+
+def test_encoding_reaches_the_compiler_in_few_shapes():
+    rng = np.random.default_rng(0)
+    ids = [np.ones(n, "int32") for n in rng.integers(1, 300, 200)]
+    shapes = {token_ids.shape for _, token_ids, _ in dense.fixed_shape_batches(ids, 256, 32)}
+    assert shapes <= {(32, n) for n in (16, 32, 64, 128, 256)}
+    rows = np.concatenate([r for r, _, _ in dense.fixed_shape_batches(ids, 256, 32)])
+    assert sorted(rows.tolist()) == list(range(200))
+
+
+# ## The lesson, end to end
+
+
+def test_bm25_finds_the_planted_answers_and_evaluates(lesson, capsys):
+    assert retrieval.main(["evaluate"]) == 0
+    run = latest_run("bm25")
+    assert run.data.metrics["test_ndcg_at_10"] == pytest.approx(1.0)
+    assert run.data.metrics["test_queries_per_second"] > 0
+    assert retrieval.main(["search", "topic3 study", "-k", "2"]) == 0
+    assert "d3  topic3 paper" in capsys.readouterr().out
+
+
+def test_dense_fine_tuning_improves_a_planted_task_and_resumes(lesson, capsys):
+    """Queries and documents share one topic word among shared filler words: the random
+    encoder matches fillers, fine-tuning learns to match topics, on unseen topics too."""
+    corpus = write_beir(lesson["root"] / "planted", MORE_TOPICS, repeats=1, query_filler=4,
+                        document_filler=8)
+    args = ["train", "--retriever", "dense", "--beir-path", str(corpus),
+            "--set", f"encoder={lesson['encoder']}", "--epochs", "4",
+            "--set", "learning_rate=3e-3", "--set", "batch_size=8",
+            "--set", "document_length=16", "--set", "query_length=16", "--set", "patience=4"]
+    assert retrieval.main(args) == 0
+    run = latest_run("dense")
+    import mlflow
+
+    history = [m.value for m in mlflow.MlflowClient().get_metric_history(
+        run.info.run_id, "val_pool_ndcg_at_10")]
+    assert len(history) == 5  # before training, then each epoch
+    assert max(history[1:]) > history[0] + 0.1, history
+    assert run.data.metrics["best_val_pool_ndcg_at_10"] == pytest.approx(max(history[1:]))
+    capsys.readouterr()
+    assert retrieval.main(args) == 0  # finished: reused, not trained again
+    assert "already built" in capsys.readouterr().out
+
+
+def test_embeddings_are_cached_per_encoder_and_corpus(lesson, tmp_path, monkeypatch):
+    from data_prep import retrieval_corpus
+
+    data = retrieval_corpus.prepare(lesson["corpus"], verbose=False)
+    encoder = dense.DenseEncoder.pretrained(lesson["encoder"])
+    calls = []
+    original = dense.DenseEncoder.encode
+    monkeypatch.setattr(dense.DenseEncoder, "encode",
+                        lambda self, *a, **k: calls.append(1) or original(self, *a, **k))
+    first = dense.document_embeddings(encoder, data.searchable(), {"weights": "a"}, 32, 8)
+    again = dense.document_embeddings(encoder, data.searchable(), {"weights": "a"}, 32, 8)
+    assert len(calls) == 1 and np.array_equal(first, again)
+    dense.document_embeddings(encoder, data.searchable(), {"weights": "b"}, 32, 8)
+    assert len(calls) == 2  # other weights
+    other = write_beir(tmp_path / "other", TOPICS[:10], seed=1)
+    changed = retrieval_corpus.prepare(other, verbose=False)
+    dense.document_embeddings(encoder, changed.searchable(),
+                              {"weights": "a", "corpus": changed.fingerprint}, 32, 8)
+    assert len(calls) == 3  # another corpus
+
+
+@pytest.mark.parametrize("retriever", ["hybrid", "rerank", "intersection"])
+def test_fused_retrievers_find_the_planted_answers(lesson, retriever):
+    assert retrieval.main(["train", "--retriever", retriever, "--set",
+                           f"encoder={lesson['encoder']}", "--set", "depth=5"]) == 0
+    assert retrieval.main(["evaluate", "--retriever", retriever]) == 0
+    run = latest_run(retriever)
+    assert run.data.metrics["test_recall_at_100"] == pytest.approx(1.0)
+    assert run.data.metrics["test_ndcg_at_10"] > 0.8
+
+
+def test_the_logged_model_answers_in_a_fresh_process(lesson):
+    import mlflow
+
+    run = latest_run("bm25")
+    script = ("import json, sys, mlflow; model = mlflow.pyfunc.load_model(sys.argv[1]); "
+              "print(json.dumps(model.predict(['topic5 gene'], params={'k': 3})))")
+    found = subprocess.run([sys.executable, "-c", script, f"runs:/{run.info.run_id}/model"],
+                           capture_output=True, text=True, check=True,
+                           env={**__import__("os").environ,
+                                "MLFLOW_TRACKING_URI": mlflow.get_tracking_uri()},
+                           cwd=lesson["root"])
+    answers = json.loads(found.stdout.strip().splitlines()[-1])
+    assert answers[0][0]["id"] == "d5" and answers[0][0]["rank"] == 1 and len(answers[0]) == 3
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_label_writes_every_line_in_order_and_resumes(lesson, tmp_path, workers, monkeypatch):
+    from workflows.retrievers import labelling
+
+    monkeypatch.setattr(labelling, "CHUNK", 4)
+    lines = [f"topic{i % 24} blood" for i in range(30)]
+    (tmp_path / "queries.txt").write_text("\n".join(lines) + "\n")
+    output = tmp_path / "top.jsonl"
+    parts = tmp_path / "top.jsonl.parts"
+    parts.mkdir()
+    done = {"line": 1, "query": lines[0], "results": [{"id": "planted"}]}
+    (parts / f"{0:012d}.jsonl").write_text("".join(
+        json.dumps({**done, "line": i + 1, "query": lines[i]}) + "\n" for i in range(4)))
+    assert retrieval.main(["label", "--retriever", "bm25", "--file",
+                           str(tmp_path / "queries.txt"), "--output", str(output), "-k", "2",
+                           "--workers", str(workers)]) == 0
+    records = [json.loads(line) for line in output.read_text().splitlines()]
+    assert [r["line"] for r in records] == list(range(1, 31))
+    assert records[0]["results"] == [{"id": "planted"}]  # kept from the first attempt
+    assert records[9]["results"][0]["id"] == "d9" and len(records[9]["results"]) == 2
+    assert not parts.exists()
+
+
+# ## Bad input: one line, exit status 2, nothing cached
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda f: f.joinpath("corpus.jsonl").write_text('{"_id": "a", "text": "x"}\n{oops\n'),
+     "corpus.jsonl, line 2: not valid JSON"),
+    (lambda f: f.joinpath("corpus.jsonl").write_text('{"_id": "a", "text": "x"}\n'
+                                                     '{"_id": "a", "text": "y"}\n'),
+     "document id 'a' appears twice"),
+    (lambda f: f.joinpath("qrels", "test.tsv").write_text("query-id\tcorpus-id\tscore\n"
+                                                          "q0\tnowhere\t1\n"),
+     "document id(s) the corpus does not have"),
+    (lambda f: f.joinpath("qrels", "test.tsv").write_text("q-unknown\td0\t1\n"),
+     "query id(s) the queries do not have"),
+    (lambda f: f.joinpath("corpus.jsonl").write_text(""), "The corpus is empty"),
+    (lambda f: f.joinpath("corpus.jsonl").write_bytes(b'{"_id": "a", "text": "caf\xe9"}\n'),
+     "corpus.jsonl, line 1: not UTF-8"),
+])
+def test_bad_corpus_files_are_refused_in_one_line(tmp_path, capsys, damage, message):
+    folder = write_beir(tmp_path / "bad")
+    damage(folder)
+    work = tmp_path / "work"
+    assert retrieval.main(["prepare", "--beir-path", str(folder), "--work-dir", str(work)]) == 2
+    error = capsys.readouterr().err.strip()
+    assert message in error and len(error.splitlines()) == 1
+    assert not list((work / "prepared").glob("retrieval-*")) if (work / "prepared").exists() \
+        else True
+
+
+def test_a_catalogue_with_attributes_becomes_a_corpus(tmp_path):
+    from data_prep import retrieval_corpus
+
+    (tmp_path / "products.csv").write_text(
+        "id,title,text,brand,colour\n"
+        "p1,Trail shoe,Light running shoe,Acme,red\n"
+        "p2,Rain jacket,Waterproof shell,Bolt,\n")
+    (tmp_path / "queries.tsv").write_text("id\ttext\nq1\tred acme shoe\n")
+    (tmp_path / "judged.tsv").write_text("q1\tp1\t1\n")
+    data = retrieval_corpus.prepare(catalogue=retrieval_corpus.Catalogue(
+        str(tmp_path / "products.csv"), str(tmp_path / "queries.tsv"),
+        test_judgements=str(tmp_path / "judged.tsv")), root=tmp_path / "work", verbose=False)
+    assert data.texts == ["Light running shoe brand: Acme colour: red",
+                          "Waterproof shell brand: Bolt"]
+    assert data.judgements["test"] == {"q1": {"p1": 1}}
+
+
+def test_a_seeded_validation_split_is_carved_from_train(tmp_path):
+    from data_prep import retrieval_corpus
+
+    folder = write_beir(tmp_path / "c")
+    data = retrieval_corpus.prepare(folder, root=tmp_path / "work", verbose=False)
+    train, validation = data.judgements["train"], data.judgements["validation"]
+    assert len(validation) == round(16 * 0.2) and not set(train) & set(validation)
+    assert set(data.judgements["test"]) == {f"q{i}" for i in range(16, 24)}
+    again = retrieval_corpus.prepare(folder, root=tmp_path / "work2", verbose=False)
+    assert again.judgements == data.judgements
