@@ -30,7 +30,7 @@ from pathlib import Path
 
 from data_prep import retrieval_corpus
 from data_prep.runtime import run_main
-from workflows.core.cli import LessonCLI, overrides_from_args, read_texts
+from workflows.core.cli import LessonCLI, add_search_arguments, overrides_from_args, read_texts
 from workflows.core.config import Catalog, ConfigError, describe, option, seed_option
 from workflows.core.lesson import Lesson
 
@@ -304,9 +304,10 @@ def score(searcher, data, split, k=100, per_query=False):
 # ## Train: every retriever is a run
 
 
-def train(config, args):
+def train(config, args, tags=None):
     """Builds (and for a dense retriever with epochs, fine-tunes) `config`'s retriever,
-    scores it on validation, exports and logs it; returns the MLflow run id."""
+    scores it on validation, exports and logs it; returns the MLflow run id. A new run
+    gets `tags` (a search's trial: its parent run)."""
     import mlflow
 
     from workflows.core import checkpoints, store, training
@@ -321,7 +322,7 @@ def train(config, args):
                   f"({folder}). Pass --retrain to build it again.")
             return state.run_id
         print(f"Building {config.retriever}:\n{describe(config)}")
-        with training.tracked_run(EXPERIMENT, config.retriever, state.run_id):
+        with training.tracked_run(EXPERIMENT, config.retriever, state.run_id, tags):
             if not state.run_id:
                 mlflow.log_params(store.flat_params(config))
                 mlflow.set_tags(store.run_tags(data.fingerprint, run_folder=str(folder)))
@@ -475,20 +476,13 @@ class RetrievalCLI(LessonCLI):
                          retrieval_corpus.SCIFACT, run_filters=("retriever",))
         _add_data_arguments(self.step("prepare", "check and cache the corpus, queries and "
                                       "judgements", self.prepare, data=True))
-        step = self.step("train", "build one retriever (fine-tune a dense one with --epochs) "
-                         "as an MLflow run", self.train, data=True)
-        _add_data_arguments(step)
-        step.add_argument("--retriever", default="bm25", help=f"one of: {', '.join(RETRIEVERS)}")
-        step.add_argument("--epochs", metavar="N", help="dense: fine-tuning epochs (0: as is)")
-        step.add_argument("--retrain", action="store_true",
-                          help="build again even if this exact config already finished")
-        step.add_argument("--register", metavar="NAME", help="register the retriever")
-        step.add_argument("--config", metavar="FILE.yaml",
-                          help="YAML mapping of config fields to override")
-        step.add_argument("--set", metavar="KEY=VALUE", action="append", default=[],
-                          dest="overrides", help="override one config field (repeatable), "
-                          "e.g. --set k1=0.9 --set b=0.4")
-        step.set_defaults(model=None)  # the core's `--model`: here `--retriever`
+        self._add_build_arguments(self.step(
+            "train", "build one retriever (fine-tune a dense one with --epochs) as an MLflow "
+            "run", self.train, data=True))
+        step = self.step("tune", "an Optuna search of validation nDCG@10 over config fields "
+                         "(k1, b, hybrid_weight, the fine-tuning settings)", self.tune, data=True)
+        self._add_build_arguments(step)
+        add_search_arguments(step)
         step = self.step("evaluate", "test metrics of a run (the latest, or --run-id)",
                          evaluate, data=True, model=True)
         _add_data_arguments(step)
@@ -522,6 +516,52 @@ class RetrievalCLI(LessonCLI):
         add_server_arguments(self.step("serve", "serve a run's retriever over HTTP", self.serve,
                                        model=True))
 
+    def _add_build_arguments(self, step):
+        _add_data_arguments(step)
+        step.add_argument("--retriever", default="bm25", help=f"one of: {', '.join(RETRIEVERS)}")
+        step.add_argument("--epochs", metavar="N", help="dense: fine-tuning epochs (0: as is)")
+        step.add_argument("--retrain", action="store_true",
+                          help="build again even if this exact config already finished")
+        step.add_argument("--register", metavar="NAME", help="register the retriever")
+        step.add_argument("--config", metavar="FILE.yaml",
+                          help="YAML mapping of config fields to override")
+        step.add_argument("--set", metavar="KEY=VALUE", action="append", default=[],
+                          dest="overrides", help="override one config field (repeatable), "
+                          "e.g. --set k1=0.9 --set b=0.4")
+        step.set_defaults(model=None)  # the core's `--model`: here `--retriever`
+
+    def tune(self, args):
+        """`tune`: an Optuna study of validation nDCG@10 (the core's search), each trial
+        one child run of the study's parent run."""
+        from workflows.core import runs, search, search_space, training
+        from workflows.core.cli import search_block
+
+        config = self.config(args)
+        settings = search_space.make_settings(
+            config, args.space, search_block(args.config), trials=args.trials,
+            metric=args.metric or "val_ndcg_at_10", direction=args.direction or "maximize",
+            max_minutes=args.max_minutes, sampler=args.sampler, pruner=args.pruner or "none",
+            prune_after_trials=None, workers=args.workers, study=args.study,
+            storage=args.storage)
+        if args.worker is None:  # prepares the data once, before any worker starts
+            load_data(config, args)
+
+        def train_trial(trial_config, parent_run_id, tags, after_epoch):
+            return train(trial_config, args, {**training.child_tags(parent_run_id), **tags})
+
+        summary = search.search(LESSON, config, settings, train_trial, args.work_dir,
+                                [sys.executable, "-m", self.module, *self.argv], args.worker)
+        if summary and summary.get("best_run_id"):
+            print(f"Best trial: run {summary['best_run_id'][:12]} (evaluate --run-id it)")
+            if args.register:
+                runs.register_model(summary["best_run_id"], args.register)
+
+    def config(self, args):
+        overrides = overrides_from_args(args)
+        if getattr(args, "epochs", None) is not None:
+            overrides["epochs"] = args.epochs
+        return CATALOG.make(args.retriever, None, overrides)
+
     def compare(self, args):
         from workflows.core import runs
 
@@ -532,11 +572,7 @@ class RetrievalCLI(LessonCLI):
         load_data(RetrievalConfig(), args)
 
     def train(self, args):
-        overrides = overrides_from_args(args)
-        if args.epochs is not None:
-            overrides["epochs"] = args.epochs
-        config = CATALOG.make(args.retriever, None, overrides)
-        run_id = train(config, args)
+        run_id = train(self.config(args), args)
         if args.register:
             from workflows.core import runs
 

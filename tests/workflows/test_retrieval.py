@@ -285,3 +285,16 @@ def test_a_seeded_validation_split_is_carved_from_train(tmp_path):
     assert set(data.judgements["test"]) == {f"q{i}" for i in range(16, 24)}
     again = retrieval_corpus.prepare(folder, root=tmp_path / "work2", verbose=False)
     assert again.judgements == data.judgements
+
+
+def test_tune_searches_bm25_settings_on_validation(lesson, capsys):
+    assert retrieval.main(["tune", "--retriever", "bm25", "--space", "k1=uniform:0.5:2.0",
+                           "--space", "b=choice:0.4,0.75", "--trials", "3"]) == 0
+    import mlflow
+
+    experiment = mlflow.get_experiment_by_name(retrieval.EXPERIMENT)
+    trials = mlflow.search_runs([experiment.experiment_id], output_format="list",
+                                filter_string="tags.mlflow.parentRunId != ''")
+    assert len(trials) == 3
+    assert all("val_ndcg_at_10" in run.data.metrics for run in trials)
+    assert "Best trial" in capsys.readouterr().out
