@@ -258,8 +258,7 @@ def validation_ndcg(config, data, encoder, bm25):
     def validate():
         documents = encoder.encode([texts[r] for r in pool], config.document_length,
                                    config.encode_batch_size, label="Validation pool")
-        queries = encoder.encode(query_texts, config.query_length, config.encode_batch_size,
-                                 label="Validation queries")
+        queries = encoder.encode(query_texts, config.query_length, config.encode_batch_size)
         found, _ = ExactIndex(documents).search(queries, 10)
         rankings = {q: [data.doc_ids[pool[r]] for r in ranked]
                     for q, ranked in zip(query_ids, found, strict=True)}

@@ -183,12 +183,17 @@ def test_embeddings_are_cached_per_encoder_and_corpus(lesson, tmp_path, monkeypa
 
 @pytest.mark.parametrize("retriever", ["hybrid", "rerank", "intersection"])
 def test_fused_retrievers_find_the_planted_answers(lesson, retriever):
+    """Every answer is found; the order is the random encoder's (rerank, intersection),
+    so only the hybrid, half BM25 at least (ties on validation choose 0.5), ranks well."""
+    depth = 24 if retriever == "intersection" else 5  # the random encoder's top 5 may miss
     assert retrieval.main(["train", "--retriever", retriever, "--set",
-                           f"encoder={lesson['encoder']}", "--set", "depth=5"]) == 0
+                           f"encoder={lesson['encoder']}", "--set", f"depth={depth}"]) == 0
     assert retrieval.main(["evaluate", "--retriever", retriever]) == 0
     run = latest_run(retriever)
     assert run.data.metrics["test_recall_at_100"] == pytest.approx(1.0)
-    assert run.data.metrics["test_ndcg_at_10"] > 0.8
+    if retriever == "hybrid":
+        assert run.data.metrics["hybrid_weight_used"] <= 0.5
+        assert run.data.metrics["test_ndcg_at_10"] > 0.8
 
 
 def test_the_logged_model_answers_in_a_fresh_process(lesson):
@@ -298,3 +303,19 @@ def test_tune_searches_bm25_settings_on_validation(lesson, capsys):
     assert len(trials) == 3
     assert all("val_ndcg_at_10" in run.data.metrics for run in trials)
     assert "Best trial" in capsys.readouterr().out
+
+
+def test_the_served_retriever_answers_and_refuses_bad_requests(lesson, tmp_path):
+    from tests.workflows.serving import post, served
+
+    run = latest_run("bm25")
+    with served(f"runs:/{run.info.run_id}/model", tmp_path / "server.log") as url:
+        status, body = post(url, json.dumps({"inputs": ["topic7 dose", "topic2"],
+                                             "params": {"k": 2}}).encode())
+        assert status == 200
+        first, second = body["predictions"]
+        assert first[0]["id"] == "d7" and second[0]["id"] == "d2" and len(first) == 2
+        status, body = post(url, json.dumps({"inputs": [""]}).encode())
+        assert status == 400 and "non-empty query" in body["message"]
+        status, body = post(url, json.dumps({"inputs": ["x"], "params": {"k": 0}}).encode())
+        assert status == 400 and "k must be between" in body["message"]

@@ -16,6 +16,7 @@ WordPiece), sorted by length and cut into batches of one fixed size at a few fix
 lengths (16, 32, ... up to the maximum), so a compiler sees a handful of programs.
 """
 
+import contextlib
 import json
 import shutil
 from pathlib import Path
@@ -93,15 +94,25 @@ class DenseEncoder:
                 shutil.copy(self.folder / name, folder / name)
 
     def encode(self, texts, max_length, batch_size=32, label=None):
-        """`(len(texts), width)` float32 unit vectors, in the order of `texts`."""
+        """`(len(texts), width)` float32 unit vectors, in the order of `texts`; with a
+        `label`, progress is shown."""
         ids = self.tokenizer.ids(texts, max_length)
         embeddings = np.zeros((len(texts), self.model.output_shape[-1]), "float32")
-        with Progress(label or "Encoding", len(texts)) as progress:
+        with Progress(label, len(texts)) if label else contextlib.nullcontext() as progress:
             for rows, token_ids, mask in fixed_shape_batches(ids, max_length, batch_size):
                 vectors = self.model.predict_on_batch([token_ids, mask])
                 embeddings[rows] = keras.ops.convert_to_numpy(vectors)[:len(rows)]
-                progress.advance(len(rows))
+                if progress:
+                    progress.advance(len(rows))
         return embeddings
+
+
+    def warm_up(self, max_length, batch_size=32):
+        """Compiles the encoder for every fixed length up to `max_length` (what a served
+        model does once), so timings measure searching, not compiling."""
+        for length in sorted({bucket_length(n, max_length) for n in range(1, max_length + 1)}):
+            token_ids, mask = pad([np.full(length, 1, "int32")], length, batch_size)
+            self.model.predict_on_batch([token_ids, mask])
 
 
 def bucket_length(length, max_length):

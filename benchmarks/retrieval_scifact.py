@@ -1,0 +1,80 @@
+"""The search lesson's figures on SciFact, from the MLflow runs of its own commands:
+`results/retrieval_scifact.json`.
+
+Every retrieval figure the README shows comes from here: runs built with
+`python -m workflows.retrieval train ...` and scored with `... evaluate` (test) on
+`../shared/data/scifact.zip`. Per run: the retriever and the settings that distinguish
+it, validation and test nDCG@10, recall@100, MRR@10, MAP@100, the rank-weighted hits,
+queries per second, index and training times, and the machine it ran on.
+
+    MLFLOW_TRACKING_URI=sqlite:////work/runs/mlflow.db python benchmarks/retrieval_scifact.py
+"""
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.reporting import write_results  # noqa: E402
+
+SETTINGS = ("k1", "b", "encoder", "encoder_run", "epochs", "batch_size", "learning_rate",
+            "depth", "fusion", "document_length")
+METRICS = ("ndcg_at_10", "recall_at_100", "mrr_at_10", "map_at_100", "weighted_hit_at_3",
+           "weighted_hit_at_10", "queries_per_second")
+EXTRA = ("hybrid_weight_used", "index_seconds", "bm25_index_seconds", "train_minutes",
+         "trained_epochs", "best_epoch", "best_val_pool_ndcg_at_10")
+# the published figures each retriever is held against (BEIR, SciFact test nDCG@10)
+ANCHORS = {"bm25": "Lucene/Anserini BM25 0.679 (recall@100 0.913 on this file)",
+           "dense": "all-MiniLM-L6-v2 zero-shot 0.645-0.674",
+           "fused": "BM25 + MiniLM cross-encoder (BEIR paper) 0.688; BGE-base 0.741"}
+
+
+def summary(run):
+    metrics, tags, params = run.data.metrics, run.data.tags, run.data.params
+    row = {"run_id": run.info.run_id, "retriever": params.get("retriever"),
+           "command": tags.get("command"), "machine": tags.get("accelerator")
+           or tags.get("device"), "backend": tags.get("backend"),
+           "settings": {name: params[name] for name in SETTINGS if name in params}}
+    for split, prefix in (("validation", "val_"), ("test", "test_")):
+        found = {name: metrics[prefix + name] for name in METRICS if prefix + name in metrics}
+        if found:
+            row[split] = found
+    row.update({name: metrics[name] for name in EXTRA if name in metrics})
+    return row
+
+
+def evaluated_runs():
+    import mlflow
+
+    experiment = mlflow.get_experiment_by_name("retrieval")
+    if experiment is None:
+        return []
+    runs = mlflow.search_runs([experiment.experiment_id], output_format="list",
+                              order_by=["attributes.start_time ASC"])
+    return [run for run in runs if "test_ndcg_at_10" in run.data.metrics]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python benchmarks/retrieval_scifact.py",
+                                     description=__doc__.split("\n")[0])
+    parser.add_argument("--output", default="benchmarks/results/retrieval_scifact.json")
+    args = parser.parse_args(argv)
+    rows = [summary(run) for run in evaluated_runs()]
+    if not rows:
+        print("No evaluated run of the retrieval lesson in this store (MLFLOW_TRACKING_URI); "
+              "nothing written.", file=sys.stderr)
+        return 2
+    best = {}
+    for row in rows:
+        if row["retriever"] not in best or (row["test"]["ndcg_at_10"]
+                                            > best[row["retriever"]]["test"]["ndcg_at_10"]):
+            best[row["retriever"]] = row
+    write_results({"best_by_retriever": {name: {"run_id": row["run_id"][:12], **row["test"]}
+                                         for name, row in best.items()},
+                   "anchors": ANCHORS, "runs": rows}, args.output)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
