@@ -158,20 +158,7 @@ def load_encoder(config, work_dir, folder):
     return DenseEncoder.load(target)
 
 
-def encoder_identity(config, encoder, state=None):
-    """What the document embeddings are keyed by: the weights the encoder holds."""
-    from data_prep import encoders
-    from workflows.core.checkpoints import BEST_WEIGHTS
-    from workflows.retrievers.dense import weights_identity
-
-    if state is not None and state.history:  # fine-tuned in this run
-        return {"fine_tuned": state.digests[BEST_WEIGHTS]}
-    if config.encoder_run:
-        return weights_identity(encoder.folder)
-    return encoders.encoder_digest(config.encoder, encoder.folder)
-
-
-def make_searcher(config, data, bm25, encoder, work_dir, state=None):
+def make_searcher(config, data, bm25, encoder, work_dir):
     from workflows.retrievers import dense
     from workflows.retrievers.searcher import SearchSettings, Searcher
 
@@ -179,7 +166,7 @@ def make_searcher(config, data, bm25, encoder, work_dir, state=None):
     if encoder is not None:
         embeddings = dense.document_embeddings(
             encoder, data.searchable(),
-            {"weights": encoder_identity(config, encoder, state), "corpus": data.fingerprint},
+            {"weights": dense.weights_identity(encoder), "corpus": data.fingerprint},
             config.document_length, config.encode_batch_size, work_dir)
     settings = SearchSettings(config.retriever, config.depth, 0.5, config.fusion,
                               config.rrf_k, config.query_length, config.encode_batch_size)
@@ -337,7 +324,7 @@ def train(config, args, tags=None):
             if config.epochs and _fine_tunes(config):
                 state = fine_tune(config, data, encoder, bm25, folder)
             started = time.perf_counter()
-            searcher = make_searcher(config, data, bm25, encoder, args.work_dir, state)
+            searcher = make_searcher(config, data, bm25, encoder, args.work_dir)
             mlflow.log_metric("index_seconds", time.perf_counter() - started)
             weight = choose_hybrid_weight(config, data, searcher)
             searcher.settings = dataclasses.replace(searcher.settings, hybrid_weight=weight)

@@ -187,12 +187,16 @@ def document_embeddings(encoder, texts, identity, max_length, batch_size, root=N
     return np.load(directory / "embeddings.npy")
 
 
-def weights_identity(encoder_folder):
-    """What identifies a saved encoder's weights: the digest of its preset files."""
-    from data_prep.cache import sha256_of
+def weights_identity(encoder):
+    """What identifies an encoder: the SHA-256 of the weights it holds and of its
+    vocabulary (the content used, whatever file or name it came from)."""
+    import hashlib
 
-    files = sorted(p for p in Path(encoder_folder).iterdir() if p.is_file())
-    return json.dumps({p.name: sha256_of(p) for p in files}, sort_keys=True)
+    digest = hashlib.sha256((encoder.folder / "vocab.txt").read_bytes())
+    for weight in encoder.backbone.weights:
+        digest.update(weight.path.encode())
+        digest.update(np.ascontiguousarray(keras.ops.convert_to_numpy(weight.value)).tobytes())
+    return digest.hexdigest()
 
 
 # ## Fine-tuning: the multiple-negatives ranking loss
