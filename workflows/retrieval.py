@@ -74,6 +74,7 @@ class RetrievalConfig:
     query_length: int = option(64, at_least=8, at_most=512, applies=_reads_encoder)
     document_length: int = option(256, at_least=16, at_most=512, applies=_reads_encoder)
     encode_batch_size: int = option(32, at_least=1, at_most=1024, applies=_reads_encoder)
+    exact_limit: int = option(200_000, at_least=1, applies=_reads_encoder)  # then HNSW
     # putting the two together
     depth: int = option(100, at_least=1, at_most=10_000, applies=_fuses)
     fusion: str = option("convex", choices=("convex", "rrf"),
@@ -169,7 +170,8 @@ def make_searcher(config, data, bm25, encoder, work_dir):
             {"weights": dense.weights_identity(encoder), "corpus": data.fingerprint},
             config.document_length, config.encode_batch_size, work_dir)
     settings = SearchSettings(config.retriever, config.depth, 0.5, config.fusion,
-                              config.rrf_k, config.query_length, config.encode_batch_size)
+                              config.rrf_k, config.query_length, config.encode_batch_size,
+                              config.exact_limit)
     return Searcher(settings, data.doc_ids, data.titles,
                     bm25 if _reads_bm25(config) else None, encoder, embeddings)
 
@@ -254,6 +256,23 @@ def validation_ndcg(config, data, encoder, bm25):
     return validate
 
 
+def log_index_recall(searcher, data):
+    """With an approximate index: its recall@10 against exact search, on the
+    validation queries (else on the train queries), logged and said."""
+    from workflows.retrievers.dense import ApproximateIndex, recall_against_exact
+
+    if not isinstance(searcher.index, ApproximateIndex):
+        return
+    import mlflow
+
+    _, texts, _ = data.split("validation")
+    texts = texts or data.split("train")[1] or data.searchable()[:1000]
+    recall = recall_against_exact(searcher.index, searcher.encode_queries(texts))
+    mlflow.log_metrics({"approximate_index": 1, "index_recall_at_10": recall})
+    print(f"Approximate index (HNSW): recall@10 {recall:.4f} against exact search on "
+          f"{len(texts)} queries")
+
+
 def choose_hybrid_weight(config, data, searcher):
     """The convex combination's weight of the dense score with the best validation
     nDCG@10 (0 to 1 in steps of 0.1); the configured one when it is set."""
@@ -326,6 +345,7 @@ def train(config, args, tags=None):
             started = time.perf_counter()
             searcher = make_searcher(config, data, bm25, encoder, args.work_dir)
             mlflow.log_metric("index_seconds", time.perf_counter() - started)
+            log_index_recall(searcher, data)
             weight = choose_hybrid_weight(config, data, searcher)
             searcher.settings = dataclasses.replace(searcher.settings, hybrid_weight=weight)
             mlflow.log_metric("hybrid_weight_used", weight)
@@ -357,7 +377,7 @@ def export(searcher, folder):
         models.log_pyfunc_model(
             PYFUNC_FILE, {EXPORTED: target}, ["vitamin D and bone fractures"],
             models.pinned_requirements("keras", "keras-hub", "tensorflow", "mlflow", "bm25s",
-                                       "pystemmer", "tokenizers"),
+                                       "pystemmer", "tokenizers", "usearch"),
             packages=("retrievers",), params={"k": 10})
     mlflow.set_tag("model_logged", "true")
 

@@ -319,3 +319,13 @@ def test_the_served_retriever_answers_and_refuses_bad_requests(lesson, tmp_path)
         assert status == 400 and "non-empty query" in body["message"]
         status, body = post(url, json.dumps({"inputs": ["x"], "params": {"k": 0}}).encode())
         assert status == 400 and "k must be between" in body["message"]
+
+
+def test_an_approximate_index_above_the_exact_limit_logs_its_recall(lesson):
+    assert retrieval.main(["train", "--retriever", "dense", "--set",
+                           f"encoder={lesson['encoder']}", "--set", "exact_limit=10"]) == 0
+    run = latest_run("dense")
+    assert run.data.metrics["approximate_index"] == 1
+    assert 0.5 <= run.data.metrics["index_recall_at_10"] <= 1.0
+    assert retrieval.main(["evaluate", "--run-id", run.info.run_id]) == 0
+    assert latest_run("dense").data.metrics["test_recall_at_100"] == pytest.approx(1.0)

@@ -172,6 +172,57 @@ class ExactIndex:
         return np.einsum("qd,qkd->qk", queries, self.embeddings[rows])
 
 
+class ApproximateIndex:
+    """Approximate maximum inner product search: an HNSW graph (Malkov and Yashunin,
+    2018) built by usearch, each node linked to `degree` neighbours, `breadth`
+    candidates kept while searching (more: better recall, slower)."""
+
+    def __init__(self, embeddings, degree=16, breadth=64, graph=None):
+        from usearch.index import Index
+
+        self.embeddings = np.asarray(embeddings, "float32")
+        if graph is None:
+            graph = Index(ndim=self.embeddings.shape[1], metric="ip", dtype="f32",
+                          connectivity=degree, expansion_add=128, expansion_search=breadth)
+            graph.add(np.arange(len(self.embeddings)), self.embeddings, threads=0)
+        self.graph = graph
+
+    def search(self, queries, k):
+        """`(rows, scores)`, each `(len(queries), k)`, best first (approximately)."""
+        k = min(k, len(self.embeddings))
+        matches = self.graph.search(np.asarray(queries, "float32"), k, threads=0)
+        rows = np.asarray(matches.keys, "int64").reshape(len(queries), -1)
+        rows = np.where(rows < len(self.embeddings), rows, 0)  # unfilled slots, if any
+        return rows, np.einsum("qd,qkd->qk", queries, self.embeddings[rows])
+
+    def scores_of(self, queries, rows):
+        return np.einsum("qd,qkd->qk", queries, self.embeddings[rows])
+
+    def save(self, path):
+        self.graph.save(str(path))
+
+    @classmethod
+    def load(cls, embeddings, path):
+        from usearch.index import Index
+
+        return cls(embeddings, graph=Index.restore(str(path)))
+
+
+def index_for(embeddings, exact_limit, degree=16, breadth=64):
+    """Exact search up to `exact_limit` documents, an HNSW graph above."""
+    if len(embeddings) <= exact_limit:
+        return ExactIndex(embeddings)
+    return ApproximateIndex(embeddings, degree, breadth)
+
+
+def recall_against_exact(index, queries, k=10):
+    """The share of the exact top `k` an index finds, averaged over `queries`."""
+    found = index.search(queries, k)[0]
+    exact = ExactIndex(index.embeddings).search(queries, k)[0]
+    return float(np.mean([len(set(f) & set(e)) / k for f, e in zip(found, exact,
+                                                                     strict=True)]))
+
+
 def document_embeddings(encoder, texts, identity, max_length, batch_size, root=None):
     """The embeddings of `texts`, computed once per (encoder weights, corpus, length)
     and cached in the work folder like the other prepared data."""

@@ -7,6 +7,7 @@ retriever of the search lesson is exported, logged, served and loaded in).
       bm25/            the BM25 index (bm25s), when the retriever reads it
       encoder/         the dual encoder (a keras-hub preset and its vocab.txt), when used
       embeddings.npy   the documents' embeddings, when used
+      index.usearch    their HNSW graph, above `exact_limit` documents
 """
 
 import json
@@ -18,9 +19,10 @@ import numpy as np
 
 from workflows.retrievers import fusion
 from workflows.retrievers.bm25 import BM25Index
-from workflows.retrievers.dense import DenseEncoder, ExactIndex
+from workflows.retrievers.dense import ApproximateIndex, DenseEncoder, index_for
 
 SETTINGS_FILE = "retriever.json"
+GRAPH_FILE = "index.usearch"  # the HNSW graph of a corpus above `exact_limit`
 LEXICAL = ("bm25", "rerank", "intersection", "hybrid")
 DENSE = ("dense", "rerank", "intersection", "hybrid")
 
@@ -36,16 +38,20 @@ class SearchSettings:
     rrf_k: int = 60
     query_length: int = 64
     encode_batch_size: int = 32
+    exact_limit: int = 200_000  # documents searched exactly; above, an HNSW graph
 
 
 class Searcher:
     """Ranks documents for query strings: `search(queries, k)` -> per query a list of
     `(row, score)`, best first."""
 
-    def __init__(self, settings, doc_ids, titles, bm25=None, encoder=None, embeddings=None):
+    def __init__(self, settings, doc_ids, titles, bm25=None, encoder=None, embeddings=None,
+                 index=None):
         self.settings, self.doc_ids, self.titles = settings, list(doc_ids), list(titles)
         self.bm25, self.encoder = bm25, encoder
-        self.index = ExactIndex(embeddings) if embeddings is not None else None
+        if index is None and embeddings is not None:
+            index = index_for(embeddings, settings.exact_limit)
+        self.index = index
 
     def encode_queries(self, queries):
         return self.encoder.encode(queries, self.settings.query_length,
@@ -104,6 +110,8 @@ class Searcher:
         if self.encoder is not None:
             self.encoder.save(folder / "encoder")
             np.save(folder / "embeddings.npy", self.index.embeddings)
+            if isinstance(self.index, ApproximateIndex):
+                self.index.save(folder / GRAPH_FILE)
 
     @classmethod
     def load(cls, folder):
@@ -111,11 +119,15 @@ class Searcher:
         settings = SearchSettings(**json.loads((folder / SETTINGS_FILE).read_text()))
         documents = [json.loads(line) for line in
                      (folder / "documents.jsonl").read_text("utf-8").splitlines()]
-        dense = (folder / "encoder").is_dir()
+        encoder, embeddings, index = None, None, None
+        if (folder / "encoder").is_dir():
+            encoder, embeddings = DenseEncoder.load(folder / "encoder"), np.load(
+                folder / "embeddings.npy")
+            if (folder / GRAPH_FILE).is_file():
+                index = ApproximateIndex.load(embeddings, folder / GRAPH_FILE)
         return cls(settings, [d["id"] for d in documents], [d["title"] for d in documents],
                    BM25Index.load(folder / "bm25") if (folder / "bm25").is_dir() else None,
-                   DenseEncoder.load(folder / "encoder") if dense else None,
-                   np.load(folder / "embeddings.npy") if dense else None)
+                   encoder, embeddings, index)
 
 
 def _pairs(rows, scores):

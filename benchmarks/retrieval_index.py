@@ -1,0 +1,99 @@
+"""Which approximate index the search lesson uses above its exact-search limit, chosen by
+measurement: `results/retrieval_index.json`.
+
+HNSW graphs from faiss-cpu (`IndexHNSWFlat`, inner product) and usearch (`Index`,
+metric `ip`), with the same graph degree (M / connectivity 16) and search breadth
+(efSearch / expansion_search), against exact search (`ExactIndex`, a matrix product),
+on `--documents` unit vectors drawn around `--clusters` centres (embeddings cluster by
+topic; uniform random vectors would flatter no index). Per index: build seconds,
+queries per second (one query at a time and in batches of 256) and recall@10 against
+the exact top 10.
+
+    python benchmarks/retrieval_index.py --documents 200000
+"""
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.reporting import machine, write_results  # noqa: E402
+from workflows.retrievers.dense import ApproximateIndex, ExactIndex  # noqa: E402
+
+
+def clustered(count, width, clusters, seed):
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(clusters, width))
+    vectors = centres[rng.integers(0, clusters, count)] + 0.6 * rng.normal(size=(count, width))
+    vectors = vectors.astype("float32")
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+def faiss_index(embeddings, degree, breadth):
+    import faiss
+
+    index = faiss.IndexHNSWFlat(embeddings.shape[1], degree, faiss.METRIC_INNER_PRODUCT)
+    index.hnsw.efConstruction = 128
+    index.hnsw.efSearch = breadth
+    index.add(embeddings)
+    return lambda queries, k: index.search(queries, k)[1]
+
+
+def usearch_index(embeddings, degree, breadth):
+    index = ApproximateIndex(embeddings, degree, breadth)
+    return lambda queries, k: index.search(queries, k)[0]
+
+
+def measure(name, build, embeddings, queries, exact_top, k=10):
+    started = time.perf_counter()
+    search = build()
+    built = time.perf_counter() - started
+    started = time.perf_counter()
+    found = search(queries, k)
+    batched = len(queries) / (time.perf_counter() - started)
+    started = time.perf_counter()
+    for query in queries[:200]:
+        search(query[None], k)
+    single = 200 / (time.perf_counter() - started)
+    recall = np.mean([len(set(f) & set(e)) / k for f, e in zip(found, exact_top, strict=True)])
+    row = {"index": name, "build_seconds": built, "queries_per_second_batched": batched,
+           "queries_per_second_one_by_one": single, "recall_at_10_vs_exact": float(recall)}
+    print(row, flush=True)
+    return row
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python benchmarks/retrieval_index.py",
+                                     description=__doc__.split("\n")[0])
+    parser.add_argument("--documents", type=int, default=200_000)
+    parser.add_argument("--queries", type=int, default=1000)
+    parser.add_argument("--width", type=int, default=384)
+    parser.add_argument("--clusters", type=int, default=2000)
+    parser.add_argument("--degree", type=int, default=16)
+    parser.add_argument("--breadth", type=int, default=64)
+    parser.add_argument("--output", default="benchmarks/results/retrieval_index.json")
+    args = parser.parse_args(argv)
+    vectors = clustered(args.documents + args.queries, args.width, args.clusters, 0)
+    embeddings, queries = vectors[:args.documents], vectors[args.documents:]
+    exact = ExactIndex(embeddings)
+    exact_top = exact.search(queries, 10)[0]
+    rows = [measure("exact (numpy matrix product)", lambda: lambda q, k: exact.search(q, k)[0],
+                    embeddings, queries, exact_top),
+            measure("faiss-cpu HNSW", lambda: faiss_index(embeddings, args.degree,
+                                                           args.breadth),
+                    embeddings, queries, exact_top),
+            measure("usearch HNSW", lambda: usearch_index(embeddings, args.degree,
+                                                          args.breadth),
+                    embeddings, queries, exact_top)]
+    settings = {key: value for key, value in vars(args).items() if key != "output"}
+    write_results({"machine": machine(), "settings": settings,
+                   "indexes": rows}, args.output)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
