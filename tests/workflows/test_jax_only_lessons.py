@@ -94,3 +94,30 @@ def test_generation_compiles_a_few_fixed_shapes_whatever_the_prompts(tmp_path):
     assert sum(result["again"].values()) == 0  # nothing compiled twice
     assert result["same_alone"]  # a prompt's continuation does not depend on its batch
     assert all(words <= 7 for words in result["words"])  # cut at max_new_tokens
+
+
+RETRIEVAL = """
+import json, sys
+from workflows import retrieval
+from workflows.core import compilation
+train = ["train", "--retriever", "dense", "--set", "encoder={encoder}", "--epochs", "2",
+         "--set", "batch_size=4", "--set", "document_length=32", "--set", "query_length=16"]
+with compilation.Compilations() as compiled:
+    codes = [retrieval.main(train), retrieval.main(["evaluate"]),
+             retrieval.main(["search", "topic3 gene"])]
+print(json.dumps({{"codes": codes, "tensorflow": "tensorflow" in sys.modules,
+                  "counts": compiled.counts}}))
+"""
+
+
+@pytest.mark.slow
+def test_the_dual_encoder_fine_tunes_where_tensorflow_is_absent(tmp_path, new_store):
+    from tests.workflows.test_retrieval import FILLER, MORE_TOPICS, write_beir
+
+    corpus = write_beir(tmp_path / "corpus", MORE_TOPICS[:30])
+    encoder = write_tiny_encoder(tmp_path / "encoder", words=[*MORE_TOPICS, *FILLER, "paper"])
+    env = {"NLPKIT_WORK_DIR": str(tmp_path / "work"), "NLPKIT_BEIR_PATH": str(corpus),
+           "MLFLOW_TRACKING_URI": new_store(tmp_path / "mlflow.db")}
+    result = run_steps(RETRIEVAL.format(encoder=encoder), env)
+    assert result["codes"] == [0, 0, 0] and not result["tensorflow"]
+    assert programs(result, "jit(train_step)") == 1  # every batch has one shape

@@ -60,8 +60,8 @@ def sentence_encoder(backbone):
     mean = keras.ops.sum(tokens * weights, axis=1) / keras.ops.maximum(
         keras.ops.sum(weights, axis=1), 1.0)
     embedding = keras.ops.cast(mean, "float32")
-    embedding = embedding / keras.ops.maximum(keras.ops.norm(embedding, axis=-1,
-                                                             keepdims=True), 1e-12)
+    length = keras.ops.sqrt(keras.ops.sum(embedding * embedding, axis=-1, keepdims=True))
+    embedding = embedding / keras.ops.maximum(length, 1e-12)
     return keras.Model([token_ids, padding_mask], embedding, name="sentence_encoder")
 
 
