@@ -22,7 +22,6 @@ import data_prep.quiet_start  # noqa: F401  first: hides TensorFlow's start-up n
 # isort: split
 
 import dataclasses
-import json
 import sys
 import time
 from dataclasses import dataclass
@@ -161,7 +160,7 @@ def load_encoder(config, work_dir, folder):
 
 def make_searcher(config, data, bm25, encoder, work_dir):
     from workflows.retrievers import dense
-    from workflows.retrievers.searcher import SearchSettings, Searcher
+    from workflows.retrievers.searcher import Searcher, SearchSettings
 
     embeddings = None
     if encoder is not None:
@@ -210,7 +209,8 @@ def fine_tune(config, data, encoder, bm25, folder):
     trainer = dense.compile_trainer(encoder, config.learning_rate, config.scale)
     trainer(epoch_batches(0)[0][0])  # builds it, so a checkpoint can be restored into it
     validate = validation_ndcg(config, data, encoder, bm25)
-    if not checkpoints.TrainingFolder(folder).load_state().history:
+    run_id = mlflow.active_run().info.run_id
+    if not mlflow.MlflowClient().get_metric_history(run_id, "val_pool_ndcg_at_10"):
         training.log_epoch(-1, {"val_pool_ndcg_at_10": validate()})  # step 0: before training
     state = checkpoints.fit_resumably(
         trainer, epoch_batches, None, folder, config.epochs, config.patience,
@@ -221,9 +221,10 @@ def fine_tune(config, data, encoder, bm25, folder):
         monitor="val_pool_ndcg_at_10", higher_is_better=True)
     best = -state.best_val_loss
     mlflow.log_metrics({"best_epoch": state.best_epoch, "trained_epochs": len(state.history),
-                        "train_minutes": state.train_seconds / 60, "best_val_pool_ndcg_at_10": best})
-    print(f"Fine-tuned on {len(pairs):,} pairs: best validation-pool nDCG@10 {best:.4f} at epoch "
-          f"{state.best_epoch}")
+                        "train_minutes": state.train_seconds / 60,
+                        "best_val_pool_ndcg_at_10": best})
+    print(f"Fine-tuned on {len(pairs):,} pairs: best validation-pool nDCG@10 {best:.4f} at "
+          f"epoch {state.best_epoch}")
     return state
 
 

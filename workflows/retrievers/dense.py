@@ -17,7 +17,6 @@ lengths (16, 32, ... up to the maximum), so a compiler sees a handful of program
 """
 
 import contextlib
-import json
 import shutil
 from pathlib import Path
 

@@ -58,20 +58,22 @@ class Searcher:
                                    self.settings.encode_batch_size)
 
     def search(self, queries, k=10):
+        """Per query, its top `k` as `(row, score)`, best first; the fused retrievers
+        read `depth` candidates of each list (at least `k`)."""
         kind, depth = self.settings.retriever, max(self.settings.depth, k)
         if kind == "bm25":
             return _pairs(*self.bm25.search(queries, k))
         vectors = self.encode_queries(queries)
         if kind == "dense":
             return _pairs(*self.index.search(vectors, k))
-        bm25_rows, bm25_scores = self.bm25.search(queries, self.settings.depth)
+        bm25_rows, bm25_scores = self.bm25.search(queries, depth)
         if kind == "rerank":
             dense_scores = self.index.scores_of(vectors, bm25_rows)
-            return [fusion.rerank(rows, scores, self.settings.depth)[:k]
+            return [fusion.rerank(rows, scores, depth)[:k]
                     for rows, scores in zip(bm25_rows, dense_scores, strict=True)]
-        dense_rows, dense_scores = self.index.search(vectors, self.settings.depth)
+        dense_rows, dense_scores = self.index.search(vectors, depth)
         if kind == "intersection":
-            return [fusion.intersection(b, d, s, self.settings.depth)[:k]
+            return [fusion.intersection(b, d, s, depth)[:k]
                     for b, d, s in zip(bm25_rows, dense_rows, dense_scores, strict=True)]
         if self.settings.fusion == "rrf":
             return [fusion.reciprocal_rank_fusion([b, d], self.settings.rrf_k)[:k]
