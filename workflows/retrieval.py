@@ -22,6 +22,7 @@ import data_prep.quiet_start  # noqa: F401  first: hides TensorFlow's start-up n
 # isort: split
 
 import dataclasses
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -110,6 +111,18 @@ LESSON = Lesson(EXPERIMENT, CATALOG, load_data=None, plan_training=None,
 
 # ## The data
 # A BEIR dataset (SciFact by default) or your catalogue, checked and cached.
+
+
+DATA_FLAGS = ("beir_path", "documents", "queries", "judgements", "test_judgements")
+
+
+def data_flags(args):
+    """The data a run was built on, as absolute paths (tags, for `evaluate`)."""
+    given = {name: getattr(args, name, None) for name in DATA_FLAGS}
+    given["beir_path"] = given["beir_path"] or os.environ.get(
+        retrieval_corpus.SCIFACT.env_var)
+    return {f"data_{name}": str(Path(value).resolve()) for name, value in given.items()
+            if value}
 
 
 def load_data(config, args, verbose=True):
@@ -331,7 +344,8 @@ def train(config, args, tags=None):
         with training.tracked_run(EXPERIMENT, config.retriever, state.run_id, tags):
             if not state.run_id:
                 mlflow.log_params(store.flat_params(config))
-                mlflow.set_tags(store.run_tags(data.fingerprint, run_folder=str(folder)))
+                mlflow.set_tags(store.run_tags(data.fingerprint, run_folder=str(folder),
+                                               **data_flags(args)))
                 mlflow.log_dict(dataclasses.asdict(config), "config.json")
                 state.run_id = mlflow.active_run().info.run_id
                 checkpoints.TrainingFolder(folder).save_state(state)
@@ -404,6 +418,9 @@ def evaluate(args):
 
     run, searcher = load_retriever(args)
     config = CATALOG.from_params(run.data.params)
+    if not any(getattr(args, name) for name in DATA_FLAGS):  # the run's own data
+        for name in DATA_FLAGS:
+            setattr(args, name, run.data.tags.get(f"data_{name}"))
     data = load_data(config, args)
     if run.data.tags.get("dataset_fingerprint") != data.fingerprint:
         raise ConfigError(f"Run {run.info.run_id[:12]} was built on corpus "

@@ -62,15 +62,18 @@ class Searcher:
         read `depth` candidates of each list (at least `k`)."""
         kind, depth = self.settings.retriever, max(self.settings.depth, k)
         if kind == "bm25":
-            return _pairs(*self.bm25.search(queries, k))
+            return [_matching(ranked) for ranked in _pairs(*self.bm25.search(queries, k))]
         vectors = self.encode_queries(queries)
         if kind == "dense":
             return _pairs(*self.index.search(vectors, k))
         bm25_rows, bm25_scores = self.bm25.search(queries, depth)
+        bm25_rows = [rows[scores > 0] for rows, scores in zip(bm25_rows, bm25_scores,
+                                                                strict=True)]
+        bm25_scores = [scores[scores > 0] for scores in bm25_scores]
         if kind == "rerank":
-            dense_scores = self.index.scores_of(vectors, bm25_rows)
-            return [fusion.rerank(rows, scores, depth)[:k]
-                    for rows, scores in zip(bm25_rows, dense_scores, strict=True)]
+            return [fusion.rerank(rows, self.index.scores_of(vector[None], rows[None])[0],
+                                  depth)[:k]
+                    for rows, vector in zip(bm25_rows, vectors, strict=True)]
         dense_rows, dense_scores = self.index.search(vectors, depth)
         if kind == "intersection":
             return [fusion.intersection(b, d, s, depth)[:k]
@@ -130,6 +133,11 @@ class Searcher:
         return cls(settings, [d["id"] for d in documents], [d["title"] for d in documents],
                    BM25Index.load(folder / "bm25") if (folder / "bm25").is_dir() else None,
                    encoder, embeddings, index)
+
+
+def _matching(ranked):
+    """BM25's ranked documents that share a term with the query (score above 0)."""
+    return [(row, score) for row, score in ranked if score > 0]
 
 
 def _pairs(rows, scores):
