@@ -11,9 +11,9 @@ batch of (query, relevant document) pairs, every other query's document, and a h
 negative per query mined from BM25, is a negative; the loss is the cross-entropy of
 picking the right document among them from the scaled cosine similarities.
 
-Shapes stay few: texts are tokenized once (Hugging Face `tokenizers`, BERT's
-WordPiece), sorted by length and cut into batches of one fixed size at a few fixed
-lengths (16, 32, ... up to the maximum), so a compiler sees a handful of programs.
+Shapes stay few: texts are tokenized once (BERT's WordPiece, `data_prep.wordpiece`),
+sorted by length and cut into batches of one fixed size at a few fixed lengths (16, 32,
+... up to the maximum), so a compiler sees a handful of programs.
 """
 
 import contextlib
@@ -25,6 +25,7 @@ import numpy as np
 
 from data_prep import encoders
 from data_prep.progress import Progress
+from data_prep.wordpiece import WordPiece
 
 ENCODER_FOLDER = "encoder"  # a keras-hub preset (config, weights) and its vocab.txt
 SMALLEST_LENGTH = 16
@@ -33,20 +34,19 @@ SMALLEST_LENGTH = 16
 # ## The encoder
 
 
-class WordPiece:
-    """BERT's WordPiece through Hugging Face `tokenizers`: `[CLS] text [SEP]`, cut at
+class EncoderTokenizer:
+    """The encoder's WordPiece (`data_prep.wordpiece`): `[CLS] text [SEP]`, cut at
     `max_length` tokens."""
 
     def __init__(self, folder):
-        from tokenizers import BertWordPieceTokenizer
-
         self.folder = Path(folder)
-        self.tokenizer = BertWordPieceTokenizer(str(self.folder / "vocab.txt"),
-                                                lowercase=encoders.lowercases(self.folder))
+        self.wordpiece = WordPiece(encoders.read_vocabulary(self.folder),
+                                   encoders.lowercases(self.folder))
+        self.first, self.last = self.wordpiece.ids["[CLS]"], self.wordpiece.ids["[SEP]"]
 
     def ids(self, texts, max_length):
-        self.tokenizer.enable_truncation(max_length)
-        return [np.asarray(e.ids, "int32") for e in self.tokenizer.encode_batch(list(texts))]
+        return [np.asarray([self.first, *ids[:max_length - 2], self.last], "int32")
+                for ids in self.wordpiece(texts)]
 
 
 def sentence_encoder(backbone):
@@ -69,7 +69,7 @@ class DenseEncoder:
 
     def __init__(self, backbone, folder):
         self.backbone, self.folder = backbone, Path(folder)
-        self.tokenizer = WordPiece(folder)
+        self.tokenizer = EncoderTokenizer(folder)
         self.model = sentence_encoder(backbone)
 
     @classmethod
@@ -227,7 +227,8 @@ def document_embeddings(encoder, texts, identity, max_length, batch_size, root=N
     and cached in the work folder like the other prepared data."""
     from data_prep import cache
 
-    settings = {"encoder": identity, "max_length": max_length}
+    settings = {"encoder": identity, "max_length": max_length,
+                "tokenizer": "data_prep.wordpiece"}
     directory = cache.prepared_dir("embeddings", settings, root)
     if not cache.is_intact(directory):
         def fill(tmp):
