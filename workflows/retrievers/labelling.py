@@ -85,9 +85,10 @@ def label(retriever_folder, queries, output, k=10, workers=1, runner="DirectRunn
               f"in {parts}")
     started = time.perf_counter()
     if todo:
-        options = PipelineOptions(runner=runner, direct_num_workers=workers,
-                                  direct_running_mode="multi_processing" if workers > 1
-                                  else "in_memory")
+        options = PipelineOptions(  # flags=[]: not this command's own arguments
+            flags=[], runner=runner, direct_num_workers=workers,
+            direct_running_mode="multi_processing" if workers > 1 else "in_memory",
+            default_sdk_harness_log_level="WARNING")
         with _progress(parts, len(queries), len(done)):
             with beam.Pipeline(options=options) as pipeline:
                 _ = (pipeline | beam.Create(todo) | beam.Reshuffle()
