@@ -1,8 +1,9 @@
 """Which approximate index the search lesson uses above its exact-search limit, chosen by
 measurement: `results/retrieval_index.json`.
 
-HNSW graphs from faiss-cpu (`IndexHNSWFlat`, inner product) and usearch (`Index`,
-metric `ip`), with the same graph degree (M / connectivity 16) and search breadth
+HNSW graphs from faiss-cpu (`IndexHNSWFlat`, inner product: the lesson's
+`ApproximateIndex`) and usearch (`Index`, metric `ip`; `pip install usearch`), with the
+same graph degree (M / connectivity 16) and search breadth
 (efSearch / expansion_search), against exact search (`ExactIndex`, a matrix product),
 on `--documents` unit vectors drawn around `--clusters` centres (embeddings cluster by
 topic; uniform random vectors would flatter no index). Per index: build seconds,
@@ -34,18 +35,17 @@ def clustered(count, width, clusters, seed):
 
 
 def faiss_index(embeddings, degree, breadth):
-    import faiss
-
-    index = faiss.IndexHNSWFlat(embeddings.shape[1], degree, faiss.METRIC_INNER_PRODUCT)
-    index.hnsw.efConstruction = 128
-    index.hnsw.efSearch = breadth
-    index.add(embeddings)
-    return lambda queries, k: index.search(queries, k)[1]
+    index = ApproximateIndex(embeddings, degree, breadth)  # the lesson's (faiss)
+    return lambda queries, k: index.search(queries, k)[0]
 
 
 def usearch_index(embeddings, degree, breadth):
-    index = ApproximateIndex(embeddings, degree, breadth)
-    return lambda queries, k: index.search(queries, k)[0]
+    from usearch.index import Index  # pip install usearch (not in requirements.txt)
+
+    index = Index(ndim=embeddings.shape[1], metric="ip", dtype="f32", connectivity=degree,
+                  expansion_add=128, expansion_search=breadth)
+    index.add(np.arange(len(embeddings)), embeddings, threads=0)
+    return lambda queries, k: np.asarray(index.search(queries, k, threads=0).keys)
 
 
 def measure(name, build, embeddings, queries, exact_top, k=10):

@@ -74,7 +74,7 @@ class RetrievalConfig:
     query_length: int = option(64, at_least=8, at_most=512, applies=_reads_encoder)
     document_length: int = option(256, at_least=16, at_most=512, applies=_reads_encoder)
     encode_batch_size: int = option(32, at_least=1, at_most=1024, applies=_reads_encoder)
-    exact_limit: int = option(200_000, at_least=1, applies=_reads_encoder)  # then HNSW
+    exact_limit: int = option(100_000, at_least=1, applies=_reads_encoder)  # then HNSW
     # putting the two together
     depth: int = option(100, at_least=1, at_most=10_000, applies=_fuses)
     fusion: str = option("convex", choices=("convex", "rrf"),
@@ -392,7 +392,7 @@ def export(searcher, folder):
         models.log_pyfunc_model(
             PYFUNC_FILE, {EXPORTED: target}, ["vitamin D and bone fractures"],
             models.pinned_requirements("keras", "keras-hub", "tensorflow", "mlflow", "bm25s",
-                                       "pystemmer", "tokenizers", "usearch"),
+                                       "pystemmer", "tokenizers", "faiss-cpu"),
             packages=("retrievers",), params={"k": 10})
     mlflow.set_tag("model_logged", "true")
 

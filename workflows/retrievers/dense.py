@@ -173,38 +173,41 @@ class ExactIndex:
 
 class ApproximateIndex:
     """Approximate maximum inner product search: an HNSW graph (Malkov and Yashunin,
-    2018) built by usearch, each node linked to `degree` neighbours, `breadth`
-    candidates kept while searching (more: better recall, slower)."""
+    2018) built by faiss, each node linked to `degree` neighbours, `breadth` candidates
+    kept while searching (more: better recall, slower). faiss was measured against
+    usearch (`benchmarks/results/retrieval_index.json`)."""
 
     def __init__(self, embeddings, degree=16, breadth=64, graph=None):
-        from usearch.index import Index
+        import faiss
 
         self.embeddings = np.asarray(embeddings, "float32")
         if graph is None:
-            graph = Index(ndim=self.embeddings.shape[1], metric="ip", dtype="f32",
-                          connectivity=degree, expansion_add=128, expansion_search=breadth)
-            graph.add(np.arange(len(self.embeddings)), self.embeddings, threads=0)
+            graph = faiss.IndexHNSWFlat(self.embeddings.shape[1], degree,
+                                        faiss.METRIC_INNER_PRODUCT)
+            graph.hnsw.efConstruction = 128
+            graph.add(self.embeddings)
+        graph.hnsw.efSearch = breadth
         self.graph = graph
 
     def search(self, queries, k):
         """`(rows, scores)`, each `(len(queries), k)`, best first (approximately)."""
         k = min(k, len(self.embeddings))
-        matches = self.graph.search(np.asarray(queries, "float32"), k, threads=0)
-        rows = np.asarray(matches.keys, "int64").reshape(len(queries), -1)
-        rows = np.where(rows < len(self.embeddings), rows, 0)  # unfilled slots, if any
-        return rows, np.einsum("qd,qkd->qk", queries, self.embeddings[rows])
+        scores, rows = self.graph.search(np.ascontiguousarray(queries, "float32"), k)
+        return np.where(rows >= 0, rows, 0).astype("int64"), scores
 
     def scores_of(self, queries, rows):
         return np.einsum("qd,qkd->qk", queries, self.embeddings[rows])
 
     def save(self, path):
-        self.graph.save(str(path))
+        import faiss
+
+        faiss.write_index(self.graph, str(path))
 
     @classmethod
-    def load(cls, embeddings, path):
-        from usearch.index import Index
+    def load(cls, embeddings, path, breadth=64):
+        import faiss
 
-        return cls(embeddings, graph=Index.restore(str(path)))
+        return cls(embeddings, breadth=breadth, graph=faiss.read_index(str(path)))
 
 
 def index_for(embeddings, exact_limit, degree=16, breadth=64):

@@ -7,7 +7,7 @@ retriever of the search lesson is exported, logged, served and loaded in).
       bm25/            the BM25 index (bm25s), when the retriever reads it
       encoder/         the dual encoder (a keras-hub preset and its vocab.txt), when used
       embeddings.npy   the documents' embeddings, when used
-      index.usearch    their HNSW graph, above `exact_limit` documents
+      index.faiss      their HNSW graph, above `exact_limit` documents
 """
 
 import json
@@ -22,7 +22,7 @@ from workflows.retrievers.bm25 import BM25Index
 from workflows.retrievers.dense import ApproximateIndex, DenseEncoder, index_for
 
 SETTINGS_FILE = "retriever.json"
-GRAPH_FILE = "index.usearch"  # the HNSW graph of a corpus above `exact_limit`
+GRAPH_FILE = "index.faiss"  # the HNSW graph of a corpus above `exact_limit`
 LEXICAL = ("bm25", "rerank", "intersection", "hybrid")
 DENSE = ("dense", "rerank", "intersection", "hybrid")
 
@@ -38,7 +38,7 @@ class SearchSettings:
     rrf_k: int = 60
     query_length: int = 64
     encode_batch_size: int = 32
-    exact_limit: int = 200_000  # documents searched exactly; above, an HNSW graph
+    exact_limit: int = 100_000  # documents searched exactly; above, an HNSW graph
 
 
 class Searcher:
