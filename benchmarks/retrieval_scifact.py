@@ -32,7 +32,12 @@ ANCHORS = {"bm25": "Lucene/Anserini BM25 0.679 (recall@100 0.913 on this file)",
 
 def summary(run):
     metrics, tags, params = run.data.metrics, run.data.tags, run.data.params
-    row = {"run_id": run.info.run_id, "retriever": params.get("retriever"),
+    tuned = params.get("epochs", "0") not in ("0", "None") or params.get("encoder_run")
+    encoder = (" + fine-tuned encoder" if tuned else " + zero-shot encoder") \
+        if params.get("retriever") != "bm25" else ""
+    if params.get("fusion") == "rrf":
+        encoder += " (RRF)"
+    row = {"run_id": run.info.run_id, "retriever": params.get("retriever") + encoder,
            "command": tags.get("command"), "machine": tags.get("accelerator")
            or tags.get("device"), "backend": tags.get("backend"),
            "settings": {name: params[name] for name in SETTINGS if name in params}}
