@@ -23,11 +23,39 @@ def float32_policy():
     keras.config.set_dtype_policy("float32")
 
 
-LONG_MARKS = ("slow", "browser", "team_server")  # retrain, or start servers
+# The integration tier: second backends, several processes or devices, the browser,
+# PostgreSQL, real servers. `python -m pytest` (pyproject: -m "not integration") runs the
+# rest, the quick tier; `python -m pytest -m integration` runs these; `.ci/run` runs both.
+INTEGRATION_MARKS = ("slow", "browser", "team_server")
+INTEGRATION_FILES = ("tests/workflows/test_concurrency.py", "tests/workflows/test_mlflow_ui.py",
+                     "tests/workflows/test_serving.py", "tests/workflows/test_distribution.py")
+INTEGRATION_TESTS = (  # file::test (any parameters): each starts other processes
+    "tests/data_prep/test_paragraph_vectors.py::test_a_texts_vector_is_the_same_in_any_batch",
+    "tests/workflows/test_language_model.py::test_logged_model_generates_in_a_fresh_process",
+    "tests/workflows/test_language_model.py::test_benchmark_compares_cached_and_uncached",
+    "tests/workflows/test_outside_failures.py::test_search_workers_are_capped_by_the_cores",
+    "tests/workflows/test_outside_failures.py::test_sigterm_to_a_search_stops_its_workers",
+    "tests/workflows/test_reliability.py::test_data_prep_commands_report_a_bad_archive",
+    "tests/workflows/test_retrieval.py::test_the_logged_model_answers_in_a_fresh_process",
+    "tests/workflows/test_retrieval.py::test_label_writes_every_line_in_order_and_resumes[2]",
+    "tests/workflows/test_retrieval.py::test_the_served_retriever_answers",
+    "tests/workflows/test_search.py::test_two_workers_share_one_study",
+    "tests/workflows/test_search.py::test_a_killed_workers_trial_is_queued_again",
+    "tests/workflows/test_translation.py::test_exported_translator_round_trips_strings",
+    "tests/workflows/test_translation.py::test_served_translator_answers_strings",
+    "tests/workflows/test_translation.py::test_decoding_benchmark_matches_the_tutorial_loop",
+)
+
+
+def is_integration(item):
+    return (any(item.get_closest_marker(mark) for mark in INTEGRATION_MARKS)
+            or item.nodeid.split("::")[0] in INTEGRATION_FILES
+            or item.nodeid.startswith(INTEGRATION_TESTS))
 
 
 def pytest_collection_modifyitems(items):
-    """Each package's files together, the packages with long tests (`LONG_MARKS`) first,
+    """Marks the integration tier; then each package's files together, the packages with
+    long (integration) tests first,
     the one with the fewest such files leading; in a package, files with long tests
     first, then the files with the most tests.
 
@@ -40,9 +68,11 @@ def pytest_collection_modifyitems(items):
     """
     files = {}
     for item in items:
+        if is_integration(item):
+            item.add_marker(pytest.mark.integration)
         files.setdefault(item.nodeid.split("::")[0], []).append(item)
     long = {name for name, tests in files.items()
-            if any(test.get_closest_marker(mark) for test in tests for mark in LONG_MARKS)}
+            if any(test.get_closest_marker("integration") for test in tests)}
     packages = {}
     for name in files:
         packages.setdefault(name.rpartition("/")[0], []).append(name)
