@@ -522,23 +522,7 @@ class RetrievalCLI(LessonCLI):
         step.add_argument("--workers", type=int, default=1, help="local worker processes")
         step.add_argument("--runner", default="DirectRunner", help="Beam runner (default "
                           "DirectRunner; Dataflow, Flink or Spark with their options)")
-        step = self.step("compare", "table of this lesson's runs, best first", self.compare)
-        step.add_argument("--sort-by", default=LESSON.sort_by,
-                          help=f"an MLflow column (default: {LESSON.sort_by})")
-        step.add_argument("--ascending", action="store_true", default=None,
-                          help="lowest first (default: best first)")
-        step.add_argument("--since", help="only runs started on or after this date")
-        step.add_argument("--format", choices=("text", "csv", "markdown"), default="text")
-        self._add_run_filters(step, "only runs of this {}")
-        step = self.step("register", "register a run's retriever in the model registry",
-                         self.register)
-        step.add_argument("name", help="registered model name; each call adds a version")
-        step.add_argument("--run-id", help="a run id or its first characters")
-        step.add_argument("--alias", help="also point this alias at the new version")
-        from workflows.core.servers import add_server_arguments
-
-        add_server_arguments(self.step("serve", "serve a run's retriever over HTTP", self.serve,
-                                       model=True))
+        self.shared_steps(search=False)  # compare, register, serve: the core's; tune above
 
     def _add_build_arguments(self, step):
         _add_data_arguments(step)
@@ -585,12 +569,6 @@ class RetrievalCLI(LessonCLI):
         if getattr(args, "epochs", None) is not None:
             overrides["epochs"] = args.epochs
         return CATALOG.make(args.retriever, None, overrides)
-
-    def compare(self, args):
-        from workflows.core import runs
-
-        runs.compare(LESSON, args.sort_by, None, args.since, args.format, args.ascending,
-                     self.run_params(args))
 
     def prepare(self, args):
         load_data(RetrievalConfig(), args)

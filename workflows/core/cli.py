@@ -71,17 +71,20 @@ class LessonCLI:
         self.handlers[name] = handler
         return parser
 
-    def shared_steps(self):
-        """`search`, `compare` and `register`, the same in every lesson."""
-        add_search_arguments(self.step(
-            "search", "hyperparameter search with Optuna: trials in parallel, each an MLflow "
-            "child run of the study's run", self.search, data=True, train="one"))
+    def shared_steps(self, search=True):
+        """`search` (unless a lesson declares its own), `compare`, `register` and `serve`,
+        the same in every lesson."""
+        if search:
+            add_search_arguments(self.step(
+                "search", "hyperparameter search with Optuna: trials in parallel, each an "
+                "MLflow child run of the study's run", self.search, data=True, train="one"))
         step = self.step("compare", "table of this lesson's runs, best first", self.compare)
         step.add_argument("--sort-by", default=self.lesson.sort_by,
                           help=f"an MLflow column (default: {self.lesson.sort_by})")
         step.add_argument("--ascending", action="store_true", default=None,
                           help="lowest first (default: best first)")
-        step.add_argument("--model", help="only runs of this model")
+        if self.lesson.catalog.key == "model":  # else the key is a run filter
+            step.add_argument("--model", help="only runs of this model")
         step.add_argument("--since", help="only runs started on or after this date")
         step.add_argument("--format", choices=("text", "csv", "markdown"), default="text")
         self._add_run_filters(step, "only runs with this {}")
@@ -181,8 +184,8 @@ class LessonCLI:
                 runs.register_model(summary["best_run_id"], args.register)
 
     def compare(self, args):
-        runs.compare(self.lesson, args.sort_by, args.model, args.since, args.format,
-                     args.ascending, self.run_params(args))
+        runs.compare(self.lesson, args.sort_by, getattr(args, "model", None), args.since,
+                     args.format, args.ascending, self.run_params(args))
 
     def register(self, args):
         runs.register(self.lesson, args.run_id, args.name, args.alias)
