@@ -92,6 +92,30 @@ class RetrievalData:
         return dict(zip(self.doc_ids, self.titles, strict=True))
 
 
+# ## Where the data comes from (command-line flags)
+
+
+def add_catalogue_arguments(parser):
+    """The flags of a user's catalogue (beside `--beir-path`)."""
+    parser.add_argument("--documents", help="your catalogue: a JSONL or CSV file of documents "
+                        "(id, title, text, any attribute columns) instead of a BEIR dataset")
+    parser.add_argument("--queries", help="with --documents: a TSV of id<TAB>query lines")
+    parser.add_argument("--judgements", help="with --documents: train judgements, a TSV of "
+                        "query-id<TAB>document-id<TAB>grade lines")
+    parser.add_argument("--test-judgements", help="with --documents: test judgements")
+
+
+DATA_FLAGS = ("beir_path", "documents", "queries", "judgements", "test_judgements")
+
+
+def data_flags(args):
+    """The data a run was built on, as absolute paths (tags, for `evaluate`)."""
+    given = {name: getattr(args, name, None) for name in DATA_FLAGS}
+    given["beir_path"] = given["beir_path"] or os.environ.get(SCIFACT.env_var)
+    return {f"data_{name}": str(Path(value).resolve()) for name, value in given.items()
+            if value}
+
+
 # ## Prepare
 
 

@@ -22,85 +22,36 @@ import data_prep.quiet_start  # noqa: F401  first: hides TensorFlow's start-up n
 # isort: split
 
 import dataclasses
-import os
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from data_prep import retrieval_corpus
 from data_prep.runtime import run_main
 from workflows.core.cli import LessonCLI, add_search_arguments, overrides_from_args, read_texts
-from workflows.core.config import Catalog, ConfigError, describe, option, seed_option
-from workflows.core.lesson import Lesson
+from workflows.core.config import ConfigError, describe
+from workflows.core.lesson import Lesson, ModelExport
+from workflows.retrievers import evaluation
+from workflows.retrievers.config import (  # noqa: F401  (API)
+    CATALOG,
+    RETRIEVERS,
+    RetrievalConfig,
+    fine_tunes,
+    reads_bm25,
+    reads_encoder,
+)
 
 EXPERIMENT = "retrieval"
-RETRIEVERS = ("bm25", "dense", "rerank", "intersection", "hybrid")
 PYFUNC_FILE = Path(__file__).parent / "retrievers" / "pyfunc.py"
 EXPORTED = "retriever"  # the saved folder, in the run folder and the logged model
+REQUIREMENTS = ("keras", "keras-hub", "tensorflow", "mlflow", "bm25s", "pystemmer",
+                "tokenizers", "faiss-cpu")  # pinned for the logged model
 
 
 # ## Configuration
-# One config for every retriever; a field that does not apply to one is refused.
+# One config for every retriever (`retrievers/config.py`: k1, b, the encoder, the
+# fusion, the fine-tuning); a field that does not apply to a retriever is refused.
 
-
-def _reads_bm25(config):
-    return config.retriever != "dense"
-
-
-def _reads_encoder(config):
-    return config.retriever != "bm25"
-
-
-def _fuses(config):
-    return config.retriever in ("rerank", "intersection", "hybrid")
-
-
-def _fine_tunes(config):
-    return config.retriever == "dense"
-
-
-@dataclass(frozen=True)
-class RetrievalConfig:
-    retriever: str = option("bm25", choices=RETRIEVERS)
-    # BM25 (Lucene's defaults: k1 1.2, b 0.75; English stop words and Snowball stemming)
-    k1: float = option(1.2, at_least=0.0, at_most=10.0, applies=_reads_bm25)
-    b: float = option(0.75, at_least=0.0, at_most=1.0, applies=_reads_bm25)
-    stemmer: str = option("english", choices=("english", "none"), applies=_reads_bm25)
-    stop_words: str = option("en", choices=("en", "none"), applies=_reads_bm25)
-    # the dual encoder: a known name, a Hugging Face BERT folder, or a fine-tuned dense run
-    encoder: str = option("all-minilm-l6-v2", applies=_reads_encoder)
-    encoder_run: str = option("", applies=lambda c: _fuses(c))
-    query_length: int = option(64, at_least=8, at_most=512, applies=_reads_encoder)
-    document_length: int = option(256, at_least=16, at_most=512, applies=_reads_encoder)
-    encode_batch_size: int = option(32, at_least=1, at_most=1024, applies=_reads_encoder)
-    exact_limit: int = option(100_000, at_least=1, applies=_reads_encoder)  # then HNSW
-    # putting the two together
-    depth: int = option(100, at_least=1, at_most=10_000, applies=_fuses)
-    fusion: str = option("convex", choices=("convex", "rrf"),
-                         applies=lambda c: c.retriever == "hybrid")
-    hybrid_weight: float = option(-1.0, at_least=-1.0, at_most=1.0,  # -1: chosen on validation
-                                  applies=lambda c: c.retriever == "hybrid")
-    rrf_k: int = option(60, at_least=1, at_most=10_000, applies=lambda c: c.retriever == "hybrid")
-    # fine-tuning the dual encoder (dense; 0 epochs: zero-shot)
-    epochs: int = option(0, at_least=0, at_most=100, applies=_fine_tunes)
-    batch_size: int = option(32, at_least=2, at_most=1024, applies=_fine_tunes)
-    learning_rate: float = option(2e-5, above=0.0, at_most=1e-2, applies=_fine_tunes)
-    scale: float = option(20.0, above=0.0, at_most=1000.0, applies=_fine_tunes)
-    negatives_depth: int = option(10, at_least=1, at_most=1000, applies=_fine_tunes)
-    patience: int = option(1, at_least=1, at_most=100, applies=_fine_tunes)
-    max_train_minutes: float = option(30.0, above=0.0, at_most=10_000.0, applies=_fine_tunes)
-    checkpoint_every_steps: int = option(50, at_least=1, at_most=1_000_000,
-                                         applies=_fine_tunes)
-    validation_pool_depth: int = option(10, at_least=1, at_most=1000, applies=_fine_tunes)
-    # the data
-    validation_share: float = option(0.2, at_least=0.0, below=1.0)
-    seed: int = seed_option()
-    distribution: str = "auto"  # where it trains (the core's runs ignore it in their keys)
-
-
-CATALOG = Catalog({name: {"default": RetrievalConfig(retriever=name)} for name in RETRIEVERS},
-                  key="retriever")
 LESSON = Lesson(EXPERIMENT, CATALOG, load_data=None, plan_training=None,
                 compare_columns=("run_id", "params.retriever", "metrics.test_ndcg_at_10",
                                  "metrics.test_recall_at_100", "metrics.val_ndcg_at_10",
@@ -111,18 +62,6 @@ LESSON = Lesson(EXPERIMENT, CATALOG, load_data=None, plan_training=None,
 
 # ## The data
 # A BEIR dataset (SciFact by default) or your catalogue, checked and cached.
-
-
-DATA_FLAGS = ("beir_path", "documents", "queries", "judgements", "test_judgements")
-
-
-def data_flags(args):
-    """The data a run was built on, as absolute paths (tags, for `evaluate`)."""
-    given = {name: getattr(args, name, None) for name in DATA_FLAGS}
-    given["beir_path"] = given["beir_path"] or os.environ.get(
-        retrieval_corpus.SCIFACT.env_var)
-    return {f"data_{name}": str(Path(value).resolve()) for name, value in given.items()
-            if value}
 
 
 def load_data(config, args, verbose=True):
@@ -185,7 +124,7 @@ def make_searcher(config, data, bm25, encoder, work_dir):
                               config.rrf_k, config.query_length, config.encode_batch_size,
                               config.exact_limit)
     return Searcher(settings, data.doc_ids, data.titles,
-                    bm25 if _reads_bm25(config) else None, encoder, embeddings)
+                    bm25 if reads_bm25(config) else None, encoder, embeddings)
 
 
 # ## Fine-tuning the dual encoder
@@ -221,7 +160,7 @@ def fine_tune(config, data, encoder, bm25, folder):
 
     trainer = dense.compile_trainer(encoder, config.learning_rate, config.scale)
     trainer(epoch_batches(0)[0][0])  # builds it, so a checkpoint can be restored into it
-    validate = validation_ndcg(config, data, encoder, bm25)
+    validate = evaluation.validation_ndcg(config, data, encoder, bm25)
     run_id = mlflow.active_run().info.run_id
     if not mlflow.MlflowClient().get_metric_history(run_id, "val_pool_ndcg_at_10"):
         training.log_epoch(-1, {"val_pool_ndcg_at_10": validate()})  # step 0: before training
@@ -241,85 +180,6 @@ def fine_tune(config, data, encoder, bm25, folder):
     return state
 
 
-def validation_ndcg(config, data, encoder, bm25):
-    """A function giving nDCG@10 of dense search on the validation queries, searched
-    among a pool of documents (their judged ones and BM25's top `validation_pool_depth`
-    for each): cheap enough to compute every epoch."""
-    from workflows.retrievers import metrics
-    from workflows.retrievers.dense import ExactIndex
-
-    query_ids, query_texts, judged = data.split("validation")
-    if not query_ids:
-        raise ConfigError("Fine-tuning stops early on validation queries; this corpus has "
-                          "none (raise --set validation_share).")
-    rows, _ = bm25.search(query_texts, config.validation_pool_depth)
-    row_of = {doc: row for row, doc in enumerate(data.doc_ids)}
-    pool = sorted(set(rows.reshape(-1).tolist())
-                  | {row_of[d] for grades in judged.values() for d in grades})
-    texts = data.searchable()
-
-    def validate():
-        documents = encoder.encode([texts[r] for r in pool], config.document_length,
-                                   config.encode_batch_size, label="Validation pool")
-        queries = encoder.encode(query_texts, config.query_length, config.encode_batch_size)
-        found, _ = ExactIndex(documents).search(queries, 10)
-        rankings = {q: [data.doc_ids[pool[r]] for r in ranked]
-                    for q, ranked in zip(query_ids, found, strict=True)}
-        return metrics.mean(metrics.per_query(rankings, judged))["ndcg_at_10"]
-
-    return validate
-
-
-def log_index_recall(searcher, data):
-    """With an approximate index: its recall@10 against exact search, on the
-    validation queries (else on the train queries), logged and said."""
-    from workflows.retrievers.dense import ApproximateIndex, recall_against_exact
-
-    if not isinstance(searcher.index, ApproximateIndex):
-        return
-    import mlflow
-
-    _, texts, _ = data.split("validation")
-    texts = texts or data.split("train")[1] or data.searchable()[:1000]
-    recall = recall_against_exact(searcher.index, searcher.encode_queries(texts))
-    mlflow.log_metrics({"approximate_index": 1, "index_recall_at_10": recall})
-    print(f"Approximate index (HNSW): recall@10 {recall:.4f} against exact search on "
-          f"{len(texts)} queries")
-
-
-def choose_hybrid_weight(config, data, searcher):
-    """The convex combination's weight of the dense score with the best validation
-    nDCG@10 (0 to 1 in steps of 0.1); the configured one when it is set."""
-    if config.retriever != "hybrid" or config.fusion != "convex" or config.hybrid_weight >= 0:
-        return max(config.hybrid_weight, 0.0) if config.retriever == "hybrid" else 0.5
-    scores = {}
-    for step in range(11):
-        weight = step / 10
-        searcher.settings = dataclasses.replace(searcher.settings, hybrid_weight=weight)
-        scores[weight] = score(searcher, data, "validation", k=100)["ndcg_at_10"]
-    best = max(scores, key=lambda w: (scores[w], -abs(w - 0.5)))
-    print("Validation nDCG@10 by hybrid weight: " + ", ".join(
-        f"{w:.1f}: {s:.4f}" for w, s in scores.items()) + f"; chosen {best:.1f}")
-    return best
-
-
-# ## Evaluation
-# nDCG@10, recall@100, MRR@10, MAP@100 and the system's rank-weighted hits
-# (`retrievers/metrics.py`), over every judged query of a split, with the speed.
-
-
-def score(searcher, data, split, k=100, per_query=False):
-    from workflows.retrievers import metrics
-
-    query_ids, query_texts, judged = data.split(split)
-    if not query_ids:
-        return {}
-    rankings, seconds = searcher.rankings(query_ids, query_texts, k)
-    table = metrics.per_query(rankings, judged)
-    results = {**metrics.mean(table), "queries_per_second": len(query_ids) / seconds}
-    return (results, table, rankings) if per_query else results
-
-
 # ## Train: every retriever is a run
 
 
@@ -329,7 +189,7 @@ def train(config, args, tags=None):
     gets `tags` (a search's trial: its parent run)."""
     import mlflow
 
-    from workflows.core import checkpoints, store, training
+    from workflows.core import checkpoints, models, store, training
 
     data = load_data(config, args)
     folder = training.run_folder(LESSON, config, data.fingerprint, args.work_dir)
@@ -345,56 +205,36 @@ def train(config, args, tags=None):
             if not state.run_id:
                 mlflow.log_params(store.flat_params(config))
                 mlflow.set_tags(store.run_tags(data.fingerprint, run_folder=str(folder),
-                                               **data_flags(args)))
+                                               **retrieval_corpus.data_flags(args)))
                 mlflow.log_dict(dataclasses.asdict(config), "config.json")
                 state.run_id = mlflow.active_run().info.run_id
                 checkpoints.TrainingFolder(folder).save_state(state)
             bm25, encoder = None, None
-            if _reads_bm25(config) or config.epochs:
+            if reads_bm25(config) or config.epochs:
                 bm25, seconds = build_bm25(config, data)
                 mlflow.log_metric("bm25_index_seconds", seconds)
-            if _reads_encoder(config):
+            if reads_encoder(config):
                 encoder = load_encoder(config, args.work_dir, folder)
-            if config.epochs and _fine_tunes(config):
+            if config.epochs and fine_tunes(config):
                 state = fine_tune(config, data, encoder, bm25, folder)
             started = time.perf_counter()
             searcher = make_searcher(config, data, bm25, encoder, args.work_dir)
             mlflow.log_metric("index_seconds", time.perf_counter() - started)
-            log_index_recall(searcher, data)
-            weight = choose_hybrid_weight(config, data, searcher)
+            evaluation.log_index_recall(searcher, data)
+            weight = evaluation.choose_hybrid_weight(config, data, searcher)
             searcher.settings = dataclasses.replace(searcher.settings, hybrid_weight=weight)
             mlflow.log_metric("hybrid_weight_used", weight)
-            validation = score(searcher, data, "validation")
+            validation = evaluation.score(searcher, data, "validation")
             mlflow.log_metrics({f"val_{name}": value for name, value in validation.items()})
             if validation:
                 print(f"Validation nDCG@10 {validation['ndcg_at_10']:.4f}, recall@100 "
                       f"{validation['recall_at_100']:.4f}")
-            export(searcher, folder)
+            models.export_and_log_model(ModelExport(
+                EXPORTED, searcher.save, PYFUNC_FILE, ["vitamin D and bone fractures"],
+                packages=("retrievers",), params={"k": 10}, requirements=REQUIREMENTS), folder)
             checkpoints.TrainingFolder(folder).mark_finished(state)
     print(f"Run {state.run_id}; the retriever is in {folder / EXPORTED}")
     return state.run_id
-
-
-def export(searcher, folder):
-    """Saves the retriever into the run folder (atomically) and logs it as a pyfunc."""
-    import shutil
-
-    import mlflow
-
-    from workflows.core import models
-
-    target, partial = folder / EXPORTED, folder / f".partial-{EXPORTED}"
-    shutil.rmtree(partial, ignore_errors=True)
-    searcher.save(partial)
-    shutil.rmtree(target, ignore_errors=True)
-    partial.rename(target)
-    with models.without_any_hint_warning():
-        models.log_pyfunc_model(
-            PYFUNC_FILE, {EXPORTED: target}, ["vitamin D and bone fractures"],
-            models.pinned_requirements("keras", "keras-hub", "tensorflow", "mlflow", "bm25s",
-                                       "pystemmer", "tokenizers", "faiss-cpu"),
-            packages=("retrievers",), params={"k": 10})
-    mlflow.set_tag("model_logged", "true")
 
 
 # ## Use: evaluate, search, label
@@ -418,15 +258,15 @@ def evaluate(args):
 
     run, searcher = load_retriever(args)
     config = CATALOG.from_params(run.data.params)
-    if not any(getattr(args, name) for name in DATA_FLAGS):  # the run's own data
-        for name in DATA_FLAGS:
+    if not any(getattr(args, name) for name in retrieval_corpus.DATA_FLAGS):  # the run's own data
+        for name in retrieval_corpus.DATA_FLAGS:
             setattr(args, name, run.data.tags.get(f"data_{name}"))
     data = load_data(config, args)
     if run.data.tags.get("dataset_fingerprint") != data.fingerprint:
         raise ConfigError(f"Run {run.info.run_id[:12]} was built on corpus "
                           f"{run.data.tags.get('dataset_fingerprint')}, not on "
                           f"{data.fingerprint}: give the same data flags as its train step.")
-    found = score(searcher, data, args.split, per_query=True)
+    found = evaluation.score(searcher, data, args.split, per_query=True)
     if not found:
         raise ConfigError(f"The corpus has no {args.split} judgements to evaluate on.")
     results, table, rankings = found
@@ -483,23 +323,15 @@ def _columns(rows):
     return {key: [row[key] for row in rows] for key in rows[0]} if rows else {}
 
 
-def _add_data_arguments(parser):
-    parser.add_argument("--documents", help="your catalogue: a JSONL or CSV file of documents "
-                        "(id, title, text, any attribute columns) instead of a BEIR dataset")
-    parser.add_argument("--queries", help="with --documents: a TSV of id<TAB>query lines")
-    parser.add_argument("--judgements", help="with --documents: train judgements, a TSV of "
-                        "query-id<TAB>document-id<TAB>grade lines")
-    parser.add_argument("--test-judgements", help="with --documents: test judgements")
-
-
 class RetrievalCLI(LessonCLI):
     """The lesson's steps; `compare`, `register` and `serve` are the core's."""
 
     def __init__(self):
         super().__init__(LESSON, "workflows.retrieval", __doc__.split("\n")[0],
                          retrieval_corpus.SCIFACT, run_filters=("retriever",))
-        _add_data_arguments(self.step("prepare", "check and cache the corpus, queries and "
-                                      "judgements", self.prepare, data=True))
+        retrieval_corpus.add_catalogue_arguments(self.step(
+            "prepare", "check and cache the corpus, queries and judgements", self.prepare,
+            data=True))
         self._add_build_arguments(self.step(
             "train", "build one retriever (fine-tune a dense one with --epochs) as an MLflow "
             "run", self.train, data=True))
@@ -509,7 +341,7 @@ class RetrievalCLI(LessonCLI):
         add_search_arguments(step)
         step = self.step("evaluate", "test metrics of a run (the latest, or --run-id)",
                          evaluate, data=True, model=True)
-        _add_data_arguments(step)
+        retrieval_corpus.add_catalogue_arguments(step)
         step.add_argument("--split", choices=("test", "validation"), default="test")
         step = self.step("search", "the top k documents of each query", search, model=True,
                          texts="queries")
@@ -525,7 +357,7 @@ class RetrievalCLI(LessonCLI):
         self.shared_steps(search=False)  # compare, register, serve: the core's; tune above
 
     def _add_build_arguments(self, step):
-        _add_data_arguments(step)
+        retrieval_corpus.add_catalogue_arguments(step)
         step.add_argument("--retriever", default="bm25", help=f"one of: {', '.join(RETRIEVERS)}")
         step.add_argument("--epochs", metavar="N", help="dense: fine-tuning epochs (0: as is)")
         step.add_argument("--retrain", action="store_true",

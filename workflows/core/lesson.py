@@ -41,6 +41,7 @@ class ModelExport:
     input_example: list
     packages: tuple = ()  # subpackages of workflows/ the pyfunc imports
     params: dict | None = None  # the params schema (name -> default) callers may tune
+    requirements: tuple = ()  # pinned packages it needs (default: models.model_requirements)
 
 
 @dataclass

@@ -126,7 +126,9 @@ def export_and_log_model(export, folder, log=True):
     with on_this_process():  # MLflow loads and tries the model: alone
         log_pyfunc_model(
             export.python_model, {export.artifact.split(".")[0]: target},
-            export.input_example, model_requirements(), packages=export.packages,
+            export.input_example,
+            pinned_requirements(*export.requirements) if export.requirements
+            else model_requirements(), packages=export.packages,
             params=export.params)
     mlflow.set_tag("model_logged", "true")
 

@@ -1,0 +1,68 @@
+"""The search lesson's configuration: one typed config for every retriever (`--retriever`),
+its fields checked before any run starts; a field that does not apply to the chosen
+retriever is refused. Light on purpose (no TensorFlow, no MLflow): `--help` reads it."""
+
+from dataclasses import dataclass
+
+from workflows.core.config import Catalog, option, seed_option
+
+RETRIEVERS = ("bm25", "dense", "rerank", "intersection", "hybrid")
+
+
+def reads_bm25(config):
+    return config.retriever != "dense"
+
+
+def reads_encoder(config):
+    return config.retriever != "bm25"
+
+
+def fuses(config):
+    return config.retriever in ("rerank", "intersection", "hybrid")
+
+
+def fine_tunes(config):
+    return config.retriever == "dense"
+
+
+@dataclass(frozen=True)
+class RetrievalConfig:
+    retriever: str = option("bm25", choices=RETRIEVERS)
+    # BM25 (Lucene's defaults: k1 1.2, b 0.75; English stop words and Snowball stemming)
+    k1: float = option(1.2, at_least=0.0, at_most=10.0, applies=reads_bm25)
+    b: float = option(0.75, at_least=0.0, at_most=1.0, applies=reads_bm25)
+    stemmer: str = option("english", choices=("english", "none"), applies=reads_bm25)
+    stop_words: str = option("en", choices=("en", "none"), applies=reads_bm25)
+    # the dual encoder: a known name, a Hugging Face BERT folder, or a fine-tuned dense run
+    encoder: str = option("all-minilm-l6-v2", applies=reads_encoder)
+    encoder_run: str = option("", applies=lambda c: fuses(c))
+    query_length: int = option(64, at_least=8, at_most=512, applies=reads_encoder)
+    document_length: int = option(256, at_least=16, at_most=512, applies=reads_encoder)
+    encode_batch_size: int = option(32, at_least=1, at_most=1024, applies=reads_encoder)
+    exact_limit: int = option(100_000, at_least=1, applies=reads_encoder)  # then HNSW
+    # putting the two together
+    depth: int = option(100, at_least=1, at_most=10_000, applies=fuses)
+    fusion: str = option("convex", choices=("convex", "rrf"),
+                         applies=lambda c: c.retriever == "hybrid")
+    hybrid_weight: float = option(-1.0, at_least=-1.0, at_most=1.0,  # -1: chosen on validation
+                                  applies=lambda c: c.retriever == "hybrid")
+    rrf_k: int = option(60, at_least=1, at_most=10_000, applies=lambda c: c.retriever == "hybrid")
+    # fine-tuning the dual encoder (dense; 0 epochs: zero-shot)
+    epochs: int = option(0, at_least=0, at_most=100, applies=fine_tunes)
+    batch_size: int = option(32, at_least=2, at_most=1024, applies=fine_tunes)
+    learning_rate: float = option(2e-5, above=0.0, at_most=1e-2, applies=fine_tunes)
+    scale: float = option(20.0, above=0.0, at_most=1000.0, applies=fine_tunes)
+    negatives_depth: int = option(10, at_least=1, at_most=1000, applies=fine_tunes)
+    patience: int = option(1, at_least=1, at_most=100, applies=fine_tunes)
+    max_train_minutes: float = option(30.0, above=0.0, at_most=10_000.0, applies=fine_tunes)
+    checkpoint_every_steps: int = option(50, at_least=1, at_most=1_000_000,
+                                         applies=fine_tunes)
+    validation_pool_depth: int = option(10, at_least=1, at_most=1000, applies=fine_tunes)
+    # the data
+    validation_share: float = option(0.2, at_least=0.0, below=1.0)
+    seed: int = seed_option()
+    distribution: str = "auto"  # where it trains (the core's runs ignore it in their keys)
+
+
+CATALOG = Catalog({name: {"default": RetrievalConfig(retriever=name)} for name in RETRIEVERS},
+                  key="retriever")
