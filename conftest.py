@@ -29,7 +29,12 @@ def float32_policy():
 INTEGRATION_MARKS = ("slow", "browser", "team_server")
 INTEGRATION_FILES = ("tests/workflows/test_concurrency.py", "tests/workflows/test_mlflow_ui.py",
                      "tests/workflows/test_serving.py", "tests/workflows/test_distribution.py")
-INTEGRATION_TESTS = (  # file::test (any parameters): each starts other processes
+INTEGRATION_TESTS = (  # file::test (any parameters): each starts other processes, or
+    # trains a second lesson's model end to end (a minute or so on two cores)
+    "tests/workflows/test_translation.py::test_es_en_direction_end_to_end",
+    "tests/workflows/test_translation.py::test_one_vocabulary_for_both_languages",
+    "tests/workflows/test_imdb_sentiment.py::test_lm_classifier_transfers_a_language_model",
+    "tests/workflows/test_imdb_sentiment.py::test_logged_model_predicts_from_strings_in_a_fresh",
     "tests/data_prep/test_paragraph_vectors.py::test_a_texts_vector_is_the_same_in_any_batch",
     "tests/workflows/test_language_model.py::test_logged_model_generates_in_a_fresh_process",
     "tests/workflows/test_language_model.py::test_benchmark_compares_cached_and_uncached",
