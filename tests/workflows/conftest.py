@@ -1,5 +1,6 @@
 """A tiny IMDB tree, a work folder and an MLflow store shared by the workflow tests."""
 
+import contextlib
 import os
 
 import pytest
@@ -12,17 +13,43 @@ BOW = ["--set", "hidden_units=4"]
 RNN = ["--set", "embed_dim=8", "--set", "units=4"]
 
 
+STORE_ENVIRONMENT = {}  # the shared store's variables, as `store` sets them
+
+
 @pytest.fixture(scope="package")
 def store(tmp_path_factory, new_store):
     root = tmp_path_factory.mktemp("imdb_workflow")
     data = write_imdb_folder(root / "data", reviews_per_class=24, unlabelled=20).parent
+    environment = {"NLPKIT_WORK_DIR": str(root / "work"), "NLPKIT_IMDB_PATH": str(data),
+                   "MLFLOW_TRACKING_URI": new_store(root / "mlflow" / "mlflow.db")}
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("NLPKIT_WORK_DIR", str(root / "work"))
-        patch.setenv("NLPKIT_IMDB_PATH", str(data))
-        patch.setenv("MLFLOW_TRACKING_URI", new_store(root / "mlflow" / "mlflow.db"))
+        for name, value in environment.items():
+            patch.setenv(name, value)
         models = ["--model", "bow", "--model", "bilstm"]
         assert workflow.main(["run", *models, *COMMON, *BOW, *RNN]) == 0
+        STORE_ENVIRONMENT.update(environment)
         yield root
+    STORE_ENVIRONMENT.clear()
+
+
+@pytest.fixture(autouse=True)
+def shared_store_environment(request, monkeypatch):
+    """A test of the shared store sees its variables, whatever another module's fixture
+    restored when it ended: a module fixture that was set up before the package's store
+    and torn down while it lives puts back the variables it found."""
+    if "store" in request.fixturenames:
+        request.getfixturevalue("store")
+        for name, value in STORE_ENVIRONMENT.items():
+            monkeypatch.setenv(name, value)
+
+
+@contextlib.contextmanager
+def in_shared_store():
+    """The shared store's variables, for a module fixture built on it."""
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in STORE_ENVIRONMENT.items():
+            patch.setenv(name, value)
+        yield
 
 
 def first_runs_by_model():

@@ -6,7 +6,7 @@ import sysconfig
 
 import pytest
 
-from tests.workflows.conftest import first_runs_by_model
+from tests.workflows.conftest import first_runs_by_model, in_shared_store
 from tests.workflows.serving import post, served
 from workflows import serve_model
 from workflows.core import runs, servers
@@ -14,10 +14,12 @@ from workflows.core import runs, servers
 
 @pytest.fixture(scope="module")
 def server(store, tmp_path_factory):
-    version = runs.register_model(first_runs_by_model()["bow"].info.run_id, "imdb-serving")
-    log = tmp_path_factory.mktemp("serve") / "server.log"
-    with served(f"models:/imdb-serving/{version}", log) as url:
-        yield url
+    with in_shared_store():
+        version = runs.register_model(first_runs_by_model()["bow"].info.run_id,
+                                      "imdb-serving")
+        log = tmp_path_factory.mktemp("serve") / "server.log"
+        with served(f"models:/imdb-serving/{version}", log) as url:
+            yield url
 
 
 def test_served_model_answers_raw_strings(server):
