@@ -345,7 +345,7 @@ def hard_negatives(bm25_rows, pairs, judged_rows, depth, seed, corpus_size):
     negatives = []
     for query, _ in pairs:
         candidates = [r for r in bm25_rows[query][:depth] if r not in judged_rows[query]]
-        if not candidates:
-            candidates = [r for r in rng.integers(0, corpus_size, 8) if r not in judged_rows[query]]
+        if not candidates:  # every BM25 candidate is judged: any other document
+            candidates = [r for r in range(corpus_size) if r not in judged_rows[query]] or [0]
         negatives.append(int(candidates[rng.integers(len(candidates))]))
     return negatives
