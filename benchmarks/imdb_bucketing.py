@@ -29,22 +29,29 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script 
 RESULTS = Path(__file__).with_name("results") / "imdb_bucketing.json"
 
 
+def prepared_batches(config, prepared, split, epoch=None):
+    """The batches the RNN family trains on (`sentiment/token_ids.py`)."""
+    from workflows.sentiment.shared import review_batches
+
+    return review_batches(config, prepared.token_ids(split), prepared.labels(split),
+                          None if epoch is None else config.seed + epoch, config.bucketing)
+
+
 def interleaved_runs(config, prepared, matrix, rounds, steps):
     """Per-variant seconds per step (one entry per round) and the trained models."""
     import keras
 
-    from workflows import imdb_sentiment as workflow
-    from workflows.sentiment import token_training
+    from workflows.sentiment import rnn
 
     variants = {"padded_to_600": False, "bucketed": True}
     models, seconds = {}, {name: [] for name in variants}
     for name in variants:
         keras.utils.set_random_seed(config.seed)  # the same initial weights for both
-        models[name] = workflow.build_model(config, len(prepared.vocabulary()), matrix)
+        models[name] = rnn.build_model(config, len(prepared.vocabulary()), matrix)
     for round_index in range(rounds + 1):  # round 0 traces the graphs; it is not timed
         for name, bucketing in variants.items():
             variant = dataclasses.replace(config, bucketing=bucketing)
-            batches = token_training.batches(variant, prepared, "train", epoch=round_index)
+            batches = prepared_batches(variant, prepared, "train", round_index)
             started = time.perf_counter()
             models[name].fit(batches.take(steps if round_index else 20), verbose=0,
                              shuffle=False)
@@ -58,7 +65,7 @@ def interleaved_runs(config, prepared, matrix, rounds, steps):
 def main(argv=None):
     from data_prep import glove, imdb
     from workflows import imdb_sentiment as workflow
-    from workflows.sentiment import token_training
+    from workflows.sentiment import shared
 
     parser = argparse.ArgumentParser(prog="python benchmarks/imdb_bucketing.py",
                                      description=__doc__.split("\n")[0])
@@ -73,11 +80,11 @@ def main(argv=None):
     matrix, _ = glove.build_embedding_matrix(prepared.vocabulary(), glove.load_word_vectors())
     seconds, models = interleaved_runs(config, prepared, matrix, args.rounds, args.steps)
     padded = dataclasses.replace(config, bucketing=False)
-    validation = token_training.batches(padded, prepared, "val")
+    validation = prepared_batches(padded, prepared, "val")
     results = {}
     for name, bucketing in (("padded_to_600", False), ("bucketed", True)):
         variant = dataclasses.replace(config, bucketing=bucketing)
-        steps_per_epoch = len(token_training.batches(variant, prepared, "train", epoch=0))
+        steps_per_epoch = len(prepared_batches(variant, prepared, "train", 0))
         _, accuracy = models[name].evaluate(validation, verbose=0)
         results[name] = {"ms_per_step": [round(s * 1000, 1) for s in seconds[name]],
                          "steps_per_epoch": steps_per_epoch,
@@ -86,7 +93,7 @@ def main(argv=None):
     ratio = results["padded_to_600"]["seconds_per_epoch"] / results["bucketed"]["seconds_per_epoch"]
     report = {"benchmark": "imdb_bucketing", "model": "bilstm_glove (GloVe 6B 50d, frozen)",
               "rounds": args.rounds, "steps_per_round": args.steps,
-              "bucket_lengths": list(token_training.REVIEW_LENGTHS),
+              "bucket_lengths": list(shared.REVIEW_LENGTHS),
               "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
               **results, "speedup": ratio}
     for name in ("padded_to_600", "bucketed"):

@@ -28,35 +28,19 @@ from data_prep import cache, glove, imdb
 from data_prep.labelled_texts import read_labelled_texts
 from data_prep.runtime import deferred, run_main
 from workflows.core.cli import LessonCLI, read_texts
-from workflows.core.config import ConfigError
+from workflows.core.config import Catalog, ConfigError
 from workflows.core.lesson import Lesson, ModelExport
+from workflows.sentiment import doc2vec, encoder, lm_classifier, ngrams, rnn, transformer
 from workflows.sentiment.ensemble import FIT_ON
 from workflows.sentiment.lexicon import LEXICONS
-from workflows.sentiment.presets import (  # noqa: F401  the lesson's API
-    CATALOG,
-    BowConfig,
-    EncoderConfig,
-    LMClassifierConfig,
-    NBSVMConfig,
-    ParagraphVectorConfig,
-    RNNConfig,
-    TransformerConfig,
-    build_model,
-)
 
 # The machinery the steps use, loaded when a step runs (`--help` answers without it).
-word2vec = deferred("data_prep.word2vec")
 runs = deferred("workflows.core.runs")
 models = deferred("workflows.core.models")
+training = deferred("workflows.core.training")
 evaluation = deferred("workflows.sentiment.evaluation")
 ensemble_run = deferred("workflows.sentiment.ensemble_run")
-paragraph_training = deferred("workflows.sentiment.paragraph_training")
-token_training = deferred("workflows.sentiment.token_training")
-classifiers = deferred("workflows.sentiment.classifiers")
-ngram_training = deferred("workflows.sentiment.ngram_training")
 augmentation = deferred("workflows.sentiment.augmentation")
-encoder_training = deferred("workflows.sentiment.encoder_training")
-lm_classifier_training = deferred("workflows.sentiment.lm_classifier_training")
 encoders = deferred("data_prep.encoders")
 
 EXPERIMENT = "imdb_sentiment"
@@ -64,17 +48,22 @@ PYFUNC_FILE = Path(__file__).parent / "sentiment" / "pyfunc.py"  # every classif
 EXAMPLES = ["A gripping, beautifully shot film.", "Dull, predictable and far too long."]
 
 
-# ## Configuration
-# `TrainConfig` & co, the catalog and `build_model` are `sentiment/presets.py` (no MLflow
-# or TensorFlow there: a GPU machine trains them from the prepared arrays on JAX).
+# ## The models
+# One module of `sentiment/` per model family: its config (the defaults are the
+# tutorial's settings), its Keras model, how reviews become its inputs, its classifier
+# (saved as a folder and loaded back) and `build(config, data)`, which gives `train`
+# the model, its batches and its classifier (`sentiment/shared.py`: `Trainable`).
+
+FAMILIES = {name: family for family in (ngrams, rnn, transformer, doc2vec, encoder,
+                                        lm_classifier) for name in family.MODELS}
+CATALOG = Catalog({name: {"default": family.MODELS[name]} for name, family in FAMILIES.items()})
 
 
 def complete_config(config):
-    """`lm_classifier`: the language-model run it starts from, and that run's
-    architecture, vocabulary size and dtype policy; `augment=round_trip`: the run ids of
-    its two translators."""
-    if isinstance(config, LMClassifierConfig):
-        config = lm_classifier_training.complete_config(config)
+    """What a config needs from other runs: `lm_classifier`'s language model (its run
+    id, architecture, vocabulary and dtype policy); `augment=round_trip`'s translators."""
+    complete = getattr(FAMILIES[config.model], "complete_config", None)
+    config = complete(config) if complete else config
     if config.augment == "round_trip":
         config = dataclasses.replace(config, **{
             role: augmentation.translation_run(getattr(config, role), role).info.run_id
@@ -82,17 +71,19 @@ def complete_config(config):
     return config
 
 
+# ## Prepare the data
+# Reviews, vocabulary and token ids come from data_prep (cached); embeddings too.
+
+
 def data_settings(config=None):
-    """The prepared-data settings a config needs (the unlabelled reviews feed Word2Vec)."""
-    fields = {"max_tokens": config.max_tokens, "sequence_length": config.sequence_length} \
-        if isinstance(config, (RNNConfig, TransformerConfig)) else {}
+    """The prepared-data settings a config needs: the vocabulary size and length of the
+    token ids if it reads them, its validation share (the unlabelled reviews feed
+    Word2Vec and Doc2Vec)."""
+    fields = {name: getattr(config, name) for name in ("max_tokens", "sequence_length")}  \
+        if hasattr(config, "max_tokens") and hasattr(config, "sequence_length") else {}
     if config is not None:
         fields["val_fraction"] = config.val_fraction
     return imdb.ImdbSettings(include_unlabelled=True, **fields)
-
-
-# ## Prepare the data
-# Reviews, vocabulary and token ids come from data_prep (cached); embeddings too.
 
 
 def prepare(imdb_path=None, work_dir=None, word2vec_vectors=True, glove_source=None,
@@ -103,7 +94,7 @@ def prepare(imdb_path=None, work_dir=None, word2vec_vectors=True, glove_source=N
     summary = {"directory": str(prepared.directory), **prepared.summary}
     kinds = ("glove", "word2vec") if word2vec_vectors else ("glove",)
     for kind in kinds:
-        vectors = load_embedding_vectors(kind, prepared, glove_source, glove_dim)
+        vectors = rnn.load_embedding_vectors(kind, prepared, glove_source, glove_dim)
         _, coverage = glove.build_embedding_matrix(prepared.vocabulary(), vectors)
         summary[kind] = {"source": vectors.source, **coverage.as_dict()}
     print(json.dumps(summary, indent=2))
@@ -111,37 +102,30 @@ def prepare(imdb_path=None, work_dir=None, word2vec_vectors=True, glove_source=N
     return prepared
 
 
-def load_embedding_vectors(kind, prepared, glove_source=None, glove_dim=None):
-    """GloVe vectors, or Word2Vec vectors trained on the reviews (trained once, cached)."""
-    if kind == "glove":
-        return glove.load_word_vectors(glove_source, glove_dim)
-    path = word2vec.default_vectors_path(prepared)
-    word2vec.load_or_train(prepared, path)
-    return glove.load_word_vectors(path)
-
-
 @dataclass
 class ImdbData:
     prepared: imdb.PreparedImdb  # or `AugmentedImdb`: its train split has extra rows
     fingerprint: str  # the prepared folder, a hash of its vocabulary, the augmentation
     augmentation: dict = dataclasses.field(default_factory=dict)  # what was added
-    encoder: Path | None = None  # `EncoderConfig`: the pretrained encoder's folder
+    encoder: Path | None = None  # `encoder`: the pretrained encoder's folder
 
 
 def load_data(config, imdb_path=None, work_dir=None):
+    """The prepared reviews `config` trains on (augmented if it says so) and their
+    fingerprint, which includes a pretrained encoder's weights."""
     prepared = imdb.prepare(imdb_path, data_settings(config), work_dir, verbose=False)
     vocabulary_hash = cache.sha256_of(prepared.directory / "vocabulary.txt")[:12]
     fingerprint = f"{prepared.directory.name}:{vocabulary_hash}"
-    encoder = None
-    if isinstance(config, EncoderConfig):  # its weights are part of what a run trains on
-        encoder = encoders.encoder_folder(config.encoder, work_dir)
-        fingerprint += ":encoder-" + encoders.encoder_digest(config.encoder, encoder,
+    folder = None
+    if getattr(config, "encoder", None):  # its weights are part of what a run trains on
+        folder = encoders.encoder_folder(config.encoder, work_dir)
+        fingerprint += ":encoder-" + encoders.encoder_digest(config.encoder, folder,
                                                              work_dir)[:16]
-    if getattr(config, "augment", "none") == "none":
-        return ImdbData(prepared, fingerprint, encoder=encoder)
+    if config.augment == "none":
+        return ImdbData(prepared, fingerprint, encoder=folder)
     added = augmentation.augment(config, prepared, work_dir)
     return ImdbData(augmentation.AugmentedImdb(prepared, added),
-                    f"{fingerprint}:{added.name}", added.summary, encoder)
+                    f"{fingerprint}:{added.name}", added.summary, folder)
 
 
 def augment(config, imdb_path=None, work_dir=None):
@@ -160,66 +144,48 @@ def augment(config, imdb_path=None, work_dir=None):
     return data
 
 
-# ## Build the model
-# Every model maps token ids (or n-gram vectors for `bow`) to P(positive).
+# ## Train
+# In order: the data, the model of the config's family, the tracked run (new or
+# resumed), a resumable fit that stops early on the validation loss, the export of the
+# classifier with its Platt scaling (`core/training.py` does each step).
 
 
-def embedding_matrix_for(config, prepared):
-    """(matrix, coverage) for GloVe/Word2Vec configs, (None, None) otherwise."""
-    if getattr(config, "embedding", "learned") == "learned":
-        return None, None
-    vectors = load_embedding_vectors(config.embedding, prepared, config.glove, config.glove_dim)
-    matrix, coverage = glove.build_embedding_matrix(prepared.vocabulary(), vectors)
-    print(f"{config.embedding}: {vectors.source}, {vectors.dim}d, vocabulary coverage "
-          f"{coverage.found}/{coverage.total} = {coverage.fraction:.1%}")
-    return matrix, {"source": vectors.source, "dim": vectors.dim, **coverage.as_dict()}
+def train(config, imdb_path=None, work_dir=None, retrain=False, tags=None, after_epoch=None):
+    """Trains `config` (or resumes it, or finds it trained); returns the MLflow run id."""
+    family = FAMILIES[config.model]
+    with training.TrainingRun(EXPERIMENT, config.model, config, work_dir, retrain, tags,
+                              after_epoch) as run:
+        data = run.load(lambda: load_data(config, imdb_path, work_dir))
+        if run.open(data.fingerprint):
+            trainable = family.build(config, data)
+            added = {key: value for key, value in data.augmentation.items()
+                     if isinstance(value, (int, float))}
+            run.start(trainable.model, tags=trainable.tags,
+                      artifacts={**trainable.artifacts, **({"augmentation.json":
+                                 data.augmentation} if data.augmentation else {})},
+                      metrics={**trainable.metrics, **added})
+            run.fit(trainable.train_batches, trainable.validation_batches,
+                    trainable.train_examples)
+            run.export(ModelExport("classifier", calibrated(trainable.classifier, data.prepared),
+                                   PYFUNC_FILE, EXAMPLES[:1], packages=("sentiment", "causal_lm")))
+    return run.run_id
 
 
-# ## Batches and training
-# The shared training (workflows/core/training.py) starts or resumes the MLflow run,
-# checkpoints, logs and exports; the lesson says what to train on, each model family in
-# its module of `sentiment/`. Sequence models read the cached token ids; RNNs batch
-# reviews of similar length together (bucketing), which skips most padding and leaves
-# per-review outputs unchanged (`token_training.py`). The n-gram models (`bow`, `nbsvm`)
-# vectorize text on the fly with their own adapted vectorizer (`ngram_training.py`);
-# NBSVM's is binary and sparse (400k uni/bi/trigrams by default).
+def calibrated(classifier, prepared):
+    """`save(folder)`: the classifier, then its Platt scaling, fitted on the validation
+    reviews (never test) as the saved classifier scores them."""
+    from workflows.sentiment.calibration import Calibration
+    from workflows.sentiment.shared import load_classifier
 
+    def save(folder):
+        classifier.save(folder)
+        probabilities = load_classifier(folder).predict(prepared.texts("val"))
+        fitted = Calibration.fit(prepared.labels("val"), probabilities)
+        fitted.save(folder)
+        print(f"Calibration on the validation reviews: p -> sigmoid({fitted.slope:.3f} "
+              f"logit(p) + {fitted.intercept:.3f})")
 
-def plan_training(config, data):
-    """The lesson's plan for `config`; every model it exports carries the Platt scaling
-    fitted on the validation reviews."""
-    plan, prepared = _plan_training(config, data.prepared, data.encoder), data.prepared
-    save = classifiers.calibrating(plan.export.save, prepared.texts("val"),
-                                   prepared.labels("val"))
-    added = {key: value for key, value in data.augmentation.items()
-             if isinstance(value, (int, float))}
-    return dataclasses.replace(plan, export=dataclasses.replace(plan.export, save=save),
-                               metrics={**plan.metrics, **added},
-                               artifacts={**plan.artifacts, **({"augmentation.json":
-                                          data.augmentation} if data.augmentation else {})})
-
-
-def _plan_training(config, prepared, encoder=None):
-    def batches_of(ids, labels, seed):
-        return token_training.review_batches(config, ids, labels, seed)
-
-    def export(*packages):
-        return ModelExport("classifier", None, PYFUNC_FILE, EXAMPLES[:1],
-                           packages=("sentiment", *packages))
-
-    if isinstance(config, LMClassifierConfig):
-        return lm_classifier_training.plan(config, prepared, batches_of, export("causal_lm"))
-    if isinstance(config, EncoderConfig):
-        return encoder_training.plan(config, prepared, encoder, batches_of, export())
-    if isinstance(config, ParagraphVectorConfig):
-        return paragraph_training.plan(config, prepared, export())
-    if isinstance(config, (BowConfig, NBSVMConfig)):
-        plan = ngram_training.plan(config, prepared, export())
-    else:
-        plan = token_training.plan(config, prepared, export(),
-                                   *embedding_matrix_for(config, prepared))
-    vocabulary = (prepared.directory / "vocabulary.txt").read_text("utf-8")
-    return dataclasses.replace(plan, artifacts={**plan.artifacts, "vocabulary.txt": vocabulary})
+    return save
 
 
 # ## Evaluate and use the model
@@ -293,7 +259,7 @@ COMPARE_COLUMNS = ("run_id", "params.model", "params.embedding", "params.epochs"
                    "params.batch_size", "params.learning_rate", "metrics.best_val_accuracy",
                    "metrics.test_accuracy", "metrics.test_roc_auc", "metrics.mean_epoch_seconds",
                    "start_time")
-LESSON = Lesson(EXPERIMENT, CATALOG, load_data, plan_training, COMPARE_COLUMNS,
+LESSON = Lesson(EXPERIMENT, CATALOG, train, load_data, COMPARE_COLUMNS,
                 sort_by="metrics.test_accuracy", complete_config=complete_config)
 
 

@@ -38,13 +38,14 @@ from workflows.causal_lm.presets import (  # noqa: F401  (API)
 from workflows.causal_lm.sampling import PYFUNC_PARAMS, SAMPLERS, Sampling
 from workflows.core.cli import LessonCLI, read_texts
 from workflows.core.config import ConfigError
-from workflows.core.lesson import Lesson, ModelExport, TrainingPlan
+from workflows.core.lesson import Lesson, ModelExport
 
 # The machinery the steps use, loaded when a step runs (`--help` answers without it).
 mlflow = deferred("mlflow")
 batches = deferred("data_prep.batches")
 layers = deferred("layers")
 runs = deferred("workflows.core.runs")
+training = deferred("workflows.core.training")
 models = deferred("workflows.core.models")
 vocabulary_extension = deferred("workflows.causal_lm.vocabulary")
 lm_batching = deferred("workflows.causal_lm.batching")
@@ -145,7 +146,10 @@ def load_data(config, imdb_path=None, work_dir=None):
     return prepare(config, imdb_path, work_dir, verbose=False, extend=True)
 
 
-# ## Build the model and plan the training
+# ## Train
+# In order: the data, the model (a fine-tuning first measures where it starts), the
+# tracked run (new or resumed), a resumable fit that logs perplexities and sample
+# continuations each epoch, the export of the generator.
 
 
 def perplexities(data, split, loss):
@@ -153,18 +157,50 @@ def perplexities(data, split, loss):
             "word_perplexity": math.exp(loss * data.tokens_per_word(split))}
 
 
-def plan_training(config, data):
-    vocabulary = data.source.vocabulary if data.source else data.prepared.vocabulary()
-    model = build_model(config, len(vocabulary), data.source)
-    generator = generators.Generator(model, vocabulary)
-    validation = batches.for_backend(data.batches(config, "val", windows=config.validation_windows))
-    before = {}
-    if data.source:  # what fine-tuning starts from, on the new corpus
-        loss = model.evaluate(validation, verbose=0)[0]
-        before = {f"before_val_{k}": v for k, v in perplexities(data, "val", loss).items()}
-        print(f"Before fine-tuning: validation perplexity {before['before_val_perplexity']:.1f}"
-              f" per token, {before['before_val_word_perplexity']:.1f} per word")
+def train(config, imdb_path=None, work_dir=None, retrain=False, tags=None, after_epoch=None):
+    """Trains `config` (or resumes it, or finds it trained); returns the MLflow run id."""
+    with training.TrainingRun(EXPERIMENT, LESSON.run_name(config), config, work_dir, retrain,
+                              tags, after_epoch) as run:
+        data = run.load(lambda: load_data(config, imdb_path, work_dir))
+        if run.open(data.fingerprint):
+            vocabulary = data.source.vocabulary if data.source else data.prepared.vocabulary()
+            model = build_model(config, len(vocabulary), data.source)
+            generator = generators.Generator(model, vocabulary)
+            validation = batches.for_backend(data.batches(config, "val",
+                                                          windows=config.validation_windows))
+            run.start(model, params={"parameters": model.count_params(),
+                                     "vocabulary_entries": len(vocabulary)},
+                      tags={"model_family": "gpt", "preset": config.preset,
+                            "corpus": data.prepared.summary["source"]},
+                      artifacts={"vocabulary.txt": "\n".join(vocabulary),
+                                 "corpus_summary.json": data.prepared.summary,
+                                 **({"vocabulary_extension.json": data.extension}
+                                    if data.extension else {})},
+                      metrics=starting_perplexities(data, model, validation))
+            run.fit(lambda epoch: batches.for_backend(data.batches(config, "train", epoch)),
+                    validation, config.steps_per_epoch * config.batch_size,
+                    epoch_end=epoch_scores(config, data, generator),
+                    curves=("loss", "perplexity"),
+                    time_budget_seconds=config.max_train_minutes and config.max_train_minutes * 60)
+            run.export(ModelExport("generator", generator.save, PYFUNC_FILE, PROMPTS[:1],
+                                   packages=("causal_lm",), params=PYFUNC_PARAMS))
+    return run.run_id
 
+
+def starting_perplexities(data, model, validation):
+    """A fine-tuning's validation perplexities before it trains, on the new corpus."""
+    if not data.source:
+        return {}
+    loss = model.evaluate(validation, verbose=0)[0]
+    before = {f"before_val_{k}": v for k, v in perplexities(data, "val", loss).items()}
+    print(f"Before fine-tuning: validation perplexity {before['before_val_perplexity']:.1f}"
+          f" per token, {before['before_val_word_perplexity']:.1f} per word")
+    return before
+
+
+def epoch_scores(config, data, generator):
+    """`epoch_end(epoch, metrics)`: validation perplexities, tokens per second, and the
+    continuations of fixed prompts, logged as a table."""
     def epoch_end(epoch, metrics):
         metrics.update({f"val_{k}": v for k, v in perplexities(
             data, "val", metrics["val_loss"]).items()})
@@ -177,19 +213,7 @@ def plan_training(config, data):
               f"{metrics['val_word_perplexity']:.1f} per word; {PROMPTS[0]!r} -> "
               f"{samples['greedy'][0]!r}", flush=True)
 
-    return TrainingPlan(
-        model, lambda epoch: batches.for_backend(data.batches(config, "train", epoch)), validation,
-        config.steps_per_epoch * config.batch_size,
-        export=ModelExport("generator", generator.save, PYFUNC_FILE, PROMPTS[:1],
-                           packages=("causal_lm",), params=PYFUNC_PARAMS),
-        tags={"model_family": "gpt", "preset": config.preset,
-              "corpus": data.prepared.summary["source"]},
-        params={"parameters": model.count_params(), "vocabulary_entries": len(vocabulary)},
-        artifacts={"vocabulary.txt": "\n".join(vocabulary),
-                   "corpus_summary.json": data.prepared.summary,
-                   **({"vocabulary_extension.json": data.extension} if data.extension else {})},
-        metrics=before, epoch_end=epoch_end, curves=("loss", "perplexity"),
-        time_budget_seconds=config.max_train_minutes and config.max_train_minutes * 60)
+    return epoch_end
 
 
 def sample_table(generator, tokens, prompts=PROMPTS):
@@ -241,7 +265,7 @@ COMPARE_COLUMNS = ("run_id", "params.preset", "params.init_from", "tags.corpus",
                    "params.parameters", "metrics.train_minutes", "metrics.best_val_perplexity",
                    "metrics.test_perplexity", "metrics.test_word_perplexity",
                    "metrics.mean_tokens_per_second", "start_time")
-LESSON = Lesson(EXPERIMENT, CATALOG, load_data, plan_training, COMPARE_COLUMNS,
+LESSON = Lesson(EXPERIMENT, CATALOG, train, load_data, COMPARE_COLUMNS,
                 sort_by="metrics.test_perplexity", ascending=True,
                 complete_config=complete_config)
 

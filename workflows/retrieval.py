@@ -52,7 +52,7 @@ REQUIREMENTS = ("keras", "keras-hub", "tensorflow", "mlflow", "bm25s", "pystemme
 # One config for every retriever (`retrievers/config.py`: k1, b, the encoder, the
 # fusion, the fine-tuning); a field that does not apply to a retriever is refused.
 
-LESSON = Lesson(EXPERIMENT, CATALOG, load_data=None, plan_training=None,
+LESSON = Lesson(EXPERIMENT, CATALOG, train=None, load_data=None,
                 compare_columns=("run_id", "params.retriever", "metrics.test_ndcg_at_10",
                                  "metrics.test_recall_at_100", "metrics.val_ndcg_at_10",
                                  "metrics.test_queries_per_second", "params.encoder_run",

@@ -36,7 +36,7 @@ from data_prep import cache, spa_eng
 from data_prep.runtime import deferred, run_main
 from workflows.core.cli import LessonCLI, read_texts
 from workflows.core.config import ConfigError
-from workflows.core.lesson import Lesson, ModelExport, TrainingPlan
+from workflows.core.lesson import Lesson, ModelExport
 from workflows.seq2seq.metrics import bleu_scores
 from workflows.seq2seq.presets import (  # noqa: F401  the lesson's API: make_config & co
     BATCH_TOKENS_HELP,
@@ -61,6 +61,7 @@ from workflows.seq2seq.tokenization import (
 # The machinery the steps use, loaded when a step runs (`--help` answers without it).
 batches = deferred("data_prep.batches")
 runs = deferred("workflows.core.runs")
+training = deferred("workflows.core.training")
 models = deferred("workflows.core.models")
 batching = deferred("workflows.seq2seq.batching")
 seq2seq_translator = deferred("workflows.seq2seq.translator")
@@ -145,13 +146,45 @@ def make_translator(config, model, tokenizer):
 
 
 # ## Train
-# The shared training (core/training.py) trains and logs; each epoch also decodes a fixed validation
-# sample and logs its BLEU and chrF.
+# In order: the data, the model, the tracked run (new or resumed), a resumable fit that
+# also decodes a fixed validation sample each epoch (its BLEU and chrF logged), the
+# export of the translator.
 
 
-def plan_training(config, data):
-    model = build_model(config, *data.tokenizer.vocabulary_sizes)
-    translator = make_translator(config, model, data.tokenizer)
+def train(config, spa_eng_path=None, work_dir=None, retrain=False, tags=None,
+          after_epoch=None):
+    """Trains `config` (or resumes it, or finds it trained); returns the MLflow run id."""
+    with training.TrainingRun(EXPERIMENT, LESSON.run_name(config), config, work_dir, retrain,
+                              tags, after_epoch) as run:
+        data = run.load(lambda: load_data(config, spa_eng_path, work_dir))
+        if run.open(data.fingerprint):
+            model = build_model(config, *data.tokenizer.vocabulary_sizes)
+            translator = make_translator(config, model, data.tokenizer)
+            run.start(model, params={"parameters": model.count_params()},
+                      tags={"model_family": config.model, "preset": config.preset,
+                            "direction": config.direction},
+                      artifacts=vocabulary_artifacts(data.tokenizer))
+            run.fit(lambda epoch: batches.for_backend(data.batches(config, "train", epoch)),
+                    batches.for_backend(data.batches(config, "val",
+                                                     limit=config.validation_pairs)),
+                    len(data.arrays["train"][0]),
+                    epoch_end=validation_sample_scores(config, data, translator),
+                    curves=("loss", "accuracy", "normalized_bleu"),
+                    time_budget_seconds=config.max_train_minutes and config.max_train_minutes * 60,
+                    average_last_epochs=config.average_epochs)
+            run.export(ModelExport("translator", translator.save, PYFUNC_FILE, ["How are you?"],
+                                   packages=("seq2seq",), params=seq2seq_translator.PYFUNC_PARAMS))
+    return run.run_id
+
+
+def vocabulary_artifacts(tokenizer):
+    return {"vocabulary/source.txt": "\n".join(tokenizer.source_vocabulary),
+            "vocabulary/target.txt": "\n".join(tokenizer.target_vocabulary)}
+
+
+def validation_sample_scores(config, data, translator):
+    """`epoch_end(epoch, metrics)`: greedy BLEU and chrF of the first `bleu_sentences`
+    validation sources, and the target tokens trained per second."""
     sources, refs = references(data.prepared.pairs("val", config.direction))
     sample = sources[:config.bleu_sentences], refs[:config.bleu_sentences]
     train_tokens = data.batches(config, "train", epoch=0).target_tokens()
@@ -168,22 +201,7 @@ def plan_training(config, data):
               f"chrF {scores['chrf']:.1f}; e.g. {sample[0][0]!r} -> {hypotheses[0]!r}",
               flush=True)
 
-    tokenizer = data.tokenizer
-    return TrainingPlan(
-        model, lambda epoch: batches.for_backend(data.batches(config, "train", epoch)),
-        batches.for_backend(data.batches(config, "val", limit=config.validation_pairs)),
-        len(data.arrays["train"][0]),
-        export=ModelExport("translator", translator.save, PYFUNC_FILE,
-                           ["How are you?"], packages=("seq2seq",),
-                           params=seq2seq_translator.PYFUNC_PARAMS),
-        tags={"model_family": config.model, "preset": config.preset,
-              "direction": config.direction},
-        params={"parameters": model.count_params()},
-        artifacts={"vocabulary/source.txt": "\n".join(tokenizer.source_vocabulary),
-                   "vocabulary/target.txt": "\n".join(tokenizer.target_vocabulary)},
-        epoch_end=epoch_end, curves=("loss", "accuracy", "normalized_bleu"),
-        time_budget_seconds=config.max_train_minutes and config.max_train_minutes * 60,
-        average_last_epochs=config.average_epochs)
+    return epoch_end
 
 
 # ## Evaluate and translate
@@ -279,7 +297,7 @@ COMPARE_COLUMNS = ("run_id", "params.direction", "params.model", "params.preset"
                    "metrics.test_greedy_normalized_bleu", "metrics.test_beam4_normalized_bleu",
                    "metrics.test_beam4_bleu", "metrics.test_beam4_chrf",
                    "metrics.mean_target_tokens_per_second", "start_time")
-LESSON = Lesson(EXPERIMENT, CATALOG, load_data, plan_training, COMPARE_COLUMNS,
+LESSON = Lesson(EXPERIMENT, CATALOG, train, load_data, COMPARE_COLUMNS,
                 sort_by="metrics.test_beam4_normalized_bleu")
 
 

@@ -12,12 +12,8 @@ from data_prep import encoders
 from data_prep.wordpiece import WordPiece
 from tests.data_prep.fixtures import write_tiny_encoder
 from workflows import imdb_sentiment as workflow
-from workflows.sentiment.classifier_folder import SETTINGS_FILE
-from workflows.sentiment.encoder_classifier import (
-    EncoderClassifier,
-    encoder_classifier,
-    padded_length,
-)
+from workflows.sentiment.encoder import EncoderClassifier, encoder_classifier, padded_length
+from workflows.sentiment.shared import SETTINGS_FILE, ClassifierFolderError, load_classifier
 
 TINY = ["--epochs", "1", "--set", "batch_size=8", "--set", "max_review_tokens=64"]
 
@@ -86,8 +82,9 @@ def test_head_and_tail_reads_a_long_reviews_first_quarter_and_its_end(encoder, t
     assert reloaded.read == "head+tail" and reloaded.token_rows([" ".join(words)]) == [long]
     settings = tmp_path / "classifier" / SETTINGS_FILE
     settings.write_text(json.dumps({key: value for key, value in
-                                    json.loads(settings.read_text()).items() if key != "read"}))
-    assert EncoderClassifier.load(tmp_path / "classifier").read == "head"  # saved before
+                                    json.loads(settings.read_text()).items() if key != "kind"}))
+    with pytest.raises(ClassifierFolderError, match="train the model again"):
+        load_classifier(tmp_path / "classifier")  # a folder of another version: one line
 
 
 def test_scoring_texts_of_any_length_traces_one_program_per_padded_length(encoder):

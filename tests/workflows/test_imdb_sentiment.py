@@ -16,10 +16,10 @@ from data_prep import imdb, paragraph_vectors
 from tests.workflows.conftest import BOW, COMMON, RNN, first_runs_by_model
 from workflows import imdb_sentiment as workflow
 from workflows.core import checkpoints, runs, training
-from workflows.sentiment import calibration, classifiers, ensemble, paragraph_training
+from workflows.sentiment import calibration, doc2vec, ensemble, shared
 from workflows.sentiment import metrics as workflow_classification
 from workflows.sentiment.metrics import binary_metrics
-from workflows.sentiment.training_texts import split_texts
+from workflows.sentiment.shared import split_texts
 
 runs_by_model = first_runs_by_model
 
@@ -131,7 +131,7 @@ def test_predict_handles_empty_and_long_reviews(store, capsys):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["train", "--model", "bert"], "Unknown --model 'bert'; choose one of: bow, bilstm"),
+    (["train", "--model", "bert"], "Unknown --model 'bert'; choose one of: bow, nbsvm, bilstm"),
     (["train", "--model", "bow", "--set", "unit=3"], "Unknown config field"),
     (["train", "--model", "bilstm", "--set", "cell=transformer"], "cell must be one of"),
     (["evaluate", "--run-id", "nope"], "No run matches --run-id 'nope'"),
@@ -334,7 +334,7 @@ def test_lm_classifier_unfreezes_top_down_with_smaller_rates_below():
         "init_from": "x", "num_layers": 2, "embed_dim": 8, "dense_dim": 16, "num_heads": 2,
         "vocabulary_size": 30, "sequence_length": 8, "unfreeze_epochs": 1.0,
         "layer_lr_decay": 0.5, "pretrained": False})
-    model = workflow.build_model(config, 30, None, steps_per_epoch=8)
+    model = workflow.FAMILIES["lm_classifier"].build_model(config, None, steps_per_epoch=8)
     groups = model.optimizer.groups
     assert groups == {"final_norm": (1.0, 0), "decoder_1": (0.5, 2), "decoder_0": (0.25, 4),
                       "embedding": (0.125, 6)}
@@ -446,8 +446,8 @@ def test_ensemble_weights_favour_the_informative_model():
 
 
 def test_doc2vec_learns_from_unlabelled_and_train_reviews_and_scores_any_text_alike(store):
-    doc2vec = ["--set", "vector_size=8", "--set", "doc2vec_epochs=3", "--set", "min_count=1"]
-    assert workflow.main(["train", "--model", "doc2vec", "--epochs", "2", *doc2vec]) == 0
+    settings = ["--set", "vector_size=8", "--set", "doc2vec_epochs=3", "--set", "min_count=1"]
+    assert workflow.main(["train", "--model", "doc2vec", "--epochs", "2", *settings]) == 0
     run = runs_by_model()["doc2vec"]
     assert run.data.tags["model_family"] == "paragraph_vectors"
     stages = [run.data.metrics[f"{stage}_minutes"]
@@ -457,7 +457,7 @@ def test_doc2vec_learns_from_unlabelled_and_train_reviews_and_scores_any_text_al
     config = runs.config_of(workflow.LESSON, run)
     prepared = workflow.load_data(config).prepared
     vectors, _ = paragraph_vectors.load_or_train(prepared,
-                                                 paragraph_training.paragraph_vector_settings(config))
+                                                 doc2vec.paragraph_vector_settings(config))
     assert vectors.model.corpus_count == len(prepared.unlabelled_texts()) + len(
         prepared.texts("train"))  # never val or test
     assert workflow.main(["evaluate", "--run-id", run.info.run_id]) == 0
@@ -478,7 +478,7 @@ def test_every_model_is_calibrated_on_validation_and_evaluate_logs_before_and_af
     run = runs_by_model()["bilstm"]
     folder = Path(run.data.tags["run_folder"]) / "classifier"
     texts = ["Wonderful and moving", "Dull."]
-    raw = classifiers.load_classifier(folder).predict(texts)
+    raw = shared.load_classifier(folder).predict(texts)
     served = mlflow.pyfunc.load_model(f"runs:/{run.info.run_id}/model").predict(texts)
     fitted = calibration.Calibration.load(folder)  # fitted on the tiny validation split
     assert (folder / calibration.FILE).exists()

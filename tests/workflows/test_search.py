@@ -16,7 +16,8 @@ from workflows import imdb_sentiment as workflow
 from workflows.core import search, search_space
 from workflows.core.config import ConfigError
 from workflows.core.search_space import check_space, parse_space
-from workflows.sentiment.presets import CATALOG
+
+CATALOG = workflow.CATALOG
 
 SPACE = ["--space", "learning_rate=loguniform:1e-4:3e-2", "--space", "hidden_units=int:2:6"]
 

@@ -200,20 +200,16 @@ def test_damaged_best_weights_are_reported_and_never_loaded(tmp_path, capsys):
 
 
 def test_a_model_with_non_finite_weights_or_outputs_is_never_exported():
-    from types import SimpleNamespace
-
     from workflows.core.training import ExportError, check_finite
 
-    model = small_model()
-    placement = SimpleNamespace(batches=lambda batches: batches)
-    plan = SimpleNamespace(model=model, validation_batches=epoch_dataset(99))
-    check_finite(plan, placement)  # a trained-looking model passes
+    model, validation = small_model(), epoch_dataset(99)
+    check_finite(model, validation)  # a trained-looking model passes
     kernel, bias = model.get_weights()
     model.set_weights([np.full_like(kernel, np.nan), bias])
     with pytest.raises(ExportError, match="holds NaN or infinite values"):
-        check_finite(plan, placement)
+        check_finite(model, validation)
     model.set_weights([np.full_like(kernel, 3e38), bias])  # finite, but the outputs are not
     model.layers[-1].activation = keras.activations.linear
     model.compile(optimizer="adam", loss="mse")
     with pytest.raises(ExportError, match="loss on a validation batch is"):
-        check_finite(plan, placement)
+        check_finite(model, validation)

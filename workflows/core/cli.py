@@ -146,8 +146,8 @@ class LessonCLI:
         self.train_config(args, config)
 
     def train_config(self, args, config, parent_run_id=None):
-        run_id = training.train(self.lesson, config, self.data_path(args), args.work_dir,
-                                args.retrain, parent_run_id)
+        run_id = self.lesson.train(config, self.data_path(args), args.work_dir, args.retrain,
+                                   training.child_tags(parent_run_id))
         if args.register and distribution.process_index() == 0:
             runs.register_model(run_id, args.register)
         return run_id
@@ -171,9 +171,9 @@ class LessonCLI:
     def _search(self, args, config, settings, worker=None):
         """Runs (or joins) the study of `settings`; `--register` its best trial."""
         def train_trial(trial_config, parent_run_id, tags, after_epoch):
-            return training.train(self.lesson, trial_config, self.data_path(args),
-                                  args.work_dir, parent_run_id=parent_run_id, tags=tags,
-                                  after_epoch=after_epoch)
+            return self.lesson.train(trial_config, self.data_path(args), args.work_dir,
+                                     tags={**training.child_tags(parent_run_id), **tags},
+                                     after_epoch=after_epoch)
 
         summary = search.search(self.lesson, config, settings, train_trial, args.work_dir,
                                 [sys.executable, "-m", self.module, *self.argv], worker)

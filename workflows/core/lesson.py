@@ -1,12 +1,12 @@
-"""What a lesson gives the core: its `Lesson` (configs, data, training plan,
-comparison), and for each run a `TrainingPlan` with its `ModelExport`.
+"""What a lesson gives the command line and the shared steps: its `Lesson` (configs,
+training, comparison), and for each trained model its `ModelExport`.
 
 Light on purpose: a lesson declares its command line with these before any heavy
 library is loaded, so `--help` answers at once.
 """
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +19,8 @@ class Lesson:
 
     experiment: str  # the MLflow experiment, and the run folders' parent
     catalog: Catalog
-    load_data: Callable  # (config, data_path, work_dir) -> data with a `fingerprint`
-    plan_training: Callable  # (config, data) -> TrainingPlan
+    train: Callable | None  # (config, data_path, work_dir, retrain, tags, after_epoch) -> run id
+    load_data: Callable | None  # (config, data_path, work_dir): prepares what `train` reads
     compare_columns: tuple  # MLflow columns of the `compare` table
     sort_by: str  # default `compare` order, best first
     ascending: bool = False  # True when lower is better (perplexity)
@@ -42,23 +42,3 @@ class ModelExport:
     packages: tuple = ()  # subpackages of workflows/ the pyfunc imports
     params: dict | None = None  # the params schema (name -> default) callers may tune
     requirements: tuple = ()  # pinned packages it needs (default: models.model_requirements)
-
-
-@dataclass
-class TrainingPlan:
-    """One training run as a lesson describes it."""
-
-    model: Any  # a compiled keras.Model
-    train_batches: Callable[[int], Any]  # epoch -> that epoch's batches (same on every call)
-    validation_batches: Any
-    train_examples: int
-    export: ModelExport
-    tags: dict = field(default_factory=dict)
-    params: dict = field(default_factory=dict)  # beyond the config's fields
-    artifacts: dict = field(default_factory=dict)  # logged at the start: name -> text or dict
-    metrics: dict = field(default_factory=dict)  # logged at the start
-    epoch_end: Callable[[int, dict], None] | None = None  # adds metrics to an epoch's dict
-    curves: tuple = ("loss", "accuracy")  # metrics drawn in the learning curves
-    time_budget_seconds: float | None = None
-    average_last_epochs: int = 0  # >1: export the mean of the last N epochs' weights if
-    # its validation loss beats the best epoch's

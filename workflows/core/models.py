@@ -23,7 +23,9 @@ class ModelChangedError(UserError):
     """A logged model's files differ from what was logged: they are not loaded."""
 
 
-SHIPPED_CORE = ("__init__.py", "compilation.py")  # what the packages' models import of core
+# what the packages' models import of core: compiled steps, and the configs that the
+# model families' modules declare beside their classifiers
+SHIPPED_CORE = ("__init__.py", "compilation.py", "config.py", "distribution.py", "precision.py")
 DIGEST_TAG = "model_sha256"  # digest of every file of the run's logged model
 
 

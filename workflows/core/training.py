@@ -1,12 +1,22 @@
-"""A run and its training, written once for every lesson.
+"""A run and its training, written once for every lesson, called by the lesson in order.
 
-A lesson supplies what is its own: its configs (`Catalog`), its data, a
-`TrainingPlan` (the model, its batches, extra metrics and figures, how the model is
-exported). `train` does the rest: start or resume the MLflow run (with several
-processes: the chief writes, the others train in step), fit resumably
-(`checkpoints.py`), log the setup, each epoch (and those a crash left unlogged), the
-summary, curves and schedule, choose between the best epoch and the average of the last
-ones, refuse non-finite weights, export and log the model, mark the run finished.
+A lesson's `train` reads top to bottom:
+
+    with training.TrainingRun(EXPERIMENT, name, config, work_dir, retrain, tags) as run:
+        data = run.load(lambda: load_data(config))   # the chief process first
+        if run.open(data.fingerprint):                # False: already trained
+            model = build_model(config, data)
+            run.start(model, params=..., artifacts=...)   # the MLflow run, new or resumed
+            run.fit(train_batches, validation_batches, train_examples)
+            run.export(ModelExport(...))
+    return run.run_id
+
+`TrainingRun` does what is the same everywhere: join the other processes and place the
+model on the devices (`distribution.py`), find the run folder and lock it, start or
+resume the MLflow run, fit resumably (`checkpoints.py`), log the setup, each epoch (and
+those a crash left unlogged), the summary, curves and schedule, choose between the best
+epoch and the average of the last ones, refuse non-finite weights, export and log the
+model, mark the run finished.
 """
 
 import contextlib
@@ -40,33 +50,171 @@ from workflows.core.runs import RunNotFoundError, stored_run
 def run_folder(lesson, config, fingerprint, work_dir=None):
     """`work/runs/<experiment>/<run name>-<hash of config and data>`; where it trains
     (`distribution`) is not part of it, so a run resumes on other devices."""
+    return _run_folder(lesson.experiment, lesson.run_name(config), config, fingerprint,
+                       work_dir)
+
+
+def _run_folder(experiment, name, config, fingerprint, work_dir=None):
     fields = {k: v for k, v in dataclasses.asdict(config).items() if k != "distribution"}
     key = cache.settings_key({"config": fields, "data": fingerprint})
-    return (cache.work_dir(work_dir) / "runs" / lesson.experiment
-            / f"{lesson.run_name(config)}-{key}")
+    return cache.work_dir(work_dir) / "runs" / experiment / f"{name}-{key}"
 
 
-def train(lesson, config, data_path=None, work_dir=None, retrain=False, parent_run_id=None, *,
-          tags=None, after_epoch=None):
-    """Trains `config` (or resumes it, or reuses a finished run); returns the MLflow run id.
+class TrainingRun:
+    """One training run of `config`, as MLflow run `name` of `experiment`: a new run
+    gets `tags` (`child_tags` nests it under a search); `after_epoch(epoch, metrics)` is
+    called once each epoch is checkpointed and logged (a search's pruner). With several
+    processes every process runs the same steps; only the chief (process 0) writes the
+    run folder and the store."""
 
-    A new run is nested under `parent_run_id` and gets `tags`; `after_epoch(epoch,
-    metrics)` is called once each epoch is checkpointed and logged (a search's pruner).
-    With several processes, every process calls this; only the chief (process 0) writes
-    the run folder and the store, and the others return its run id.
-    """
-    distribution.check(config.distribution)  # before any data is read
-    compilation.use_persistent_cache(work_dir)
-    processes = distribution.join_processes(config.distribution)
-    data = processes.chief_first(lambda: lesson.load_data(config, data_path, work_dir))
-    folder = run_folder(lesson, config, data.fingerprint, work_dir)
-    lock = training_lock(folder) if processes.is_chief else contextlib.nullcontext()
-    with distribution.placed(config.distribution) as placement, lock:
-        run_tags = {**(child_tags(parent_run_id) or {}), **(tags or {})}
-        run_id = _train_in(lesson, config, data, folder, retrain, run_tags, after_epoch,
-                           placement)
-    processes.leave()
-    return run_id
+    def __init__(self, experiment, name, config, work_dir=None, retrain=False, tags=None,
+                 after_epoch=None):
+        self.experiment, self.name, self.config = experiment, name, config
+        self.work_dir, self.retrain, self.tags = work_dir, retrain, tags or {}
+        self.after_epoch = after_epoch
+        self.run_id = self.model = self.state = self.folder = None
+        self._steps = contextlib.ExitStack()
+
+    def __enter__(self):
+        distribution.check(self.config.distribution)  # before any data is read
+        compilation.use_persistent_cache(self.work_dir)
+        self.processes = distribution.join_processes(self.config.distribution)
+        return self
+
+    def __exit__(self, kind, error, traceback):
+        self._steps.__exit__(kind, error, traceback)  # the MLflow run ends here
+        if kind is None:
+            if self.state is not None:  # trained now, not found trained
+                self._report()
+            self.processes.leave()
+        return False
+
+    @property
+    def is_chief(self):
+        return self.processes.is_chief
+
+    def load(self, load_data):
+        """`load_data()`, in the chief process first (it prepares; the others read)."""
+        return self.processes.chief_first(load_data)
+
+    def open(self, fingerprint):
+        """Locks the run folder of this config and data and places the training on the
+        devices; returns False when the run is already trained (`run_id` is its id)."""
+        self.fingerprint = fingerprint
+        self.folder = _run_folder(self.experiment, self.name, self.config, fingerprint,
+                                  self.work_dir)
+        if self.is_chief:
+            self._steps.enter_context(training_lock(self.folder))
+        self.placement = self._steps.enter_context(distribution.placed(self.config.distribution))
+        state = self.processes.chief_first(lambda: _starting_state(
+            self.folder, self.retrain, self.processes))
+        self.run_id = state.run_id
+        if state.run_id and self.is_chief:
+            _check_run_is_in_this_store(state.run_id, self.folder)
+        if state.finished:
+            print(f"{self.name} with this config is already trained: run {state.run_id} "
+                  f"({self.folder}). Pass --retrain to train it again.")
+            return False
+        self.state = state
+        print(f"Training {self.name} on {len(self.placement.devices)} device(s)"
+              + (f" of {self.processes.count} processes" if self.processes.count > 1 else "")
+              + f":\n{describe(self.config)}")
+        keras.utils.set_random_seed(self.config.seed)  # before the model is built
+        return True
+
+    def start(self, model, *, params=None, tags=None, artifacts=None, metrics=None):
+        """Starts the MLflow run (or resumes it: then logs the epochs it missed); a new
+        run logs the config, `params`, `tags`, `artifacts` (name -> text or dict) and
+        `metrics`."""
+        self.model = model
+        print(f"{model.count_params():,} parameters")
+        if self.is_chief:
+            self._steps.enter_context(tracked_run(self.experiment, self.name, self.run_id,
+                                                  self.tags))
+        self.training_folder = self._steps.enter_context(
+            _training_folder(self.folder, self.processes))
+        if not self.is_chief:
+            return
+        if self.run_id:
+            print(f"Resuming run {self.run_id} from {self.folder}")
+            log_missing_epochs(self.run_id, self.state.history)
+            return
+        log_run_setup(self.config, params or {}, tags or {}, artifacts or {}, metrics or {},
+                      self.folder, self.fingerprint)
+        mlflow.set_tag("devices", ", ".join(map(str, self.placement.devices)))
+        self.state.run_id = self.run_id = mlflow.active_run().info.run_id
+        TrainingFolder(self.folder).save_state(self.state)
+
+    def fit(self, train_batches, validation_batches, train_examples, *, epoch_end=None,
+            curves=("loss", "accuracy"), time_budget_seconds=None, average_last_epochs=0):
+        """Fits the model resumably (`checkpoints.fit_resumably`) on `train_batches(epoch)`
+        (the same batches on every call), stopping early on the validation loss.
+
+        `epoch_end(epoch, metrics)` adds the lesson's own metrics to each epoch's; the
+        summary draws `curves`. `average_last_epochs` > 1: the mean of the last epochs'
+        weights replaces the best epoch's if its validation loss is lower."""
+        config, placement, chief = self.config, self.placement, self.is_chief
+        self.validation_batches = placement.batches(validation_batches)
+        self.epoch_end = epoch_end
+
+        def epoch_metrics(epoch, metrics):
+            if epoch_end:
+                epoch_end(epoch, metrics)
+            metrics["learning_rate"] = float(keras.ops.convert_to_numpy(
+                self.model.optimizer.learning_rate))
+
+        with compilation.Compilations() as compiled:
+            self.state = fit_resumably(
+                self.model, lambda epoch: placement.batches(train_batches(epoch)),
+                self.validation_batches, self.training_folder, config.epochs,
+                config.patience, config.checkpoint_every_steps, train_examples=train_examples,
+                epoch_metrics=epoch_metrics,
+                on_epoch_end=(lambda epoch, metrics: log_epoch(epoch, metrics,
+                                                               self.after_epoch))
+                if chief else None,
+                verbose=progress_verbosity() if chief else 0,
+                time_budget_seconds=time_budget_seconds,
+                keep_epoch_weights=average_last_epochs, agree=self.processes.chiefs_word)
+        if chief:
+            log_training_summary(self.model, self.state, curves)
+            log_compilations(compiled)
+        if average_last_epochs > 1:
+            self._choose_averaged_weights(average_last_epochs)
+        return self.state
+
+    def export(self, export):
+        """Refuses non-finite weights, saves the model as `export` says, logs it and
+        marks the run finished."""
+        check_finite(self.model, self.validation_batches)
+        export_and_log_model(export, self.training_folder.output, log=self.is_chief)
+        self.artifact = export.artifact
+        if self.is_chief:
+            TrainingFolder(self.folder).mark_finished(self.state)
+        self.state.finished = True
+
+    def _choose_averaged_weights(self, last_epochs):
+        """Checkpoint averaging: the chief logs both (`averaged_val_*` beside
+        `best_val_*`) and an `exported_weights` tag saying which won."""
+        choice, metrics = _average_if_better(self.model, self.validation_batches,
+                                             self.training_folder, self.state, last_epochs,
+                                             self.epoch_end)
+        if self.is_chief:
+            mlflow.log_metrics({f"averaged_{name}": value for name, value in metrics.items()
+                                if name.startswith("val_")})
+            mlflow.set_tag("exported_weights", choice)
+
+    def _report(self):
+        """Once every process is done: the run, its best epoch and where to see it."""
+        self.processes.barrier("finished")
+        state = self.state if self.is_chief else TrainingFolder(self.folder).load_state()
+        self.run_id = state.run_id  # another process's own state never had it
+        print(f"Run {state.run_id}: best val_loss {state.best_val_loss:.4f} at epoch "
+              f"{state.best_epoch}, {state.train_seconds / 60:.1f} training minutes; model in "
+              f"{self.folder / self.artifact}")
+        if self.is_chief:
+            experiment = store.use_experiment(self.experiment)
+            print("In the MLflow UI (python -m workflows.mlflow_ui): "
+                  f"{store.runs_table_url(experiment.experiment_id, state.run_id)}")
 
 
 @contextlib.contextmanager
@@ -85,59 +233,6 @@ def training_lock(folder):
         yield
     finally:
         lock.release()
-
-
-def _train_in(lesson, config, data, folder, retrain, run_tags, after_epoch, placement):
-    name, processes = lesson.run_name(config), placement.processes
-    state = processes.chief_first(lambda: _starting_state(folder, retrain, processes))
-    if state.run_id and processes.is_chief:
-        _check_run_is_in_this_store(state.run_id, folder)
-    if state.finished:
-        print(f"{name} with this config is already trained: run {state.run_id} ({folder}). "
-              "Pass --retrain to train it again.")
-        return state.run_id
-    print(f"Training {name} on {len(placement.devices)} device(s)"
-          + (f" of {processes.count} processes" if processes.count > 1 else "")
-          + f":\n{describe(config)}")
-    keras.utils.set_random_seed(config.seed)
-    plan = lesson.plan_training(config, data)  # may look up runs of other experiments
-    print(f"{plan.model.count_params():,} parameters")
-    with _chief_run(lesson, name, state, run_tags, processes), \
-            _training_folder(folder, processes) as training_folder:
-        if processes.is_chief:
-            start_logging(config, plan, data.fingerprint, folder, state, placement)
-        with compilation.Compilations() as compiled:
-            state = fit_resumably(
-                plan.model, lambda epoch: placement.batches(plan.train_batches(epoch)),
-                placement.batches(plan.validation_batches), training_folder, config.epochs,
-                config.patience, config.checkpoint_every_steps,
-                train_examples=plan.train_examples,
-                epoch_metrics=lambda epoch, metrics: add_epoch_metrics(plan, epoch, metrics),
-                on_epoch_end=(lambda epoch, metrics: log_epoch(epoch, metrics, after_epoch))
-                if processes.is_chief else None,
-                verbose=progress_verbosity() if processes.is_chief else 0,
-                time_budget_seconds=plan.time_budget_seconds,
-                keep_epoch_weights=plan.average_last_epochs, agree=processes.chiefs_word)
-        if processes.is_chief:
-            log_training_summary(plan, state)
-            log_compilations(compiled)
-        if plan.average_last_epochs > 1:
-            choose_averaged_weights(plan, placement, training_folder, state)
-        check_finite(plan, placement)
-        export_and_log_model(plan.export, training_folder.output, log=processes.is_chief)
-        if processes.is_chief:
-            TrainingFolder(folder).mark_finished(state)
-    processes.barrier("finished")
-    if not processes.is_chief:  # its own state never had the chief's run id
-        state = TrainingFolder(folder).load_state()
-    print(f"Run {state.run_id}: best val_loss {state.best_val_loss:.4f} at epoch "
-          f"{state.best_epoch}, {state.train_seconds / 60:.1f} training minutes; model in "
-          f"{folder / plan.export.artifact}")
-    if processes.is_chief:
-        experiment = store.use_experiment(lesson.experiment)
-        print("In the MLflow UI (python -m workflows.mlflow_ui): "
-              f"{store.runs_table_url(experiment.experiment_id, state.run_id)}")
-    return state.run_id
 
 
 def _check_run_is_in_this_store(run_id, folder):
@@ -171,16 +266,6 @@ def _starting_state(folder, retrain, processes):
         remove_partial_files(folder)
         return state
     return TrainingFolder(folder).load_state()
-
-
-@contextlib.contextmanager
-def _chief_run(lesson, name, state, tags, processes):
-    """The chief starts (or resumes) the MLflow run; the other processes log nothing."""
-    if not processes.is_chief:
-        yield
-        return
-    with tracked_run(lesson.experiment, name, state.run_id, tags):
-        yield
 
 
 @contextlib.contextmanager
@@ -218,18 +303,6 @@ def _training_folder(folder, processes):
                              processes.barrier)
 
 
-def start_logging(config, plan, fingerprint, folder, state, placement):
-    """A new run logs its setup; a resumed one, the epochs it missed."""
-    if state.run_id:
-        print(f"Resuming run {state.run_id} from {folder}")
-        log_missing_epochs(state.run_id, state.history)
-        return
-    log_run_setup(config, plan, fingerprint, folder)
-    mlflow.set_tag("devices", ", ".join(map(str, placement.devices)))
-    state.run_id = mlflow.active_run().info.run_id
-    TrainingFolder(folder).save_state(state)
-
-
 def progress_verbosity():
     """Keras progress bars in a terminal; one line per epoch in a log file."""
     return 1 if sys.stdout.isatty() else 2
@@ -237,7 +310,7 @@ def progress_verbosity():
 
 def child_tags(parent_run_id):
     """Tags that nest a new run under `parent_run_id` in the MLflow UI (none if None)."""
-    return {"mlflow.parentRunId": parent_run_id} if parent_run_id else None
+    return {"mlflow.parentRunId": parent_run_id} if parent_run_id else {}
 
 
 # ## Find, evaluate and register
@@ -252,23 +325,16 @@ def log_epoch(epoch, metrics, after_epoch=None):
         after_epoch(epoch, metrics)
 
 
-def log_run_setup(config, plan, fingerprint, folder):
-    mlflow.log_params({**store.flat_params(config), **plan.params})
-    mlflow.set_tags(store.run_tags(fingerprint, run_folder=str(folder), **plan.tags))
+def log_run_setup(config, params, tags, artifacts, metrics, folder, fingerprint):
+    mlflow.log_params({**store.flat_params(config), **params})
+    mlflow.set_tags(store.run_tags(fingerprint, run_folder=str(folder), **tags))
     if hasattr(config, "dtype_policy"):  # "auto" as this device resolved it
         mlflow.set_tag("dtype_policy_used", precision.resolve(config.dtype_policy))
     mlflow.log_dict(dataclasses.asdict(config), "config.json")
-    for name, content in plan.artifacts.items():
+    for name, content in artifacts.items():
         (mlflow.log_dict if isinstance(content, dict) else mlflow.log_text)(content, name)
-    if plan.metrics:
-        mlflow.log_metrics(plan.metrics)
-
-
-def add_epoch_metrics(plan, epoch, metrics):
-    """The lesson's own epoch metrics and the learning rate, before the checkpoint."""
-    if plan.epoch_end:
-        plan.epoch_end(epoch, metrics)
-    metrics["learning_rate"] = float(keras.ops.convert_to_numpy(plan.model.optimizer.learning_rate))
+    if metrics:
+        mlflow.log_metrics(metrics)
 
 
 def log_missing_epochs(run_id, history):
@@ -280,7 +346,7 @@ def log_missing_epochs(run_id, history):
             mlflow.log_metrics(metrics, step=epoch)
 
 
-def log_training_summary(plan, state):
+def log_training_summary(model, state, curves):
     """Best epoch, its validation metrics, mean timings and rates; curves and schedule."""
     best = state.history[state.best_epoch - 1]
     summary = {"best_epoch": state.best_epoch, "trained_epochs": len(state.history),
@@ -296,47 +362,36 @@ def log_training_summary(plan, state):
         if len(values) > 1 and timed[0] is state.history[0]:  # epoch 1 compiled the steps
             summary[f"steady_{name}"] = float(np.mean(values[1:]))
     mlflow.log_metrics(summary)
-    curves = figures.learning_curves(state.history, plan.curves)
-    mlflow.log_figure(curves, "learning_curves.png")
-    plt.close(curves)
-    schedule = plan.model.optimizer.get_config()["learning_rate"]
+    figure = figures.learning_curves(state.history, curves)
+    mlflow.log_figure(figure, "learning_curves.png")
+    plt.close(figure)
+    schedule = model.optimizer.get_config()["learning_rate"]
     if isinstance(schedule, dict):  # a serialized LearningRateSchedule, not a constant
         schedule = keras.optimizers.schedules.deserialize(schedule)
         mlflow.log_figure(figures.learning_rate_schedule(
-            schedule, keras.ops.convert_to_numpy(plan.model.optimizer.iterations),
+            schedule, keras.ops.convert_to_numpy(model.optimizer.iterations),
             type(schedule).__name__), "lr_schedule.png")
 
 
-def choose_averaged_weights(plan, placement, folder, state):
-    """Checkpoint averaging: the mean of the last epochs' weights replaces the best
-    epoch's (which the model holds) when its validation loss is lower. The chief logs
-    both (`averaged_val_*` beside `best_val_*`) and an `exported_weights` tag saying
-    which won. `folder` is the `TrainingFolder` the run trained in."""
-    choice, metrics = _average_if_better(plan, placement, folder, state)
-    if placement.processes.is_chief:
-        mlflow.log_metrics({f"averaged_{name}": value for name, value in metrics.items()
-                            if name.startswith("val_")})
-        mlflow.set_tag("exported_weights", choice)
-
-
-def _average_if_better(plan, placement, folder, state):
-    """Loads the average of the last epochs if its validation loss beats the best
-    epoch's; returns what the model holds and the average's validation metrics."""
+def _average_if_better(model, validation_batches, folder, state, last_epochs, epoch_end):
+    """Loads the average of the `last_epochs` if its validation loss beats the best
+    epoch's; returns what the model holds and the average's validation metrics.
+    `folder` is the `TrainingFolder` the run trained in."""
     epochs = folder.intact_epoch_weights(
-        range(max(state.epoch - plan.average_last_epochs + 1, 1), state.epoch + 1), state)
+        range(max(state.epoch - last_epochs + 1, 1), state.epoch + 1), state)
     if len(epochs) < 2:
         return f"best epoch {state.best_epoch} (fewer than two epochs to average)", {}
-    average_weights(plan.model, [folder.epoch_weights(epoch) for epoch in epochs])
-    metrics = {"val_loss": plan.model.evaluate(placement.batches(plan.validation_batches),
-                                               verbose=0, return_dict=True)["loss"]}
-    if plan.epoch_end:
-        plan.epoch_end(state.epoch, metrics)
+    average_weights(model, [folder.epoch_weights(epoch) for epoch in epochs])
+    metrics = {"val_loss": model.evaluate(validation_batches, verbose=0,
+                                          return_dict=True)["loss"]}
+    if epoch_end:
+        epoch_end(state.epoch, metrics)
     span = f"epochs {epochs[0]}-{epochs[-1]}"
     if metrics["val_loss"] < state.best_val_loss:
         print(f"Exporting the average of {span}: val_loss {metrics['val_loss']:.4f} < "
               f"{state.best_val_loss:.4f} (best epoch {state.best_epoch})")
         return f"average of {span}", metrics
-    folder.load_best_weights(plan.model, state)
+    folder.load_best_weights(model, state)
     print(f"Keeping the best epoch {state.best_epoch}: the average of {span} has val_loss "
           f"{metrics['val_loss']:.4f} >= {state.best_val_loss:.4f}")
     return f"best epoch {state.best_epoch}", metrics
@@ -346,17 +401,16 @@ class ExportError(UserError):
     """A trained model that must not leave its run (non-finite weights or outputs)."""
 
 
-def check_finite(plan, placement):
+def check_finite(model, validation_batches):
     """Refuses, in one line, to export a model whose weights or outputs are not finite:
     every weight is checked, and the model is evaluated on one validation batch."""
-    for variable in plan.model.weights:
+    for variable in model.weights:
         if "float" in str(variable.dtype):
             value = keras.ops.convert_to_numpy(variable.value)
             if not np.isfinite(value).all():
                 raise ExportError(f"The trained weight {variable.path} holds NaN or infinite "
                                   f"values: nothing was exported or logged. {RETRAIN_HINT}")
-    loss = plan.model.evaluate(placement.batches(plan.validation_batches), steps=1, verbose=0,
-                               return_dict=True)["loss"]
+    loss = model.evaluate(validation_batches, steps=1, verbose=0, return_dict=True)["loss"]
     if not np.isfinite(loss):
         raise ExportError(f"The trained model's loss on a validation batch is {loss}: nothing "
                           f"was exported or logged. {RETRAIN_HINT}")

@@ -1,22 +1,107 @@
-"""The n-gram features of `bow` and `nbsvm`: the adapted vectorizer and NBSVM's per-class
-n-gram counts."""
+"""The n-gram models (`bow`, `nbsvm`): TensorFlow's `TextVectorization`, adapted on the
+train texts, turns each review into n-gram features on the fly; the exported model
+takes raw strings (`EndToEndClassifier`)."""
 
-import keras
+from dataclasses import dataclass
 
-from data_prep import imdb
-from data_prep.standardize import separate_review_punctuation, standardize_review
-from workflows.sentiment.presets import BowConfig, NBSVMConfig
-from workflows.sentiment.training_texts import split_texts
+import numpy as np
 
-NGRAM_CONFIGS = (BowConfig, NBSVMConfig)
+from data_prep.text import SLICE_PLACES
+from workflows.core.config import option
+from workflows.sentiment.shared import OPTIMIZERS, TrainConfig, slicing
+
+
+@dataclass(frozen=True)
+class BowConfig(TrainConfig):
+    """Bag of n-grams (TF-IDF weighted multi-hot) -> Dense -> Dropout -> sigmoid."""
+
+    max_tokens: int = option(20000, at_least=2)
+    ngrams: int = option(2, at_least=1)
+    output_mode: str = option("tf_idf", choices=("tf_idf", "multi_hot", "count"))
+    hidden_units: int = option(16, at_least=1)
+    dropout: float = option(0.5, at_least=0, below=1)
+
+
+@dataclass(frozen=True)
+class NBSVMConfig(TrainConfig):
+    """Binary uni/bi/trigram features scaled by naive-Bayes log-count ratios -> linear
+    model with a logistic loss (NBSVM, Wang & Manning 2012; see `NaiveBayesLinear`).
+
+    `beta` < 1 interpolates the weights with their mean magnitude as in the paper (the
+    default, 1, is plain NB-weighted logistic regression). `sentence_slices` adds short
+    slices of the train reviews (labelled as their review), from anywhere in the review
+    or from its end (`slices_from`): what they do to IMDB and to short reviews from
+    elsewhere is in benchmarks/RESULTS.md.
+    """
+
+    max_tokens: int = option(400000, at_least=2)
+    ngrams: int = option(3, at_least=1)
+    punctuation: str = option("separate", choices=("separate", "strip"))  # "!" as a token
+    sentence_slices: int = option(1, at_least=0)  # 1-2 sentence slices per train review
+    slices_from: str = option("anywhere", choices=SLICE_PLACES, applies=slicing)
+    alpha: float = option(1.0, above=0)  # smoothing of the log-count ratios
+    beta: float = option(1.0, above=0, at_most=1)
+    l2: float = option(0.0, at_least=0)
+    optimizer: str = option("adam", choices=OPTIMIZERS)
+    learning_rate: float = option(0.0003, above=0)
+    batch_size: int = option(64, at_least=1)
+
+
+MODELS = {"bow": BowConfig(model="bow"), "nbsvm": NBSVMConfig(model="nbsvm")}
+
+
+# ## The models
+
+
+def bow_model(config, vocabulary_size):
+    import keras
+
+    inputs = keras.Input(shape=(vocabulary_size,), name="ngrams")
+    x = keras.layers.Dense(config.hidden_units, activation="relu")(inputs)
+    x = keras.layers.Dropout(config.dropout)(x)
+    outputs = keras.layers.Dense(1, activation="sigmoid")(x)
+    return keras.Model(inputs, outputs, name=config.model)
+
+
+def nbsvm_model(config, vocabulary_size, ratios=None):
+    """Sparse binary n-gram vector -> NaiveBayesLinear -> sigmoid."""
+    import keras
+
+    import layers
+
+    inputs = keras.Input(shape=(vocabulary_size,), sparse=True, name="ngrams")
+    linear = layers.NaiveBayesLinear(config.beta, config.l2)
+    outputs = keras.layers.Activation("sigmoid", dtype="float32")(linear(inputs))
+    if ratios is not None:
+        linear.set_ratios(ratios)
+    return keras.Model(inputs, outputs, name=config.model)
+
+
+def build_model(config, vocabulary_size, ratios=None):
+    """The compiled model on `vocabulary_size` n-gram features (NBSVM's weights scaled
+    by its log-count `ratios`)."""
+    from workflows.sentiment.shared import compiled_classifier
+
+    model = nbsvm_model(config, vocabulary_size, ratios) if config.model == "nbsvm" \
+        else bow_model(config, vocabulary_size)
+    return compiled_classifier(model, config)
+
+
+# ## From reviews to features
 
 
 def ngram_vectorizer(config, prepared):
-    """The n-gram `TextVectorization` of `bow` or `nbsvm`, adapted on the train split
-    (deterministic, so a resumed run gets the same vectorizer back)."""
+    """The n-gram `TextVectorization` of `bow` or `nbsvm` (binary and sparse), adapted
+    on the train texts (deterministic, so a resumed run gets the same vectorizer back)."""
+    import keras
+
+    from data_prep import imdb
+    from data_prep.standardize import separate_review_punctuation, standardize_review
+    from workflows.sentiment.shared import split_texts
+
     print(f"Adapting the 1- to {config.ngrams}-gram vocabulary ({config.max_tokens} entries) "
           "on train")
-    nbsvm = isinstance(config, NBSVMConfig)
+    nbsvm = config.model == "nbsvm"
     separate = nbsvm and config.punctuation == "separate"
     vectorizer = keras.layers.TextVectorization(
         max_tokens=config.max_tokens, ngrams=config.ngrams,
@@ -31,9 +116,76 @@ def class_feature_counts(config, vectorizer, prepared):
     """(negative, positive) counts of each n-gram's presence over the training texts."""
     import tensorflow as tf  # n-gram vectorizers are TensorFlow layers
 
+    from data_prep import imdb
+    from workflows.sentiment.shared import split_texts
+
     counts = 0
     for texts, labels in imdb.text_dataset(*split_texts(config, prepared, "train"), 512):
         one_hot = tf.one_hot(labels, 2, dtype=tf.float32)
         present = tf.cast(vectorizer(texts), tf.float32)
         counts += tf.sparse.sparse_dense_matmul(present, one_hot, adjoint_a=True)
     return counts[:, 0], counts[:, 1]
+
+
+def build(config, data):
+    """The vectorizer (NBSVM's with its naive-Bayes log-count ratios as the prior), the
+    model on its features, and `(features, label)` batches of the train texts (reviews
+    and their sentence slices) and validation reviews."""
+    import keras
+    import tensorflow as tf  # the vectorizer is a TensorFlow layer
+
+    from data_prep import imdb
+    from layers.naive_bayes_linear import log_count_ratios
+    from workflows.sentiment.shared import Trainable, split_texts
+
+    prepared = data.prepared
+    vectorizer, ratios = ngram_vectorizer(config, prepared), None
+    if config.model == "nbsvm":
+        negative, positive = class_feature_counts(config, vectorizer, prepared)
+        ratios = log_count_ratios(positive, negative, config.alpha)
+    model = build_model(config, vectorizer.vocabulary_size(), ratios)
+    texts = {split: split_texts(config, prepared, split) for split in ("train", "val")}
+
+    def batches(split, epoch=None):
+        shuffle, seed = epoch is not None, config.seed + (epoch or 0)
+        dataset = imdb.text_dataset(*texts[split], config.batch_size, shuffle, seed)
+        return dataset.map(lambda text, label: (vectorizer(text), label),
+                           num_parallel_calls=tf.data.AUTOTUNE)
+
+    reviews = keras.Input(shape=(), dtype="string", name="review")  # raw strings in
+    end_to_end = keras.Model(reviews, model(vectorizer(reviews)), name=f"{model.name}_end_to_end")
+    return Trainable(model, lambda epoch: batches("train", epoch), batches("val"),
+                     len(texts["train"][1]), EndToEndClassifier(end_to_end),
+                     tags={"model_family": config.model},
+                     artifacts={"vocabulary.txt": "\n".join(prepared.vocabulary())})
+
+
+# ## The classifier
+
+
+class EndToEndClassifier:
+    """A Keras model that takes raw review strings (its `TextVectorization` inside)."""
+
+    def __init__(self, model, batch_size=64):
+        self.model, self.batch_size = model, batch_size
+
+    def predict(self, texts):
+        """P(positive) of each text."""
+        import tensorflow as tf  # the model's TextVectorization reads tf.data strings
+
+        batches = tf.data.Dataset.from_tensor_slices(tf.constant(list(texts), tf.string))
+        probabilities = self.model.predict(batches.batch(self.batch_size), verbose=0)
+        return np.asarray(probabilities, "float64").reshape(-1)
+
+    def save(self, folder):
+        from workflows.sentiment.shared import save_folder
+
+        return save_folder(folder, self.model, "end_to_end")
+
+    @classmethod
+    def load(cls, folder):
+        import data_prep.standardize  # noqa: F401  registers the standardization in the model
+        import layers  # noqa: F401  registers the custom layers
+        from workflows.sentiment.shared import read_folder
+
+        return cls(read_folder(folder, compile=True)[0])

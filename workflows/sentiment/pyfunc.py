@@ -1,11 +1,9 @@
 """The sentiment classifiers saved as folders, as an MLflow pyfunc: reviews in, P(positive) out.
 
-Logged as a models-from-code pyfunc by `workflows.imdb_sentiment` for `lm_classifier`
-(`SubwordClassifier`), `doc2vec` (`ParagraphVectorClassifier`), the models of the
-prepared token ids (`TokenClassifier`: RNNs, Transformer) and the n-gram models
-(`EndToEndClassifier`), each with the Platt scaling fitted on the validation reviews
-(`calibration.json`; models saved before it have none), with `layers/`,
-`data_prep/` and the `sentiment` (and `causal_lm`) packages as its code:
+Logged as a models-from-code pyfunc by `workflows.imdb_sentiment` for every model
+family's classifier folder (`sentiment/shared.py`: `load_classifier`), each with the
+Platt scaling fitted on the validation reviews (`calibration.json`), with `layers/`,
+`data_prep/` and the `sentiment` and `causal_lm` packages as its code:
 
     mlflow.pyfunc.load_model(uri).predict(["A gripping, beautifully shot film."])
 """
@@ -14,8 +12,8 @@ import mlflow
 from mlflow.pyfunc import PythonModel
 
 from workflows.sentiment.calibration import Calibration
-from workflows.sentiment.classifiers import load_classifier
 from workflows.sentiment.reviews import requested_reviews
+from workflows.sentiment.shared import load_classifier
 
 
 class FolderReviewSentiment(PythonModel):

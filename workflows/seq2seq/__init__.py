@@ -8,8 +8,7 @@
 - `translator`: the exported folder that turns English strings into Spanish ones;
 - `metrics`: BLEU and chrF against every reference; `evaluation`: the test-set scores
   logged to a run (the lesson's `evaluate`);
-- `pyfunc`: the translator as an MLflow model; `legacy`: loads translators saved
-  before this package existed.
+- `pyfunc`: the translator as an MLflow model.
 
 A logged translator ships this package, `layers/` and `data_prep/`, nothing else.
 """

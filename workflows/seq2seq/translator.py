@@ -16,9 +16,9 @@ import numpy as np
 
 import layers  # noqa: F401  registers the layers and the loss a saved model uses
 from data_prep.buckets import BucketPlan, boundaries_up_to
+from data_prep.errors import UserError
 from data_prep.padding import pad_rows
 from workflows.core.compilation import compiled
-from workflows.seq2seq import legacy
 from workflows.seq2seq.batching import PairBatches, truncate
 from workflows.seq2seq.decoding import Decoder, rank_hypotheses
 from workflows.seq2seq.models import GRUTranslator, TransformerTranslator
@@ -60,6 +60,10 @@ def check_strings(texts):
     if bad:
         raise TypeError(f"Sentences must be strings; items {bad[:10]} are not "
                         f"(e.g. {type(texts[bad[0]]).__name__}).")
+
+
+class TranslatorFolderError(UserError):
+    """A translator folder this version cannot read."""
 
 
 class Translator:
@@ -242,7 +246,7 @@ class Translator:
 
     @classmethod
     def load(cls, folder, beam_width=None):
-        """A saved translator; folders saved before the seq2seq package load too."""
+        """A saved translator (a folder of an older version: one line saying to train again)."""
         folder = Path(folder)
         if not (folder / SETTINGS_FILE).exists():
             raise FileNotFoundError(f"{folder} is not a saved translator (no {SETTINGS_FILE}).")
@@ -253,7 +257,9 @@ class Translator:
                               settings["sequence_length"], settings.get("direction", "en-es"))
         model = keras.saving.load_model(folder / "model.keras", compile=False)
         if not isinstance(model, (TransformerTranslator, GRUTranslator)):
-            model = legacy.from_functional(model)
+            raise TranslatorFolderError(
+                f"{folder} holds a translator saved by an older version of the kit: train "
+                "it again (translation train --retrain).")
         return cls(model, tokenizer, settings["max_source_length"],
                    settings["max_output_length"], beam_width or settings["beam_width"])
 

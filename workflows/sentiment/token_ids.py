@@ -1,5 +1,6 @@
-"""A classifier of the prepared IMDB token ids (the RNNs, the Transformer), with the
-vectorizer in plain Python: it trains, serves and predicts without TensorFlow.
+"""The prepared IMDB token ids, as the RNNs and the Transformer read them: their batches,
+and their classifier, with the vectorizer in plain Python (it trains, serves and
+predicts without TensorFlow).
 
 `TokenClassifier.save(folder)` writes the Keras model (token ids in, P(positive)
 out), the vocabulary and the sequence length; `TokenClassifier.load(folder)
@@ -13,9 +14,23 @@ import numpy as np
 import layers  # noqa: F401  registers the layers a saved model uses
 from data_prep.imdb import ReviewVectorizer
 from workflows.core.compilation import compiled
-from workflows.sentiment.classifier_folder import read_folder, save_folder
+from workflows.sentiment.shared import Trainable, read_folder, review_batches, save_folder
 
 KIND = "token_ids"
+
+
+def trainable(config, prepared, model, bucketing, **extra):
+    """`model` trained on the prepared token ids (shuffled with a per-epoch seed),
+    served by a `TokenClassifier`; `extra`: the `Trainable`'s tags, artifacts, metrics."""
+    def batches(split, epoch=None):
+        return review_batches(config, prepared.token_ids(split), prepared.labels(split),
+                              None if epoch is None else config.seed + epoch, bucketing)
+
+    vocabulary = prepared.vocabulary()
+    classifier = TokenClassifier(model, vocabulary, prepared.settings.sequence_length)
+    extra["artifacts"] = {**extra.get("artifacts", {}), "vocabulary.txt": "\n".join(vocabulary)}
+    return Trainable(model, lambda epoch: batches("train", epoch), batches("val"),
+                     len(prepared.labels("train")), classifier, **extra)
 
 
 class TokenClassifier:
@@ -37,9 +52,9 @@ class TokenClassifier:
         return np.concatenate(probabilities) if probabilities else np.zeros(0)
 
     def save(self, folder):
-        return save_folder(folder, self.model, {
-            "kind": KIND, "sequence_length": self.vectorizer.sequence_length},
-            self.vectorizer.vocabulary)
+        return save_folder(folder, self.model, KIND,
+                           {"sequence_length": self.vectorizer.sequence_length},
+                           self.vectorizer.vocabulary)
 
     @classmethod
     def load(cls, folder):

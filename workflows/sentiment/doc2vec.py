@@ -1,0 +1,128 @@
+"""The paragraph-vector classifier (`doc2vec`): gensim's Doc2Vec (PV-DBOW by default; Le
+& Mikolov 2014) trained once on the unlabelled and train reviews, every review's vector
+inferred (and cached), then logistic regression (or one hidden layer) on the vectors.
+
+`ParagraphVectorClassifier.save(folder)` writes the Keras model (vector in, P(positive)
+out) and the Doc2Vec model that infers each review's vector (without its training
+reviews' own vectors, which inference never reads); `load(folder).predict(texts)` does
+both steps.
+"""
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from workflows.core.config import option
+from workflows.sentiment.shared import OPTIMIZERS, TrainConfig
+
+
+@dataclass(frozen=True)
+class ParagraphVectorConfig(TrainConfig):
+    """Paragraph vectors (see `data_prep.paragraph_vectors`) -> logistic regression (or
+    one hidden layer)."""
+
+    augmentable = False  # Doc2Vec's cached vectors are of the prepared reviews only
+
+    vector_size: int = option(100, at_least=1)
+    dm: bool = False  # True: PV-DM instead of PV-DBOW
+    # PV-DBOW: train skip-gram word vectors alongside (slower)
+    dbow_words: bool = option(False, applies=lambda c: not c.dm)
+    window: int = option(10, at_least=1, applies=lambda c: c.dm or c.dbow_words)
+    min_count: int = option(2, at_least=1)
+    negative: int = option(5, at_least=1)
+    sample: float = option(0.0, at_least=0)
+    doc2vec_epochs: int = option(20, at_least=1)
+    hidden_units: int = option(0, at_least=0)  # 0: logistic regression on the vectors
+    dropout: float = option(0.0, at_least=0, below=1, applies=lambda c: c.hidden_units > 0)
+    optimizer: str = option("adam", choices=OPTIMIZERS)
+    epochs: int = option(20, at_least=1)
+    batch_size: int = option(64, at_least=1)
+
+
+MODELS = {"doc2vec": ParagraphVectorConfig(model="doc2vec")}
+
+
+def build_model(config, vector_size):
+    """Paragraph vector -> [Dense(relu) -> Dropout] -> sigmoid."""
+    import keras
+
+    from workflows.sentiment.shared import compiled_classifier
+
+    inputs = keras.Input(shape=(vector_size,), name="paragraph_vector")
+    x = inputs
+    if config.hidden_units:
+        x = keras.layers.Dense(config.hidden_units, activation="relu")(x)
+        x = keras.layers.Dropout(config.dropout)(x)
+    outputs = keras.layers.Dense(1, activation="sigmoid")(x)
+    return compiled_classifier(keras.Model(inputs, outputs, name=config.model), config)
+
+
+def paragraph_vector_settings(config):
+    from data_prep import paragraph_vectors
+
+    return paragraph_vectors.ParagraphVectorSettings(
+        config.vector_size, config.dm, config.dbow_words, config.window, config.min_count,
+        config.negative, config.sample, config.doc2vec_epochs, config.seed)
+
+
+def build(config, data):
+    """Doc2Vec (trained once), the vectors of the train and validation reviews inferred
+    as the served model infers them, and the model on them. The minutes those took are
+    logged (`doc2vec_train_minutes`, `*_inference_minutes`)."""
+    import tensorflow as tf  # doc2vec (gensim) runs where TensorFlow does
+
+    from data_prep import paragraph_vectors
+    from workflows.sentiment.shared import Trainable
+
+    prepared, settings = data.prepared, paragraph_vector_settings(config)
+    vectors, folder = paragraph_vectors.load_or_train(prepared, settings)
+    inputs, seconds = {}, {"doc2vec_train": paragraph_vectors.training_seconds(folder)}
+    for split in ("train", "val"):
+        inputs[split], seconds[f"{split}_inference"] = paragraph_vectors.split_vectors(
+            prepared, split, settings)
+
+    def batches(split, epoch=None):
+        dataset = tf.data.Dataset.from_tensor_slices((inputs[split], prepared.labels(split)))
+        if epoch is not None:
+            dataset = dataset.shuffle(len(inputs[split]), seed=config.seed + epoch)
+        return dataset.batch(config.batch_size).prefetch(tf.data.AUTOTUNE)
+
+    model = build_model(config, vectors.vector_size)
+    return Trainable(model, lambda epoch: batches("train", epoch), batches("val"),
+                     len(inputs["train"]), ParagraphVectorClassifier(model, vectors),
+                     tags={"model_family": "paragraph_vectors"},
+                     metrics={"doc2vec_vocabulary_size": len(vectors.model.wv),
+                              **{f"{name}_minutes": value / 60
+                                 for name, value in seconds.items() if value is not None}})
+
+
+class ParagraphVectorClassifier:
+    def __init__(self, model, vectors):
+        from workflows.core.compilation import compiled
+
+        self.model, self.vectors = model, vectors
+        self._forward = compiled(lambda x: self.model(x, training=False), model,
+                                 tf_signature=[((None, vectors.vector_size), "float32")])
+
+    def predict(self, texts):
+        """P(positive) of each text."""
+        import keras
+
+        vectors = self.vectors.infer(list(texts))
+        return np.asarray(keras.ops.convert_to_numpy(self._forward(vectors)))[:, 0]
+
+    def save(self, folder):
+        from workflows.sentiment.shared import save_folder
+
+        save_folder(folder, self.model, "paragraph_vectors")
+        self.vectors.for_inference().save(Path(folder) / "doc2vec")
+        return Path(folder)
+
+    @classmethod
+    def load(cls, folder):
+        from data_prep.paragraph_vectors import ParagraphVectors
+        from workflows.sentiment.shared import read_folder
+
+        model, _, _ = read_folder(folder)
+        return cls(model, ParagraphVectors.load(Path(folder) / "doc2vec"))

@@ -1,0 +1,183 @@
+"""A classifier on a pretrained text encoder (`encoder`; BERT architecture,
+`data_prep.encoders`, all-MiniLM-L6-v2 by default), fine-tuned on the reviews and
+sentence slices of them: what it learned of English before IMDB carries to short text
+from other domains.
+
+Reviews are read as the encoder's WordPiece tokens (`[CLS] ... [SEP]`, at most
+`max_review_tokens`; plain Python, no TensorFlow needed): a longer review is cut to its
+start (`head`) or to its start and its end (`head+tail`), where a review's verdict
+usually is. The mean of the encoder's outputs over a review's tokens goes through dropout
+to P(positive). `EncoderClassifier.save(folder)` writes the Keras model, the vocabulary
+and the settings; `EncoderClassifier.load(folder).predict(texts)` scores raw reviews in
+batches of similar length, padded to a few fixed lengths.
+"""
+
+from dataclasses import dataclass
+from functools import cached_property
+
+from data_prep.text import SLICE_PLACES, clean_html
+from workflows.core.config import option
+from workflows.sentiment.shared import TrainConfig, slicing
+
+ENCODER_READS = ("head", "head+tail")  # a long review's start, or its start and its end
+LENGTHS = (32, 64, 128, 192, 256, 384, 512)  # padded lengths of batches: few shapes
+
+
+@dataclass(frozen=True)
+class EncoderConfig(TrainConfig):
+    """The mean of the encoder's outputs over a review's tokens -> Dropout -> sigmoid,
+    every weight trained (`read`: which part of a long review it reads; the figures of
+    each are in benchmarks/RESULTS.md)."""
+
+    encoder: str = "all-minilm-l6-v2"  # a name of `data_prep.encoders.ENCODERS` or a folder
+    max_review_tokens: int = option(128, at_least=8, at_most=512)  # WordPiece tokens read
+    read: str = option("head+tail", choices=ENCODER_READS)
+    sentence_slices: int = option(1, at_least=0)  # as NBSVMConfig's
+    slices_from: str = option("anywhere", choices=SLICE_PLACES, applies=slicing)
+    dropout: float = option(0.1, at_least=0, below=1)
+    optimizer: str = option("adam", choices=("adam",))
+    learning_rate: float = option(3e-5, above=0)  # peak, after 10% warmup; linear decay
+    batch_size: int = option(32, at_least=1)
+    epochs: int = option(2, at_least=1)
+    patience: int = option(1, at_least=1)
+
+
+MODELS = {"encoder": EncoderConfig(model="encoder")}
+
+
+# ## The model
+
+
+def encoder_classifier(backbone, dropout):
+    """Token ids (0: padding) -> the backbone -> masked mean -> Dropout -> sigmoid."""
+    import keras
+
+    backbone.get_layer("pooled_dense").trainable = False  # [CLS]'s pooler: unused
+    ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
+    mask = keras.ops.not_equal(ids, 0)
+    outputs = backbone({"token_ids": ids, "segment_ids": keras.ops.zeros_like(ids),
+                        "padding_mask": mask})["sequence_output"]
+    pooled = keras.layers.GlobalAveragePooling1D(name="mean_of_tokens")(outputs, mask=mask)
+    pooled = keras.layers.Dropout(dropout)(pooled)
+    probability = keras.layers.Dense(1, activation="sigmoid", dtype="float32",
+                                     name="positive")(pooled)
+    return keras.Model(ids, probability, name="encoder_classifier")
+
+
+def build_model(config, backbone, steps_per_epoch):
+    """`encoder_classifier` over the pretrained backbone, every weight trained with Adam
+    at a rate warmed up over the first 10% of the steps, then decayed to 0."""
+    import keras
+
+    import layers
+
+    model = encoder_classifier(backbone, config.dropout)
+    total = max(config.epochs * steps_per_epoch, 2)
+    schedule = layers.WarmupLinearDecay(config.learning_rate, max(total // 10, 1), total)
+    model.compile(optimizer=keras.optimizers.Adam(schedule), loss="binary_crossentropy",
+                  weighted_metrics=["accuracy"])
+    return model
+
+
+# ## From reviews to token ids
+
+
+def token_rows(tokenizer, texts, max_tokens, read="head"):
+    """`[CLS]`, each text's token ids (`data_prep.wordpiece`) cut to fit, `[SEP]`: a text
+    too long keeps its first tokens (`head`), or its first quarter and last three
+    quarters of the room (`head+tail`, the best cut for IMDB in Sun et al. 2019)."""
+    first, last = tokenizer.ids["[CLS]"], tokenizer.ids["[SEP]"]
+    room = max_tokens - 2
+    head = room if read == "head" else room // 4
+    rows = []
+    for text in texts:
+        ids = tokenizer.encode(clean_html(text))
+        kept = ids if len(ids) <= room else ids[:head] + ids[len(ids) - (room - head):]
+        rows.append([first, *kept, last])
+    return rows
+
+
+def padded_length(length, max_tokens):
+    """The first of the few padded lengths up to `max_tokens` that holds `length`."""
+    from data_prep.buckets import boundaries_up_to
+
+    return next(width for width in boundaries_up_to(max_tokens, LENGTHS) if width >= length)
+
+
+def build(config, data):
+    """The encoder of `data.encoder` (a folder) under the classifier head, trained on
+    the train reviews and their sentence slices read as its WordPiece tokens."""
+    from data_prep import encoders
+    from data_prep.padding import pad_rows
+    from data_prep.wordpiece import WordPiece
+    from workflows.sentiment.shared import Trainable, review_batches, split_texts
+
+    vocabulary = encoders.read_vocabulary(data.encoder)
+    lowercase = encoders.lowercases(data.encoder)
+    tokenizer = WordPiece(vocabulary, lowercase)
+    print(f"Tokenizing the reviews with the WordPiece vocabulary of {config.encoder}")
+    splits = {}
+    for split in ("train", "val"):
+        texts, labels = split_texts(config, data.prepared, split)
+        rows = token_rows(tokenizer, texts, config.max_review_tokens, config.read)
+        splits[split] = (pad_rows(rows, config.max_review_tokens), labels)
+
+    def batches(split, epoch=None):
+        return review_batches(config, *splits[split],
+                              None if epoch is None else config.seed + epoch)
+
+    backbone = encoders.load_backbone(data.encoder)
+    model = build_model(config, backbone, len(batches("train", 0)))
+    classifier = EncoderClassifier(model, vocabulary, config.max_review_tokens, lowercase,
+                                   config.read)
+    return Trainable(model, lambda epoch: batches("train", epoch), batches("val"),
+                     len(splits["train"][1]), classifier, tags={"model_family": "encoder"},
+                     metrics={"encoder_weights": backbone.count_params()},
+                     artifacts={"vocabulary.txt": "\n".join(vocabulary)})
+
+
+# ## The classifier
+
+
+class EncoderClassifier:
+    def __init__(self, model, vocabulary, max_review_tokens, lowercase=True, read="head"):
+        from workflows.core.compilation import compiled
+
+        self.model, self.vocabulary = model, list(vocabulary)
+        self.max_review_tokens, self.lowercase = max_review_tokens, lowercase
+        self.read = read
+        self._forward = compiled(lambda ids: self.model(ids, training=False), model,
+                                 tf_signature=[((None, None), "int32")])  # one graph
+
+    @cached_property
+    def tokenizer(self):
+        from data_prep.wordpiece import WordPiece
+
+        return WordPiece(self.vocabulary, self.lowercase)
+
+    def token_rows(self, texts):
+        return token_rows(self.tokenizer, texts, self.max_review_tokens, self.read)
+
+    def predict(self, texts, batch_size=32):
+        """P(positive) of each text."""
+        from workflows.sentiment.shared import score_rows
+
+        return score_rows(self._forward, self.token_rows(texts), batch_size,
+                          lambda length: padded_length(length, self.max_review_tokens))
+
+    def save(self, folder):
+        from workflows.sentiment.shared import save_folder
+
+        return save_folder(folder, self.model, "encoder", {
+            "max_review_tokens": self.max_review_tokens, "lowercase": self.lowercase,
+            "read": self.read}, self.vocabulary)
+
+    @classmethod
+    def load(cls, folder):
+        import keras_hub  # noqa: F401  registers BertBackbone for the saved model
+
+        from workflows.sentiment.shared import read_folder
+
+        model, settings, vocabulary = read_folder(folder)
+        return cls(model, vocabulary, settings["max_review_tokens"], settings["lowercase"],
+                   settings["read"])

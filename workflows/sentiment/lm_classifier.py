@@ -1,0 +1,182 @@
+"""A language model's GPT under a pooled classifier head (`lm_classifier`), fine-tuned
+with discriminative learning rates and gradual unfreezing (ULMFiT); reviews are read as
+the language model's WordPiece tokens.
+
+`SubwordClassifier.save(folder)` writes the Keras model (token ids in, P(positive)
+out), the vocabulary and the settings; `SubwordClassifier.load(folder).predict(texts)`
+tokenizes raw reviews the way the language model read its corpus (each document
+starts after `[END]`) and scores them in batches of similar length.
+"""
+
+import dataclasses
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from workflows.core import precision
+from workflows.core.config import ConfigError, option
+from workflows.sentiment.shared import TrainConfig
+
+LM_ARCHITECTURE = ("vocabulary_size", "sequence_length", "embed_dim", "dense_dim",
+                   "num_heads", "num_layers", "dtype_policy")
+
+
+@dataclass(frozen=True)
+class LMClassifierConfig(TrainConfig):
+    """`pretrained=False` trains the same architecture from scratch, for comparison.
+    The architecture fields are the source run's (set from `init_from`)."""
+
+    init_from: str | None = None  # a language_model run id (or prefix) or model URI
+    pretrained: bool = True  # False: same architecture and tokenizer, random weights
+    max_review_tokens: int = option(512, at_least=2)  # subword tokens read per review
+    layer_lr_decay: float = option(0.5, above=0, at_most=1)  # rate factor per layer down
+    unfreeze_epochs: float = option(1.0, at_least=0)  # top-down unfreezing; 0: none
+    dropout: float = option(0.1, at_least=0, below=1)
+    optimizer: str = option("adam", choices=("adam",))
+    learning_rate: float = option(2e-4, above=0)  # peak, after 10% warmup; linear decay
+    batch_size: int = option(16, at_least=1)
+    batch_tokens: int | None = option(None, at_least=8)  # as RNNConfig's
+    epochs: int = option(3, at_least=1)
+    patience: int = option(1, at_least=1)
+    vocabulary_size: int = option(5000, at_least=16)
+    sequence_length: int = option(128, at_least=4)  # the GPT's chunk length
+    embed_dim: int = option(256, at_least=8)
+    dense_dim: int = option(1024, at_least=8)
+    num_heads: int = option(4, at_least=1)
+    num_layers: int = option(4, at_least=1)
+    dtype_policy: str = option("float32", choices=precision.POLICIES)  # auto: precision.py
+
+
+MODELS = {"lm_classifier": LMClassifierConfig(model="lm_classifier")}
+
+
+def complete_config(config):
+    """`config` with the language-model run it starts from (`init_from`, as a run id),
+    and that run's architecture, vocabulary size and dtype policy."""
+    from workflows.causal_lm import source as lm_source
+
+    if not config.init_from:
+        raise ConfigError("lm_classifier fine-tunes a language model: give --init-from with "
+                          "a run id or model URI from `python -m workflows.language_model`.")
+    run = lm_source.source_run(config.init_from)
+    source = lm_source.source_config(run)
+    return dataclasses.replace(config, init_from=run.info.run_id,
+                               **{name: getattr(source, name) for name in LM_ARCHITECTURE})
+
+
+# ## The model
+
+
+def build_model(config, pretrained_gpt, steps_per_epoch):
+    """GPTClassifier over the pretrained GPT (or a new one), compiled with LayerwiseAdam:
+    each layer down trains at `layer_lr_decay` times the rate of the one above, and the
+    layers unfreeze top-down, evenly over the first `unfreeze_epochs`."""
+    import layers
+    from workflows.causal_lm import models as gpt_models
+
+    gpt = pretrained_gpt if config.pretrained else gpt_models.GPT(
+        config.vocabulary_size, config.sequence_length, config.embed_dim, config.dense_dim,
+        config.num_heads, config.num_layers, dropout=0.1,
+        dtype=precision.resolve(config.dtype_policy))
+    model = gpt_models.GPTClassifier(gpt, config.dropout)
+    names = ["final_norm", *(f"decoder_{i}" for i in reversed(range(config.num_layers))),
+             "embedding"]  # top-down
+    step = round(config.unfreeze_epochs * steps_per_epoch / len(names))
+    groups = {name: (config.layer_lr_decay ** depth, depth * step)
+              for depth, name in enumerate(names)}
+    total = max(config.epochs * steps_per_epoch, 2)
+    schedule = layers.WarmupLinearDecay(config.learning_rate, max(total // 10, 1), total)
+    model.compile(optimizer=layers.LayerwiseAdam(schedule, groups=groups),
+                  loss="binary_crossentropy", weighted_metrics=["accuracy"])
+    return model
+
+
+# ## From reviews to subword ids
+
+
+def token_rows(tokenizer, texts, max_tokens, batch_size=512):
+    """`[END]` then each review's token ids, cut at `max_tokens`."""
+    from data_prep.subwords import SPECIAL_TOKENS
+    from data_prep.text import clean_html
+
+    end_id = SPECIAL_TOKENS.index("[END]")
+    rows = []
+    for start in range(0, len(texts), batch_size):
+        batch = [clean_html(text) for text in texts[start:start + batch_size]]
+        rows += [[end_id, *np.asarray(ids).tolist()][:max_tokens] for ids in tokenizer(batch)]
+    return rows
+
+
+def build(config, data):
+    """The language model's GPT and WordPiece vocabulary under the classifier head;
+    the reviews read as its subword tokens, batched by length."""
+    from data_prep.padding import pad_rows
+    from workflows.causal_lm import source as lm_source
+    from workflows.sentiment.shared import Trainable, review_batches
+
+    prepared = data.prepared
+    generator = lm_source.load_generator(lm_source.source_run(config.init_from))
+    print(f"Tokenizing the reviews with the vocabulary of run {config.init_from}")
+    splits = {}
+    for split in ("train", "val"):
+        rows = token_rows(generator.tokenizer, prepared.texts(split), config.max_review_tokens)
+        splits[split] = (pad_rows(rows, config.max_review_tokens), prepared.labels(split))
+
+    def batches(split, epoch=None):
+        return review_batches(config, *splits[split],
+                              None if epoch is None else config.seed + epoch)
+
+    model = build_model(config, generator.model, len(batches("train", 0)))
+    classifier = SubwordClassifier(model, generator.vocabulary, config.max_review_tokens)
+    return Trainable(model, lambda epoch: batches("train", epoch), batches("val"),
+                     len(prepared.labels("train")), classifier,
+                     tags={"model_family": "lm_classifier",
+                           "pretrained": str(config.pretrained).lower()},
+                     artifacts={"vocabulary.txt": "\n".join(generator.vocabulary)})
+
+
+# ## The classifier
+
+
+class SubwordClassifier:
+    def __init__(self, model, vocabulary, max_review_tokens):
+        from workflows.core.compilation import compiled
+
+        self.model, self.vocabulary = model, list(vocabulary)
+        self.max_review_tokens = max_review_tokens
+        self._forward = compiled(lambda ids: self.model(ids, training=False), model,
+                                 tf_signature=[((None, None), "int32")])  # one graph
+
+    @cached_property
+    def tokenizer(self):
+        from data_prep.subwords import make_wordpiece_tokenizer
+
+        return make_wordpiece_tokenizer(self.vocabulary)
+
+    def token_rows(self, texts):
+        return token_rows(self.tokenizer, texts, self.max_review_tokens)
+
+    def predict(self, texts, batch_size=32):
+        """P(positive) of each text; batches of similar length, padded to a multiple of
+        the model's chunk length (few shapes to compile)."""
+        from workflows.sentiment.shared import score_rows
+
+        chunk = self.model.backbone.max_length
+        return score_rows(self._forward, self.token_rows(list(texts)), batch_size,
+                          lambda length: -(-length // chunk) * chunk)
+
+    def save(self, folder):
+        from workflows.sentiment.shared import save_folder
+
+        return save_folder(folder, self.model, "subwords",
+                           {"max_review_tokens": self.max_review_tokens}, self.vocabulary)
+
+    @classmethod
+    def load(cls, folder):
+        import layers  # noqa: F401  registers the layers a saved model uses
+        from workflows.causal_lm import models  # noqa: F401  registers GPT and GPTClassifier
+        from workflows.sentiment.shared import read_folder
+
+        model, settings, vocabulary = read_folder(folder)
+        return cls(model, vocabulary, settings["max_review_tokens"])

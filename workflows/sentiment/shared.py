@@ -1,0 +1,208 @@
+"""What every sentiment model family shares: the base config, the texts and token-id
+batches a model trains on, the classifier folder every family saves, and scoring in a
+few fixed shapes.
+
+A family module (`ngrams`, `rnn`, `transformer`, `doc2vec`, `encoder`, `lm_classifier`)
+holds its config, its Keras model, how reviews become its inputs, its classifier (saved
+with `save_folder`, loaded by `load_classifier`) and `build(config, data)`, which gives
+the lesson a `Trainable`.
+"""
+
+import importlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from data_prep.errors import UserError
+from data_prep.text import sentence_slices
+from workflows.core.config import option, seed_option
+from workflows.core.distribution import CHOICES
+
+# ## The config every family extends
+
+OPTIMIZERS = ("rmsprop", "adam", "adamw", "sgd", "nadam", "adagrad")
+AUGMENTATIONS = ("none", "round_trip", "edit")
+
+
+def _augmentable(config):
+    return type(config).augmentable
+
+
+def _augmenting(config):
+    return config.augment != "none"
+
+
+def _round_trip(config):
+    return config.augment == "round_trip"
+
+
+def slicing(config):
+    return config.sentence_slices > 0
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    augmentable = True  # (not a field) False where extra train rows cannot be used
+
+    model: str = ""
+    epochs: int = option(10, at_least=1)
+    batch_size: int = option(32, at_least=1)
+    optimizer: str = option("rmsprop", choices=OPTIMIZERS)
+    learning_rate: float = option(0.001, above=0)
+    patience: int = option(2, at_least=1)  # epochs without a lower val loss before stopping
+    seed: int = seed_option()
+    checkpoint_every_steps: int = option(200, at_least=0)  # 0: only at the end of epochs
+    distribution: str = option("none", choices=CHOICES)  # see workflows/core/distribution.py
+    # share of the official train reviews held out for validation (early stopping and
+    # ensemble weights); members of one ensemble must share it
+    val_fraction: float = option(0.2, above=0, below=1)
+    # more train rows (`sentiment/augmentation.py`): paraphrases of the train reviews by
+    # round-trip translation through the translation lesson's runs, or copies with random
+    # word deletions and swaps; validation and test are never augmented
+    augment: str = option("none", choices=AUGMENTATIONS, applies=_augmentable)
+    augment_unit: str = option("slices", choices=("slices", "reviews"), applies=_augmenting)
+    augment_copies: int = option(1, at_least=1, at_most=8, applies=_augmenting)
+    augment_fraction: float = option(1.0, above=0, at_most=1, applies=_augmenting)
+    # the en-es and es-en translation runs (id, prefix or model URI); "": the latest
+    translator: str = option("", applies=_round_trip)
+    back_translator: str = option("", applies=_round_trip)
+
+
+def compiled_classifier(model, config):
+    """`model` compiled with the config's optimizer and rate, binary cross-entropy and
+    accuracy (weighted: the rows that top up a batch to its fixed shape weigh 0)."""
+    import keras
+
+    optimizer = keras.optimizers.get({"class_name": config.optimizer,
+                                      "config": {"learning_rate": config.learning_rate}})
+    model.compile(optimizer=optimizer, loss="binary_crossentropy",
+                  weighted_metrics=["accuracy"])
+    return model
+
+
+@dataclass
+class Trainable:
+    """A family's model as the lesson trains it."""
+
+    model: Any  # a compiled keras.Model
+    train_batches: Callable[[int], Any]  # epoch -> that epoch's batches (same on every call)
+    validation_batches: Any
+    train_examples: int
+    classifier: Any  # raw reviews -> P(positive): `predict(texts)`, `save(folder)`
+    tags: dict = field(default_factory=dict)
+    artifacts: dict = field(default_factory=dict)  # name -> text or dict
+    metrics: dict = field(default_factory=dict)
+
+
+# ## What a model trains on
+
+
+def split_texts(config, prepared, split):
+    """(texts, labels) of `split`; for train, plus `sentence_slices` slices of one or two
+    sentences of each review (from `slices_from`), labelled as the review (short text
+    seen in training)."""
+    texts, labels = prepared.texts(split), prepared.labels(split)
+    count = getattr(config, "sentence_slices", 0) if split == "train" else 0
+    if count:
+        sliced = sentence_slices(texts, count, config.seed, config.slices_from)
+        texts, labels = texts + sliced, np.concatenate([labels, np.repeat(labels, count)])
+    return texts, labels
+
+
+# Padded review lengths (tokens) batches come in, up to the longest a config reads: a
+# handful of shapes, each compiled once
+REVIEW_LENGTHS = (64, 128, 192, 256, 384, 512, 768, 1024)
+
+
+def review_batches(config, ids, labels, seed=None, bucketing=True):
+    """Token id batches in a few fixed shapes: with `bucketing`, reviews padded to the
+    first of `REVIEW_LENGTHS` that holds them, `batch_tokens // length` (or
+    `batch_size`) per batch; else every batch `batch_size` x the full length."""
+    from data_prep.batches import LabelledBatches, for_backend
+    from data_prep.buckets import BucketPlan, boundaries_up_to
+
+    longest, tokens = ids.shape[1], getattr(config, "batch_tokens", None)
+    if bucketing:
+        plan = BucketPlan(boundaries_up_to(longest, REVIEW_LENGTHS), tokens,
+                          None if tokens else config.batch_size)
+    else:
+        plan = BucketPlan.single(longest, config.batch_size)
+    return for_backend(LabelledBatches(ids, labels, plan, seed))
+
+
+def score_rows(forward, rows, batch_size, width):
+    """`forward`'s P(positive) of each token id row, scored shortest first in batches of
+    `batch_size` rows padded to `width(longest row)`; a short last batch is topped up
+    with empty rows, so each width is one shape."""
+    import keras
+
+    from data_prep.padding import pad_rows
+
+    probabilities = np.zeros(len(rows))
+    order = np.argsort([len(row) for row in rows], kind="stable")
+    for start in range(0, len(rows), batch_size):
+        batch = order[start:start + batch_size]
+        ids = pad_rows([rows[i] for i in batch] + [[]] * (batch_size - len(batch)),
+                       width(max(len(rows[i]) for i in batch)))
+        probabilities[batch] = keras.ops.convert_to_numpy(forward(ids))[:len(batch), 0]
+    return probabilities
+
+
+# ## The classifier folder
+# `model.keras`, `classifier.json` (the kind, by which `load_classifier` finds the
+# family, and the family's settings) and, for those that read words or pieces,
+# `vocabulary.txt`.
+
+SETTINGS_FILE = "classifier.json"
+CLASSIFIERS = {  # kind -> (module, class)
+    "end_to_end": ("workflows.sentiment.ngrams", "EndToEndClassifier"),
+    "token_ids": ("workflows.sentiment.token_ids", "TokenClassifier"),
+    "paragraph_vectors": ("workflows.sentiment.doc2vec", "ParagraphVectorClassifier"),
+    "encoder": ("workflows.sentiment.encoder", "EncoderClassifier"),
+    "subwords": ("workflows.sentiment.lm_classifier", "SubwordClassifier"),
+}
+
+
+class ClassifierFolderError(UserError):
+    """A classifier folder this version cannot read."""
+
+
+def save_folder(folder, model, kind, settings=None, vocabulary=None):
+    """Writes `model.keras`, `classifier.json` and `vocabulary.txt` (if given)."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    model.save(folder / "model.keras")
+    if vocabulary is not None:
+        (folder / "vocabulary.txt").write_text("\n".join(vocabulary), "utf-8")
+    (folder / SETTINGS_FILE).write_text(json.dumps({"kind": kind, **(settings or {})}))
+    return folder
+
+
+def read_folder(folder, compile=False):
+    """`(model, settings, vocabulary or None)` of a folder `save_folder` wrote."""
+    import keras
+
+    folder = Path(folder)
+    model = keras.saving.load_model(folder / "model.keras", compile=compile)
+    settings = json.loads((folder / SETTINGS_FILE).read_text())
+    vocabulary = folder / "vocabulary.txt"
+    return model, settings, vocabulary.read_text("utf-8").split("\n") \
+        if vocabulary.exists() else None
+
+
+def load_classifier(folder):
+    """The classifier saved in `folder`, by the kind its classifier.json names."""
+    try:
+        kind = json.loads((Path(folder) / SETTINGS_FILE).read_text()).get("kind")
+    except (OSError, ValueError, AttributeError):
+        kind = None
+    if kind not in CLASSIFIERS:
+        raise ClassifierFolderError(
+            f"{folder} is not a classifier folder of this version (no known kind in its "
+            f"{SETTINGS_FILE}): train the model again (train --retrain).")
+    module, name = CLASSIFIERS[kind]
+    return getattr(importlib.import_module(module), name).load(folder)
