@@ -69,7 +69,7 @@ def timed(function):
 def main(argv=None):
     import numpy as np
 
-    from data_prep.padding import pad_rows
+    from data_prep.buckets import pad_rows
     from workflows import translation as workflow
     from workflows.core import runs
     from workflows.seq2seq.batching import truncate

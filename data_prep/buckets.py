@@ -8,8 +8,8 @@ rows (as fairseq's `--max-tokens`: short sentences travel in large batches, long
 in small, and every batch costs about the same), or a fixed number of `rows`. The
 last batch of each bucket is filled with other rows of the bucket (training) or
 topped up with empty rows (index -1, spread among the real ones; evaluation), so a
-whole epoch uses exactly one shape per bucket. Pure NumPy: the
-batches a lesson builds from it run on any backend.
+whole epoch uses exactly one shape per bucket; `pad_rows` pads a batch's rows to its
+shape. Pure NumPy: the batches a lesson builds from it run on any backend.
 """
 
 from dataclasses import dataclass
@@ -122,3 +122,11 @@ def topped_up(rows, size):
 def take_rows(rows, indices):
     """`rows[i]` for each of `indices`."""
     return [rows[i] for i in indices]
+
+
+def pad_rows(rows, length):
+    """`(len(rows), length)` int32 ids: each row from the left, zeros after it."""
+    batch = np.zeros((len(rows), length), "int32")
+    for i, row in enumerate(rows):
+        batch[i, :len(row)] = row
+    return batch

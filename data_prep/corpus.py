@@ -24,10 +24,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
 from data_prep import cache, imdb
 from data_prep.errors import UserError
-from data_prep.progress import Progress
 from data_prep.runtime import run_main
 from data_prep.sources import add_location_arguments, extract
 from data_prep.subwords import SPECIAL_TOKENS, learn_wordpiece, make_wordpiece_tokenizer
@@ -182,7 +182,8 @@ def _write_prepared(tmp, corpus, imdb_path, settings, root, vocabulary, verbose)
         vocabulary = learn_wordpiece(splits["train"], settings.vocabulary_size)
     (tmp / "vocabulary.txt").write_text("\n".join(vocabulary), encoding="utf-8")
     streams = {}
-    with Progress("Tokenizing documents", sum(map(len, splits.values()))) as progress:
+    with tqdm(total=sum(map(len, splits.values())), desc="Tokenizing documents",
+              disable=None) as progress:
         for name, split in splits.items():
             (tmp / f"{name}.json").write_text(json.dumps(split, ensure_ascii=False), "utf-8")
             streams[name] = token_stream(split, vocabulary, progress)
@@ -206,7 +207,7 @@ def token_stream(documents, vocabulary, progress=None, batch_size=512):
         for row in tokenizer(batch):
             pieces += [np.asarray(row, "int32"), np.asarray([END_ID], "int32")]
         if progress:
-            progress.advance(len(batch))
+            progress.update(len(batch))
     return np.concatenate(pieces) if pieces else np.zeros((0,), "int32")
 
 

@@ -4,11 +4,11 @@ from gensim.models.callbacks import CallbackAny2Vec
 
 
 class EpochProgress(CallbackAny2Vec):
-    """Advances a `data_prep.progress.Progress` at the end of each epoch."""
+    """Advances a tqdm progress bar at the end of each epoch."""
 
     def __init__(self, progress):
         super().__init__()
         self.progress = progress
 
     def on_epoch_end(self, model):
-        self.progress.advance()
+        self.progress.update()

@@ -20,10 +20,10 @@ from pathlib import Path
 import numpy as np
 from gensim.models import KeyedVectors, doc2vec_inner
 from gensim.models.doc2vec import Doc2Vec, TaggedDocument
+from tqdm import tqdm
 
 from data_prep import cache
 from data_prep.gensim_progress import EpochProgress
-from data_prep.progress import Progress
 from data_prep.text import clean_html
 
 TOKEN = re.compile(r"[\w']+|[!?]")  # words, and the punctuation that carries sentiment
@@ -69,7 +69,7 @@ class ParagraphVectors:
                         sample=settings.sample, epochs=settings.epochs, seed=settings.seed,
                         workers=workers)
         model.build_vocab(documents)
-        with Progress("Doc2Vec epochs", settings.epochs) as progress:
+        with tqdm(total=settings.epochs, desc="Doc2Vec epochs", disable=None) as progress:
             model.train(documents, total_examples=len(documents), epochs=settings.epochs,
                         callbacks=[EpochProgress(progress)])
         return cls(model)
@@ -78,11 +78,12 @@ class ParagraphVectors:
         """One float32 vector per text (rows of a `(len(texts), vector_size)` array);
         progress is shown under `label` if given."""
         vectors = np.zeros((len(texts), self.vector_size), "float32")
-        with Progress(label, len(texts)) if label else contextlib.nullcontext() as progress:
+        with tqdm(total=len(texts), desc=label, disable=None) if label \
+                else contextlib.nullcontext() as progress:
             for i, text in enumerate(texts):
                 vectors[i] = self._infer_one(text)
                 if progress:
-                    progress.advance()
+                    progress.update()
         return vectors
 
     def _infer_one(self, text):

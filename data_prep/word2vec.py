@@ -14,11 +14,11 @@ import time
 from pathlib import Path
 
 from gensim.models import FastText, KeyedVectors, Word2Vec
+from tqdm import tqdm
 
 from data_prep import imdb
 from data_prep.cache import produce_file
 from data_prep.gensim_progress import EpochProgress
-from data_prep.progress import Progress
 from data_prep.runtime import run_main
 from data_prep.text import clean_html
 
@@ -43,7 +43,7 @@ def train_word2vec(texts, vector_size=100, window=5, min_count=5, epochs=5, seed
     if algorithm not in models:
         raise ValueError(f"`algorithm` must be one of {sorted(models)}, got {algorithm!r}.")
     sentences = [tokenize(text) for text in texts]
-    with Progress(f"{algorithm} epochs", epochs) as progress:
+    with tqdm(total=epochs, desc=f"{algorithm} epochs", disable=None) as progress:
         model = models[algorithm](sentences, vector_size=vector_size, window=window,
                                   min_count=min_count, sg=1, epochs=epochs, seed=seed,
                                   workers=workers, callbacks=[EpochProgress(progress)])

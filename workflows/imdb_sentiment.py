@@ -24,24 +24,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from data_prep import cache, glove, imdb
-from data_prep.labelled_texts import read_labelled_texts
-from data_prep.runtime import deferred, run_main
+from data_prep import glove, imdb
+from data_prep.runtime import run_main
 from workflows.core.cli import LessonCLI, read_texts
 from workflows.core.config import Catalog, ConfigError
 from workflows.core.lesson import Lesson, ModelExport
 from workflows.sentiment import doc2vec, encoder, lm_classifier, ngrams, rnn, transformer
 from workflows.sentiment.ensemble import FIT_ON
 from workflows.sentiment.lexicon import LEXICONS
-
-# The machinery the steps use, loaded when a step runs (`--help` answers without it).
-runs = deferred("workflows.core.runs")
-models = deferred("workflows.core.models")
-training = deferred("workflows.core.training")
-evaluation = deferred("workflows.sentiment.evaluation")
-ensemble_run = deferred("workflows.sentiment.ensemble_run")
-augmentation = deferred("workflows.sentiment.augmentation")
-encoders = deferred("data_prep.encoders")
 
 EXPERIMENT = "imdb_sentiment"
 PYFUNC_FILE = Path(__file__).parent / "sentiment" / "pyfunc.py"  # every classifier folder
@@ -65,6 +55,8 @@ def complete_config(config):
     complete = getattr(FAMILIES[config.model], "complete_config", None)
     config = complete(config) if complete else config
     if config.augment == "round_trip":
+        from workflows.sentiment import augmentation
+
         config = dataclasses.replace(config, **{
             role: augmentation.translation_run(getattr(config, role), role).info.run_id
             for role in augmentation.DIRECTIONS})
@@ -113,16 +105,22 @@ class ImdbData:
 def load_data(config, imdb_path=None, work_dir=None):
     """The prepared reviews `config` trains on (augmented if it says so) and their
     fingerprint, which includes a pretrained encoder's weights."""
+    from data_prep import cache
+
     prepared = imdb.prepare(imdb_path, data_settings(config), work_dir, verbose=False)
     vocabulary_hash = cache.sha256_of(prepared.directory / "vocabulary.txt")[:12]
     fingerprint = f"{prepared.directory.name}:{vocabulary_hash}"
     folder = None
     if getattr(config, "encoder", None):  # its weights are part of what a run trains on
+        from data_prep import encoders
+
         folder = encoders.encoder_folder(config.encoder, work_dir)
         fingerprint += ":encoder-" + encoders.encoder_digest(config.encoder, folder,
                                                              work_dir)[:16]
     if config.augment == "none":
         return ImdbData(prepared, fingerprint, encoder=folder)
+    from workflows.sentiment import augmentation
+
     added = augmentation.augment(config, prepared, work_dir)
     return ImdbData(augmentation.AugmentedImdb(prepared, added),
                     f"{fingerprint}:{added.name}", added.summary, folder)
@@ -131,6 +129,8 @@ def load_data(config, imdb_path=None, work_dir=None):
 def augment(config, imdb_path=None, work_dir=None):
     """`augment`: makes (or finds) the augmented train rows `config` trains on, ahead of
     `train`, and prints a few with the reviews they came from."""
+    from workflows.sentiment import augmentation
+
     if config.augment == "none":
         raise ConfigError("Say which augmentation: --augment round_trip (paraphrases by "
                           "the translation lesson's translators) or --augment edit.")
@@ -152,6 +152,8 @@ def augment(config, imdb_path=None, work_dir=None):
 
 def train(config, imdb_path=None, work_dir=None, retrain=False, tags=None, after_epoch=None):
     """Trains `config` (or resumes it, or finds it trained); returns the MLflow run id."""
+    from workflows.core import training
+
     family = FAMILIES[config.model]
     with training.TrainingRun(EXPERIMENT, config.model, config, work_dir, retrain, tags,
                               after_epoch) as run:
@@ -200,6 +202,11 @@ def evaluate(run_id=None, imdb_path=None, work_dir=None, model_uri=None, top_wro
     Metric names start with `test_`, or with `texts_<file stem>_`, so one run holds
     its scores on several files.
     """
+    from data_prep import cache
+    from data_prep.labelled_texts import read_labelled_texts
+    from workflows.core import models, runs
+    from workflows.sentiment import evaluation
+
     source = {}
     if texts_file:
         texts, labels = read_labelled_texts(texts_file, text_column, label_column)
@@ -217,6 +224,8 @@ def evaluate(run_id=None, imdb_path=None, work_dir=None, model_uri=None, top_wro
 
 def predict(texts, run_id=None, model_uri=None):
     """Label and probability for each text, printed; returns the probabilities."""
+    from workflows.core import models, runs
+
     models.check_texts(texts, "review")
     run = runs.model_run(LESSON, run_id, model_uri)
     probabilities = models.load_pyfunc(run).predict(list(texts))
@@ -237,6 +246,8 @@ def ensemble(run_ids, imdb_path=None, work_dir=None, lexicon="none", fit_on="rev
     `evaluate`'s), logged as its own run with a pyfunc that holds every member
     (`sentiment/ensemble_run.py`). Returns its run id (an ensemble of the same members
     and settings is reused)."""
+    from workflows.sentiment import ensemble_run
+
     calibration_texts = ensemble_run.calibration_texts(calibrate_on, text_column,
                                                        label_column) if calibrate_on else None
 
@@ -265,6 +276,8 @@ LESSON = Lesson(EXPERIMENT, CATALOG, train, load_data, COMPARE_COLUMNS,
 
 def compare(sort_by=None, model=None, since=None, style="text", ascending=False):
     """Prints this lesson's runs as a table, best first; returns the rows."""
+    from workflows.core import runs
+
     return runs.compare(LESSON, sort_by, model, since, style, ascending)
 
 
@@ -273,6 +286,8 @@ def compare(sort_by=None, model=None, since=None, style="text", ascending=False)
 
 def run_lesson(args):
     """`run`: prepare, then train, evaluate and try out each model; compare them."""
+    from workflows.core import runs
+
     configs = CLI.configs(args, args.model or ["bow", "bilstm_glove"])
     uses_word2vec = any(getattr(c, "embedding", "") == "word2vec" for c in configs)
     prepare(args.imdb_path, args.work_dir, uses_word2vec, args.glove, args.glove_dim)

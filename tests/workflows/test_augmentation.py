@@ -12,7 +12,7 @@ import pytest
 
 from data_prep import cache
 from data_prep.text import clean_html
-from tests.workflows.conftest import COMMON, first_runs_by_model
+from tests.workflows.conftest import COMMON, first_runs_by_model, in_shared_store
 from workflows import imdb_sentiment as workflow
 from workflows.core import models, runs
 from workflows.core import store as mlflow_store
@@ -142,7 +142,9 @@ def log_translator(direction, seed):
 
 @pytest.fixture(scope="module")
 def translators(store):
-    return {"translator": log_translator("en-es", 1), "back_translator": log_translator("es-en", 2)}
+    with in_shared_store():  # whatever another module's fixture left in the environment
+        return {"translator": log_translator("en-es", 1),
+                "back_translator": log_translator("es-en", 2)}
 
 
 NBSVM = ["--model", "nbsvm", *COMMON, "--set", "sentence_slices=0"]

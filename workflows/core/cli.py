@@ -15,19 +15,9 @@ from pathlib import Path
 import yaml
 
 from data_prep.errors import run_command
-from data_prep.runtime import deferred
 from data_prep.sources import add_location_arguments
 from workflows.core import distribution, search_space
 from workflows.core.config import ConfigError, applicable_fields
-
-# loaded when a step runs, never for `--help` or a mistyped flag
-compilation = deferred("workflows.core.compilation")
-training = deferred("workflows.core.training")
-runs = deferred("workflows.core.runs")
-search = deferred("workflows.core.search")
-servers = deferred("workflows.core.servers")
-models = deferred("workflows.core.models")
-store = deferred("workflows.core.store")
 
 
 class LessonCLI:
@@ -74,6 +64,8 @@ class LessonCLI:
     def shared_steps(self, search=True):
         """`search` (unless a lesson declares its own), `compare`, `register` and `serve`,
         the same in every lesson."""
+        from workflows.core import servers
+
         if search:
             add_search_arguments(self.step(
                 "search", "hyperparameter search with Optuna: trials in parallel, each an "
@@ -106,6 +98,8 @@ class LessonCLI:
         return run_command(self._run_step, args)
 
     def _run_step(self, args):
+        from workflows.core import compilation, store
+
         if getattr(args, "sweep", None) and args.step != "train":
             raise ConfigError("--sweep works with the train step.")
         if distribution.process_count() > 1 and (args.step in ("run", "search")
@@ -135,6 +129,8 @@ class LessonCLI:
 
     def train(self, args):
         """`train`: one config, or a sweep of it; `--register` afterwards."""
+        from workflows.core import runs
+
         (config,) = self.configs(args)
         if args.sweep:  # a grid search: every combination, one child run each
             space, points = sweep_space(args.sweep)
@@ -146,6 +142,8 @@ class LessonCLI:
         self.train_config(args, config)
 
     def train_config(self, args, config, parent_run_id=None):
+        from workflows.core import runs, training
+
         run_id = self.lesson.train(config, self.data_path(args), args.work_dir, args.retrain,
                                    training.child_tags(parent_run_id))
         if args.register and distribution.process_index() == 0:
@@ -170,6 +168,8 @@ class LessonCLI:
 
     def _search(self, args, config, settings, worker=None):
         """Runs (or joins) the study of `settings`; `--register` its best trial."""
+        from workflows.core import runs, search, training
+
         def train_trial(trial_config, parent_run_id, tags, after_epoch):
             return self.lesson.train(trial_config, self.data_path(args), args.work_dir,
                                      tags={**training.child_tags(parent_run_id), **tags},
@@ -184,13 +184,19 @@ class LessonCLI:
                 runs.register_model(summary["best_run_id"], args.register)
 
     def compare(self, args):
+        from workflows.core import runs
+
         runs.compare(self.lesson, args.sort_by, getattr(args, "model", None), args.since,
                      args.format, args.ascending, self.run_params(args))
 
     def register(self, args):
+        from workflows.core import runs
+
         runs.register(self.lesson, args.run_id, args.name, args.alias)
 
     def serve(self, args):
+        from workflows.core import models, runs, servers
+
         run = runs.check_has_model(runs.model_run(
             self.lesson, args.run_id, args.model_uri, self.run_params(args)))
         servers.serve(args.model_uri or models.model_uri(run.info.run_id), args.host,

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import mlflow
 import numpy as np
+from tqdm import tqdm
 
 from data_prep.cache import folder_digest
 from data_prep.errors import UserError
-from data_prep.progress import Progress
 from workflows.core.config import ConfigError
 from workflows.core.distribution import on_this_process
 from workflows.core.store import PROJECT_ROOT
@@ -181,11 +181,11 @@ def check_texts(texts, what):
 def predict_in_chunks(model, texts, label, chunk_size=2048):
     """`model.predict(texts)` chunk by chunk, showing progress; a flat numpy array."""
     outputs = []
-    with Progress(label, len(texts)) as progress:
+    with tqdm(total=len(texts), desc=label, disable=None) as progress:
         for start in range(0, len(texts), chunk_size):
             chunk = texts[start:start + chunk_size]
             outputs.extend(np.asarray(model.predict(chunk)).reshape(-1).tolist())
-            progress.advance(len(chunk))
+            progress.update(len(chunk))
     return np.asarray(outputs)
 
 

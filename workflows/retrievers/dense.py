@@ -22,9 +22,9 @@ from pathlib import Path
 
 import keras
 import numpy as np
+from tqdm import tqdm
 
 from data_prep import encoders
-from data_prep.progress import Progress
 from data_prep.wordpiece import WordPiece
 
 ENCODER_FOLDER = "encoder"  # a keras-hub preset (config, weights) and its vocab.txt
@@ -97,12 +97,13 @@ class DenseEncoder:
         `label`, progress is shown."""
         ids = self.tokenizer.ids(texts, max_length)
         embeddings = np.zeros((len(texts), self.model.output_shape[-1]), "float32")
-        with Progress(label, len(texts)) if label else contextlib.nullcontext() as progress:
+        with tqdm(total=len(texts), desc=label, disable=None) if label \
+                else contextlib.nullcontext() as progress:
             for rows, token_ids, mask in fixed_shape_batches(ids, max_length, batch_size):
                 vectors = self.model.predict_on_batch([token_ids, mask])
                 embeddings[rows] = keras.ops.convert_to_numpy(vectors)[:len(rows)]
                 if progress:
-                    progress.advance(len(rows))
+                    progress.update(len(rows))
         return embeddings
 
 

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
+from tqdm import tqdm
 
 from data_prep.errors import UserError
-from data_prep.progress import Progress
 
 CHUNK = 256
 
@@ -121,13 +121,13 @@ class _progress:
 
     def __init__(self, parts, total, done_chunks):
         self.parts, self.stop = parts, threading.Event()
-        self.progress = Progress("Labelling", total)
+        self.progress = tqdm(total=total, desc="Labelling", disable=None)
         self.thread = threading.Thread(target=self._watch, daemon=True)
 
     def _watch(self):
         while not self.stop.wait(1.0):
             lines = sum(1 for p in self.parts.glob("[0-9]*.jsonl") for _ in open(p, "rb"))
-            self.progress.advance(lines - self.progress.count)
+            self.progress.update(lines - self.progress.n)
 
     def __enter__(self):
         self.progress.__enter__()
@@ -137,6 +137,6 @@ class _progress:
     def __exit__(self, *exc_info):
         self.stop.set()
         self.thread.join()
-        self.progress.advance(sum(1 for p in self.parts.glob("[0-9]*.jsonl")
-                                  for _ in open(p, "rb")) - self.progress.count)
+        self.progress.update(sum(1 for p in self.parts.glob("[0-9]*.jsonl")
+                                  for _ in open(p, "rb")) - self.progress.n)
         self.progress.__exit__(*exc_info)

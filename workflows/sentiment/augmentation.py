@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
 from data_prep import cache
-from data_prep.progress import Progress
 from data_prep.text import SENTENCE_END, clean_html
 from workflows.seq2seq.presets import EXPERIMENT as TRANSLATION
 
@@ -179,7 +179,8 @@ class ParaphraseMemo:
         """{sentence: paraphrases} for `sentences`, appended to the memo a chunk at a time."""
         forward, back = self.translator(), self.back_translator()
         done = {}
-        with Progress("Round-trip translating sentences", len(sentences)) as progress, \
+        with tqdm(total=len(sentences), desc="Round-trip translating sentences",
+                  disable=None) as progress, \
                 open(self.folder / MEMO_FILE, "a", encoding="utf-8") as memo:
             for start in range(0, len(sentences), CHUNK):
                 chunk = sentences[start:start + CHUNK]
@@ -188,7 +189,7 @@ class ParaphraseMemo:
                 memo.flush()
                 os.fsync(memo.fileno())
                 done.update(paraphrased)
-                progress.advance(len(chunk))
+                progress.update(len(chunk))
         return done
 
 

@@ -108,7 +108,7 @@ def build(config, data):
     """The encoder of `data.encoder` (a folder) under the classifier head, trained on
     the train reviews and their sentence slices read as its WordPiece tokens."""
     from data_prep import encoders
-    from data_prep.padding import pad_rows
+    from data_prep.buckets import pad_rows
     from data_prep.wordpiece import WordPiece
     from workflows.sentiment.shared import Trainable, review_batches, split_texts
 

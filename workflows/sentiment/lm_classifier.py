@@ -111,7 +111,7 @@ def token_rows(tokenizer, texts, max_tokens, batch_size=512):
 def build(config, data):
     """The language model's GPT and WordPiece vocabulary under the classifier head;
     the reviews read as its subword tokens, batched by length."""
-    from data_prep.padding import pad_rows
+    from data_prep.buckets import pad_rows
     from workflows.causal_lm import source as lm_source
     from workflows.sentiment.shared import Trainable, review_batches
 

@@ -140,7 +140,7 @@ def score_rows(forward, rows, batch_size, width):
     with empty rows, so each width is one shape."""
     import keras
 
-    from data_prep.padding import pad_rows
+    from data_prep.buckets import pad_rows
 
     probabilities = np.zeros(len(rows))
     order = np.argsort([len(row) for row in rows], kind="stable")

@@ -3,8 +3,7 @@
 import numpy as np
 
 from data_prep.batches import BucketedBatches
-from data_prep.buckets import EMPTY, BucketPlan, boundaries_every, take_rows
-from data_prep.padding import pad_rows
+from data_prep.buckets import EMPTY, BucketPlan, boundaries_every, pad_rows, take_rows
 
 
 def truncate(rows, max_length, keep_last=False):

@@ -4,8 +4,9 @@
 import json
 import time
 
+from tqdm import tqdm
+
 from data_prep import batches
-from data_prep.progress import Progress
 from workflows.core import figures, runs
 from workflows.seq2seq.metrics import bleu_scores
 
@@ -13,11 +14,11 @@ from workflows.seq2seq.metrics import bleu_scores
 def translate_in_batches(translator, texts, beam_width, label, length_penalty=0.0,
                          chunk_size=1024):
     outputs = []
-    with Progress(label, len(texts)) as progress:
+    with tqdm(total=len(texts), desc=label, disable=None) as progress:
         for start in range(0, len(texts), chunk_size):
             outputs += translator.translate(texts[start:start + chunk_size], beam_width,
                                             length_penalty)
-            progress.advance(len(texts[start:start + chunk_size]))
+            progress.update(len(texts[start:start + chunk_size]))
     return outputs
 
 

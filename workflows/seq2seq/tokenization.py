@@ -17,9 +17,9 @@ import string
 from dataclasses import dataclass
 
 import numpy as np
+from tqdm import tqdm
 
 from data_prep import cache
-from data_prep.progress import Progress
 from data_prep.spa_eng import (
     LANGUAGE_NAMES,
     SUBWORD_SPECIAL_TOKENS,
@@ -178,15 +178,15 @@ def token_arrays(prepared, tokenizer, work_dir=None):
 
 def _tokenize_splits(prepared, tokenizer):
     arrays = {}
-    with Progress(f"Tokenizing pairs ({tokenizer.direction}, {tokenizer.kind})",
-                  2 * len(SPLITS)) as progress:
+    with tqdm(total=2 * len(SPLITS), disable=None,
+              desc=f"Tokenizing pairs ({tokenizer.direction}, {tokenizer.kind})") as progress:
         for split in SPLITS:
             pairs = prepared.pairs(split, tokenizer.direction)
             for side, ids in (("source", tokenizer.source_ids([s for s, _ in pairs])),
                               ("target", tokenizer.target_ids([t for _, t in pairs]))):
                 arrays[f"{split}_{side}_flat"] = np.concatenate(ids).astype("int32")
                 arrays[f"{split}_{side}_lengths"] = np.asarray([len(r) for r in ids], "int32")
-                progress.advance()
+                progress.update()
     return arrays
 
 

@@ -15,9 +15,8 @@ import keras
 import numpy as np
 
 import layers  # noqa: F401  registers the layers and the loss a saved model uses
-from data_prep.buckets import BucketPlan, boundaries_up_to
+from data_prep.buckets import BucketPlan, boundaries_up_to, pad_rows
 from data_prep.errors import UserError
-from data_prep.padding import pad_rows
 from workflows.core.compilation import compiled
 from workflows.seq2seq.batching import PairBatches, truncate
 from workflows.seq2seq.decoding import Decoder, rank_hypotheses
