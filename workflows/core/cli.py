@@ -45,6 +45,11 @@ class LessonCLI:
         parser = self.steps.add_parser(name, help=help_text, description=help_text)
         if data:
             add_location_arguments(parser, self.source)
+        if name == "prepare":
+            parser.add_argument("--verify", action="store_true",
+                                help="first hash every prepared file of the work folder again "
+                                     "(a load checks sizes and times only) and remove what is "
+                                     "damaged, to be built again")
         if train:
             self._add_train_arguments(parser, train, step=name)
         if texts:
@@ -108,6 +113,8 @@ class LessonCLI:
                 "Several processes (KERAS_DISTRIBUTION_NUM_PROCESSES) train one config: use "
                 "the train step, then evaluate in one process (README: Scale out).")
         compilation.use_persistent_cache(getattr(args, "work_dir", None))
+        if getattr(args, "verify", False):
+            verify_work_folder(args.work_dir)
         if hasattr(args, "overrides") and args.model is not None:  # a config mistake: first
             self.configs(args, args.model if isinstance(args.model, list) else None,
                          complete=False)
@@ -391,3 +398,14 @@ def sweep_space(items):
         space.append(f"{key.strip()}=choice:{','.join(choices)}")
         points *= len(choices)
     return space, points
+
+
+def verify_work_folder(work_dir=None):
+    """`prepare --verify`: every prepared entry and cache file hashed again."""
+    from data_prep import cache
+
+    removed = cache.verify_work_folder(work_dir)
+    for line in removed:
+        print(f"Removed {line}")
+    print(f"Verified {cache.work_dir(work_dir)}: "
+          + (f"{len(removed)} damaged, to be built again." if removed else "every file intact."))
