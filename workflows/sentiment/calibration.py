@@ -32,30 +32,10 @@ class Calibration:
         return sigmoid((logit(calibrated) - self.intercept) / self.slope)
 
     @classmethod
-    def fit(cls, labels, probabilities, steps=100):
-        """The slope and intercept of least log-loss on (`labels`, `probabilities`):
-        Newton's method with a backtracking line search (a convex problem in two
-        parameters: a few steps)."""
-        x, y = logit(probabilities), np.asarray(labels, "float64")
-
-        def loss(slope, intercept):
-            z = slope * x + intercept
-            return np.sum(np.logaddexp(0, z) - y * z)
-
-        slope, intercept = 1.0, 0.0
-        for _ in range(steps):
-            p = sigmoid(slope * x + intercept)
-            gradient = np.array([np.sum((p - y) * x), np.sum(p - y)])
-            weight = p * (1 - p)
-            hessian = np.array([[np.sum(weight * x * x), np.sum(weight * x)],
-                                [np.sum(weight * x), np.sum(weight)]]) + 1e-9 * np.eye(2)
-            step, size, current = np.linalg.solve(hessian, gradient), 1.0, loss(slope, intercept)
-            while loss(slope - size * step[0], intercept - size * step[1]) > current \
-                    and size > 1e-6:
-                size /= 2
-            slope, intercept = slope - size * step[0], intercept - size * step[1]
-            if np.max(np.abs(size * step)) < 1e-9:
-                break
+    def fit(cls, labels, probabilities):
+        """The slope and intercept of least log loss on (`labels`, `probabilities`): a
+        logistic regression on the logit (`fit_logistic`)."""
+        (slope,), intercept = fit_logistic(logit(probabilities)[:, None], labels)
         if not slope > 0:  # a scorer no better than chance: keep the scores' order anyway
             return cls()
         return cls(float(slope), float(intercept))
@@ -65,9 +45,8 @@ class Calibration:
 
     @classmethod
     def load(cls, folder):
-        """The calibration saved in `folder`, or the identity (models saved before)."""
-        path = Path(folder) / FILE
-        return cls(**json.loads(path.read_text())) if path.exists() else cls()
+        """The calibration saved in `folder`."""
+        return cls(**json.loads((Path(folder) / FILE).read_text()))
 
 
 @dataclass(frozen=True)
@@ -100,7 +79,7 @@ class LengthTemperature:
     def fit(cls, *groups):
         """The temperature of least log loss on `groups` of (labels, probabilities,
         texts), each group's mean counting equally (5,000 reviews do not drown 150 short
-        texts)."""
+        texts); minimized as `fit_logistic` minimizes."""
         from scipy.optimize import minimize
 
         def loss(parameters):
@@ -112,7 +91,28 @@ class LengthTemperature:
             return total
 
         return cls(*(float(value) for value in
-                     minimize(loss, np.zeros(2), method="Nelder-Mead").x))
+                     minimize(loss, np.zeros(2), method="L-BFGS-B").x))
+
+
+def fit_logistic(features, labels, l2=0.0, start=None):
+    """`(weights, bias)` of the logistic regression of `labels` on `features` `(rows,
+    columns)`: least mean log loss plus `l2` times the squared weights, by L-BFGS (the
+    one fit behind Platt scaling and the ensembles' stacking weights)."""
+    from scipy.optimize import minimize
+
+    features, labels = np.asarray(features, "float64"), np.asarray(labels, "float64")
+
+    def loss_and_gradient(parameters):
+        weights, bias = parameters[:-1], parameters[-1]
+        z = features @ weights + bias
+        loss = np.mean(np.logaddexp(0, z) - labels * z) + l2 * weights @ weights
+        error = (sigmoid(z) - labels) / len(labels)
+        return loss, np.append(features.T @ error + 2 * l2 * weights, error.sum())
+
+    start = np.append(np.ones(features.shape[1]) if start is None else start, 0.0)
+    fitted = minimize(loss_and_gradient, start, jac=True, method="L-BFGS-B",
+                      options={"gtol": 1e-9}).x
+    return fitted[:-1], float(fitted[-1])
 
 
 def logit(probabilities):

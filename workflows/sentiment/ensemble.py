@@ -7,7 +7,7 @@ the validation split, never the test split.
 
 import numpy as np
 
-from .calibration import EPSILON, logit, sigmoid
+from .calibration import fit_logistic, logit, sigmoid
 
 # what the weights are fitted on: the validation reviews, or them and a slice of one or
 # two sentences of each (labelled as its review: weights and confidence for short text)
@@ -21,20 +21,7 @@ def combine(probabilities, weights, bias):
 
 def fit_weights(probabilities, labels, l2=1e-3):
     """(weights, bias) minimizing the mean log loss of `combine` on these labels, with a
-    small L2 penalty on the weights."""
-    from scipy.optimize import minimize
-
-    features, labels = logit(probabilities), np.asarray(labels, "float64")
-
-    def loss_and_gradient(parameters):
-        weights, bias = parameters[:-1], parameters[-1]
-        predicted = sigmoid(features @ weights + bias)
-        predicted = np.clip(predicted, EPSILON, 1 - EPSILON)
-        loss = -np.mean(labels * np.log(predicted) + (1 - labels) * np.log1p(-predicted))
-        error = (predicted - labels) / len(labels)
-        gradient = np.append(features.T @ error + 2 * l2 * weights, error.sum())
-        return loss + l2 * weights @ weights, gradient
-
-    start = np.append(np.full(features.shape[1], 1 / features.shape[1]), 0.0)
-    result = minimize(loss_and_gradient, start, jac=True, method="L-BFGS-B")
-    return result.x[:-1].tolist(), float(result.x[-1])
+    small L2 penalty on the weights (starting from their mean)."""
+    count = np.shape(probabilities)[1]
+    weights, bias = fit_logistic(logit(probabilities), labels, l2, np.full(count, 1 / count))
+    return weights.tolist(), bias
