@@ -12,8 +12,9 @@ from data_prep import encoders
 from data_prep.wordpiece import WordPiece
 from tests.data_prep.fixtures import write_tiny_encoder
 from workflows import imdb_sentiment as workflow
+from workflows.core.model_folder import SETTINGS_FILE, ModelFolderError
 from workflows.sentiment.encoder import EncoderClassifier, encoder_classifier, padded_length
-from workflows.sentiment.shared import SETTINGS_FILE, ClassifierFolderError, load_classifier
+from workflows.sentiment.shared import load_classifier
 
 TINY = ["--epochs", "1", "--set", "batch_size=8", "--set", "max_review_tokens=64"]
 
@@ -83,7 +84,7 @@ def test_head_and_tail_reads_a_long_reviews_first_quarter_and_its_end(encoder, t
     settings = tmp_path / "classifier" / SETTINGS_FILE
     settings.write_text(json.dumps({key: value for key, value in
                                     json.loads(settings.read_text()).items() if key != "kind"}))
-    with pytest.raises(ClassifierFolderError, match="train the model again"):
+    with pytest.raises(ModelFolderError, match="train the model again"):
         load_classifier(tmp_path / "classifier")  # a folder of another version: one line
 
 

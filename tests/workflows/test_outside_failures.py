@@ -50,6 +50,64 @@ def test_an_unreachable_tracking_store_is_one_quick_line_before_any_data_is_read
     assert not (tmp_path / "work").exists()  # no data was read or prepared
 
 
+def serve_in_background(handler):
+    """A local HTTP server that answers with `handler` (an `http.server` handler class),
+    on a thread; returns its URI."""
+    import http.server
+    import threading
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return f"http://127.0.0.1:{server.server_address[1]}"
+
+
+def store_error(uri, monkeypatch):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    started = time.monotonic()
+    with pytest.raises(mlflow_store.StoreError) as error:
+        mlflow_store.check_store()
+    return str(error.value), time.monotonic() - started
+
+
+def test_a_store_uri_that_is_no_mlflow_store_is_one_line(tmp_path, monkeypatch,
+                                                         restore_tracking_uri):
+    import http.server
+
+    class NotFound(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802  (http.server's name)
+            self.send_response(404)
+            self.end_headers()
+            self.wfile.write(b"<html><body>Not Found</body></html>")
+
+        do_POST = do_GET  # noqa: N815
+        def log_message(self, *args):
+            pass
+
+    message, _ = store_error(serve_in_background(NotFound), monkeypatch)
+    assert "did not answer as an MLflow tracking server" in message
+    text = tmp_path / "notes.txt"
+    text.write_text("not a database")
+    assert "is not a SQLite database" in store_error(f"sqlite:///{text}", monkeypatch)[0]
+    for uri in ("bogus://somewhere", f"file://{tmp_path}"):
+        assert "is not a store the kit uses" in store_error(uri, monkeypatch)[0]
+
+
+def test_a_store_that_never_answers_is_reported_within_20_seconds(monkeypatch,
+                                                                  restore_tracking_uri):
+    import http.server
+
+    class Silent(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            time.sleep(60)
+
+        do_POST = do_GET  # noqa: N815
+        def log_message(self, *args):
+            pass
+
+    message, seconds = store_error(serve_in_background(Silent), monkeypatch)
+    assert "did not answer within 15 s" in message and seconds < 20
+
+
 def test_a_store_lost_mid_run_is_one_line_and_the_rerun_resumes_the_run(
         own_store, monkeypatch, capsys):
     uri = os.environ["MLFLOW_TRACKING_URI"]

@@ -1,5 +1,8 @@
 """Crashes at the worst moments never lose an epoch's metrics, a checkpoint or a run."""
 
+import os
+from pathlib import Path
+
 import h5py
 import keras
 import mlflow
@@ -34,6 +37,35 @@ def test_metrics_of_an_epoch_checkpointed_before_a_crash_are_logged_on_resume(
     (run,) = mlflow.search_runs([experiment.experiment_id], output_format="list")
     for name in ("loss", "val_loss", "val_accuracy", "learning_rate"):
         assert metric_steps(run.info.run_id, name) == [1, 2, 3], name  # complete, no repeats
+
+
+def test_a_run_whose_checkpoints_are_all_damaged_starts_over_as_a_new_run(
+        own_store, monkeypatch, capsys):
+    log_metrics = mlflow.log_metrics
+
+    def unreachable_at_epoch_two(metrics, step=None, **kwargs):
+        if step == 2:
+            raise ConnectionError("tracking server unreachable")
+        return log_metrics(metrics, step=step, **kwargs)
+
+    monkeypatch.setattr(mlflow, "log_metrics", unreachable_at_epoch_two)
+    argv = ["train", "--model", "bow", *COMMON, *BOW, "--epochs", "2", "--set", "hidden_units=5"]
+    with pytest.raises(ConnectionError):
+        workflow.main(argv)
+    monkeypatch.setattr(mlflow, "log_metrics", log_metrics)
+    (folder,) = [path.parent for path in Path(os.environ["NLPKIT_WORK_DIR"]).glob(
+        "runs/imdb_sentiment/bow-*/state.json")]
+    for checkpoint in folder.glob("checkpoint-*.weights.h5"):
+        checkpoint.write_bytes(checkpoint.read_bytes()[:100])  # every checkpoint truncated
+    previous = folder / "state.previous.json"
+    previous.write_text(previous.read_text()[:20])  # and the state before cut short
+    assert workflow.main(argv) == 0 and workflow.main(argv) == 0  # no traceback, ever
+    assert "training again from the first epoch as a new run" in capsys.readouterr().out
+    experiment = mlflow.get_experiment_by_name(workflow.EXPERIMENT)
+    old, new = sorted(mlflow.search_runs([experiment.experiment_id], output_format="list"),
+                      key=lambda run: run.info.start_time)
+    assert (old.info.status, new.info.status) == ("FAILED", "FINISHED")
+    assert metric_steps(new.info.run_id, "loss") == [1, 2]  # each epoch logged once
 
 
 def test_ctrl_c_during_a_checkpoint_save_still_saves_a_checkpoint(tmp_path, monkeypatch):

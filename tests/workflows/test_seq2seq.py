@@ -1,14 +1,15 @@
 """The seq2seq package: a saved translator reloads as its class and decodes the same; a
 folder of an older version gets one line."""
 
-import keras
 import numpy as np
 import pytest
 
+from workflows.causal_lm.generator import Generator
+from workflows.core.model_folder import ModelFolderError
 from workflows.seq2seq.models import GRUTranslator, TransformerTranslator
 from workflows.seq2seq.presets import build_model, make_config
 from workflows.seq2seq.tokenization import Tokenizer
-from workflows.seq2seq.translator import Translator, TranslatorFolderError
+from workflows.seq2seq.translator import Translator
 
 WORDS = ["", "[UNK]", "[start]", "[end]", "i", "see", "the", "dog", "you", "is", "big"]
 
@@ -40,10 +41,13 @@ def test_a_saved_translator_reloads_as_its_class_and_decodes_the_same(name, kind
 
 def test_a_translator_folder_of_an_older_version_is_refused_in_one_line(tmp_path):
     folder = tiny_translator("transformer").save(tmp_path / "old")
-    inputs = keras.Input(shape=(None,), dtype="int32")  # a plain functional model
-    keras.Model(inputs, keras.layers.Embedding(5, 2)(inputs)).save(folder / "model.keras")
-    with pytest.raises(TranslatorFolderError, match="train it again"):
+    (folder / "settings.json").rename(folder / "translator.json")  # as saved until now
+    with pytest.raises(ModelFolderError, match="not a translator folder of this version"):
         Translator.load(folder)
+    generator_folder = tmp_path / "generator"
+    tiny_translator("transformer").save(generator_folder)
+    with pytest.raises(ModelFolderError, match="not a generator folder"):
+        Generator.load(generator_folder)  # a folder of another kind
 
 
 @pytest.mark.parametrize("name", ["transformer", "gru_seq2seq"])

@@ -356,9 +356,10 @@ def test_logged_translator_ships_only_the_code_it_needs(translation_store, tmp_p
                                                     dst_path=str(tmp_path)))
     assert sorted(p.name for p in code.iterdir()) == ["data_prep", "layers", "workflows"]
     assert sorted(p.name for p in (code / "workflows").iterdir()) == ["core", "seq2seq"]
-    # of the core, only the compiled model calls and what the model families' configs use
+    # of the core, the compiled model calls, the model folder, what the configs use
     assert sorted(p.name for p in (code / "workflows" / "core").iterdir()) == [
-        "__init__.py", "compilation.py", "config.py", "distribution.py", "precision.py"]
+        "__init__.py", "compilation.py", "config.py", "distribution.py", "model_folder.py",
+        "precision.py"]
 
 
 def test_beam_width_param_is_declared_validated_and_reaches_the_decoder(translation_store):

@@ -1,28 +1,25 @@
 """The exported language model: a folder that continues prompts with any keras-hub sampler.
 
-`Generator.save(folder)` writes the model (`model.keras`), its WordPiece vocabulary and
-`generator.json`; `Generator.load(folder)` gives back an object whose
+`Generator.save(folder)` writes the kit's model folder (`core/model_folder.py`: the
+model, its WordPiece vocabulary, the settings); `Generator.load(folder)` gives back an object whose
 `generate(["The movie was"], sampler="top_p", top_p=0.9, temperature=0.8, seed=1)`
 returns the continuations. Every prompt starts after `[END]`, the token that ends each
 training document, so generating is starting a new document.
 """
 
-import json
 import re
 from functools import cached_property, partial
-from pathlib import Path
 
-import keras
 import numpy as np
 from keras import ops
 
 import layers  # noqa: F401  registers the layers a saved model uses
 from data_prep.subwords import SPECIAL_TOKENS, make_wordpiece_tokenizer
-from workflows.causal_lm.models import GPT
 from workflows.causal_lm.sampling import Sampling
 from workflows.core.compilation import compiled
+from workflows.core.model_folder import read_folder, save_folder
 
-SETTINGS_FILE = "generator.json"
+KIND = "generator"
 END_ID, PAD_ID = SPECIAL_TOKENS.index("[END]"), SPECIAL_TOKENS.index("[PAD]")
 NEVER_IDS = [SPECIAL_TOKENS.index(t) for t in ("[PAD]", "[UNK]", "[START]")]
 NEG_INF = -1e9
@@ -159,20 +156,12 @@ class Generator:
         return _SPACE_AFTER.sub(r"\1", _SPACE_BEFORE.sub(r"\1", text)).strip()
 
     def save(self, folder):
-        folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
-        self.model.save(folder / "model.keras")
-        (folder / "vocabulary.txt").write_text("\n".join(self.vocabulary), "utf-8")
-        (folder / SETTINGS_FILE).write_text(json.dumps({"max_length": self.model.max_length}))
-        return folder
+        return save_folder(folder, self.model, KIND, {"max_length": self.model.max_length},
+                           {"vocabulary": self.vocabulary})
 
     @classmethod
     def load(cls, folder):
-        folder = Path(folder)
-        if not (folder / SETTINGS_FILE).exists():
-            raise FileNotFoundError(f"{folder} is not a saved generator (no {SETTINGS_FILE}).")
-        model = keras.saving.load_model(folder / "model.keras", compile=False)
-        if not isinstance(model, GPT):
-            raise TypeError(f"{folder}/model.keras holds a {type(model).__name__}, not a GPT.")
-        return cls(model, (folder / "vocabulary.txt").read_text("utf-8").split("\n"))
+        """A saved generator (another version's folder: one line saying to train again)."""
+        model, _, vocabularies = read_folder(folder, [KIND])
+        return cls(model, vocabularies["vocabulary"])
 

@@ -101,12 +101,21 @@ class TrainingFolder:
             if path.name not in (state.checkpoint, previous.checkpoint):
                 path.unlink(missing_ok=True)
 
-    def _previous_state(self):
-        path = self.output / PREVIOUS_STATE_FILE
+    def _previous_state(self, folder=None):
+        """The state before the newest (a fresh one if it is missing or unreadable)."""
+        path = (folder or self.output) / PREVIOUS_STATE_FILE
         try:
             return TrainingState(**json.loads(path.read_text()))
         except (OSError, ValueError, TypeError):
             return TrainingState()
+
+    def can_resume(self, state):
+        """Whether `state`'s checkpoint, or the one before it, is intact (by its
+        recorded digest); True when there is nothing to resume from."""
+        if not state.checkpoint or self.problem_with(state.checkpoint, state) is None:
+            return True
+        before = self._previous_state(self.directory)
+        return bool(before.checkpoint) and self.problem_with(before.checkpoint, before) is None
 
     def mark_finished(self, state):
         """Records that the run is complete; call it after the model is logged."""
@@ -124,8 +133,7 @@ class TrainingFolder:
         problem = self.load_weights(model, state.checkpoint, state)
         if problem is None:
             return state
-        before = TrainingState(**json.loads((self.directory / PREVIOUS_STATE_FILE).read_text())) \
-            if (self.directory / PREVIOUS_STATE_FILE).exists() else TrainingState()
+        before = self._previous_state(self.directory)
         if before.checkpoint and self.load_weights(model, before.checkpoint, before) is None:
             print(f"Checkpoint {state.checkpoint} {problem}: resuming from the one before "
                   f"it (epoch {before.epoch + 1}, after batch {before.step}).", flush=True)

@@ -188,23 +188,23 @@ class StoreError(UserError):
 DEFAULT_PORTS = {"http": 80, "https": 443, "postgresql": 5432, "mysql": 3306, "mssql": 1433}
 
 
+STORE_TIMEOUT = 15  # seconds a tracking server has to answer the first request
+
+
 def check_store(timeout=5.0):
-    """Raises `StoreError` (one line) unless the tracking store answers: a server or a
-    database within `timeout` seconds, a SQLite file where its folder can be made."""
+    """Raises `StoreError` (one line) unless the tracking store answers: a SQLite file
+    where its folder can be made, a database that accepts a connection within `timeout`
+    seconds, an MLflow server that answers its API within `STORE_TIMEOUT` seconds."""
     uri = tracking_uri()
     if uri.startswith("sqlite:///"):
-        folder = Path(uri[len("sqlite:///"):]).parent
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-        except OSError as error:
-            raise StoreError(f"Cannot create the tracking store's folder {folder} "
-                             f"({error.strerror}); set MLFLOW_TRACKING_URI to a store you "
-                             "can write.") from error
+        _check_sqlite_file(Path(uri[len("sqlite:///"):]))
         return
     parsed = urllib.parse.urlparse(uri)
     scheme = parsed.scheme.split("+")[0]  # postgresql+psycopg2 -> postgresql
     if scheme not in DEFAULT_PORTS or not parsed.hostname:
-        return  # a store the kit cannot probe cheaply (databricks, file): MLflow decides
+        raise StoreError(f"MLFLOW_TRACKING_URI={redacted(uri)} is not a store the kit uses: "
+                         "give sqlite:///PATH/mlflow.db, http(s)://HOST:PORT (an MLflow "
+                         "server) or postgresql://... (or unset it for mlflow/mlflow.db).")
     address = (parsed.hostname, parsed.port or DEFAULT_PORTS[scheme])
     try:
         socket.create_connection(address, timeout=timeout).close()
@@ -213,6 +213,46 @@ def check_store(timeout=5.0):
         raise StoreError(f"The tracking store {redacted(uri)} does not answer ({reason}): "
                          "start it, or unset MLFLOW_TRACKING_URI to use the local store "
                          "mlflow/mlflow.db.") from error
+    if scheme in ("http", "https"):
+        _check_server_answers(uri)
+
+
+def _check_sqlite_file(database):
+    try:
+        database.parent.mkdir(parents=True, exist_ok=True)
+        with open(database, "rb") if database.is_file() else contextlib.nullcontext() as file:
+            header = file.read(16) if file else b""
+    except OSError as error:
+        raise StoreError(f"Cannot use the tracking store {database} ({error.strerror}); set "
+                         "MLFLOW_TRACKING_URI to a store you can write.") from error
+    if header and header != b"SQLite format 3\x00":
+        raise StoreError(f"The tracking store {database} is not a SQLite database: point "
+                         "MLFLOW_TRACKING_URI at a .db file MLflow made, or a new path.")
+
+
+def _check_server_answers(uri):
+    """One request to the server's MLflow API, with no retry and `STORE_TIMEOUT`."""
+    limits = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0",
+              "MLFLOW_HTTP_REQUEST_TIMEOUT": str(STORE_TIMEOUT)}
+    saved = {name: os.environ.get(name) for name in limits}
+    os.environ.update(limits)
+    try:
+        mlflow.MlflowClient(uri).search_experiments(max_results=1)
+    except Exception as error:
+        if is_store_failure(error):
+            raise StoreError(f"The tracking store {redacted(uri)} did not answer within "
+                             f"{STORE_TIMEOUT} s: check the server, or unset "
+                             "MLFLOW_TRACKING_URI to use the local store.") from error
+        reason = str(error).strip().splitlines()[0][:120] if str(error).strip() else \
+            type(error).__name__
+        raise StoreError(f"{redacted(uri)} did not answer as an MLflow tracking server "
+                         f"({reason}): check MLFLOW_TRACKING_URI.") from error
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def is_store_failure(error):

@@ -108,9 +108,11 @@ class TrainingRun:
         self.placement = self._steps.enter_context(distribution.placed(self.config.distribution))
         state = self.processes.chief_first(lambda: _starting_state(
             self.folder, self.retrain, self.processes))
-        self.run_id = state.run_id
         if state.run_id and self.is_chief:
             _check_run_is_in_this_store(state.run_id, self.folder)
+            if not state.finished and not TrainingFolder(self.folder).can_resume(state):
+                state = _start_over(state, self.folder)
+        self.run_id = state.run_id
         if state.finished:
             print(f"{self.name} with this config is already trained: run {state.run_id} "
                   f"({self.folder}). Pass --retrain to train it again.")
@@ -233,6 +235,17 @@ def training_lock(folder):
         yield
     finally:
         lock.release()
+
+
+def _start_over(state, folder):
+    """No checkpoint of the run folder is intact: the training starts again as a new
+    MLflow run (each epoch logged once), the old run marked FAILED."""
+    print(f"No checkpoint in {folder} is intact: training again from the first epoch as a "
+          f"new run (run {state.run_id} is marked FAILED).", flush=True)
+    mlflow.MlflowClient().set_terminated(state.run_id, "FAILED")
+    fresh = starting_state(folder, retrain=True)  # the folder emptied
+    TrainingFolder(folder).save_state(fresh)
+    return fresh
 
 
 def _check_run_is_in_this_store(run_id, folder):

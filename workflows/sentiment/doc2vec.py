@@ -124,5 +124,5 @@ class ParagraphVectorClassifier:
         from data_prep.paragraph_vectors import ParagraphVectors
         from workflows.sentiment.shared import read_folder
 
-        model, _, _ = read_folder(folder)
+        model, _, _ = read_folder(folder, "paragraph_vectors")
         return cls(model, ParagraphVectors.load(Path(folder) / "doc2vec"))

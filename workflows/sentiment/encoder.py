@@ -178,6 +178,6 @@ class EncoderClassifier:
 
         from workflows.sentiment.shared import read_folder
 
-        model, settings, vocabulary = read_folder(folder)
+        model, settings, vocabulary = read_folder(folder, "encoder")
         return cls(model, vocabulary, settings["max_review_tokens"], settings["lowercase"],
                    settings["read"])

@@ -178,5 +178,5 @@ class SubwordClassifier:
         from workflows.causal_lm import models  # noqa: F401  registers GPT and GPTClassifier
         from workflows.sentiment.shared import read_folder
 
-        model, settings, vocabulary = read_folder(folder)
+        model, settings, vocabulary = read_folder(folder, "subwords")
         return cls(model, vocabulary, settings["max_review_tokens"])

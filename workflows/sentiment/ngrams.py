@@ -188,4 +188,4 @@ class EndToEndClassifier:
         import layers  # noqa: F401  registers the custom layers
         from workflows.sentiment.shared import read_folder
 
-        return cls(read_folder(folder, compile=True)[0])
+        return cls(read_folder(folder, "end_to_end", compile=True)[0])

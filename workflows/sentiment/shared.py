@@ -9,15 +9,12 @@ the lesson a `Trainable`.
 """
 
 import importlib
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from data_prep.errors import UserError
 from data_prep.text import sentence_slices
 from workflows.core.config import option, seed_option
 from workflows.core.distribution import CHOICES
@@ -153,11 +150,9 @@ def score_rows(forward, rows, batch_size, width):
 
 
 # ## The classifier folder
-# `model.keras`, `classifier.json` (the kind, by which `load_classifier` finds the
-# family, and the family's settings) and, for those that read words or pieces,
-# `vocabulary.txt`.
+# Every family saves its classifier as the kit's model folder (`core/model_folder.py`):
+# the kind names the family's classifier class, by which `load_classifier` finds it.
 
-SETTINGS_FILE = "classifier.json"
 CLASSIFIERS = {  # kind -> (module, class)
     "end_to_end": ("workflows.sentiment.ngrams", "EndToEndClassifier"),
     "token_ids": ("workflows.sentiment.token_ids", "TokenClassifier"),
@@ -167,42 +162,25 @@ CLASSIFIERS = {  # kind -> (module, class)
 }
 
 
-class ClassifierFolderError(UserError):
-    """A classifier folder this version cannot read."""
-
-
 def save_folder(folder, model, kind, settings=None, vocabulary=None):
-    """Writes `model.keras`, `classifier.json` and `vocabulary.txt` (if given)."""
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    model.save(folder / "model.keras")
-    if vocabulary is not None:
-        (folder / "vocabulary.txt").write_text("\n".join(vocabulary), "utf-8")
-    (folder / SETTINGS_FILE).write_text(json.dumps({"kind": kind, **(settings or {})}))
-    return folder
+    """The classifier's model folder, with `vocabulary` (if given) as `vocabulary.txt`."""
+    from workflows.core.model_folder import save_folder as save_model_folder
+
+    return save_model_folder(folder, model, kind, settings,
+                             None if vocabulary is None else {"vocabulary": vocabulary})
 
 
-def read_folder(folder, compile=False):
-    """`(model, settings, vocabulary or None)` of a folder `save_folder` wrote."""
-    import keras
+def read_folder(folder, kind, compile=False):
+    """`(model, settings, vocabulary or None)` of a classifier folder of `kind`."""
+    from workflows.core.model_folder import read_folder as read_model_folder
 
-    folder = Path(folder)
-    model = keras.saving.load_model(folder / "model.keras", compile=compile)
-    settings = json.loads((folder / SETTINGS_FILE).read_text())
-    vocabulary = folder / "vocabulary.txt"
-    return model, settings, vocabulary.read_text("utf-8").split("\n") \
-        if vocabulary.exists() else None
+    model, settings, vocabularies = read_model_folder(folder, [kind], compile)
+    return model, settings, vocabularies.get("vocabulary")
 
 
 def load_classifier(folder):
-    """The classifier saved in `folder`, by the kind its classifier.json names."""
-    try:
-        kind = json.loads((Path(folder) / SETTINGS_FILE).read_text()).get("kind")
-    except (OSError, ValueError, AttributeError):
-        kind = None
-    if kind not in CLASSIFIERS:
-        raise ClassifierFolderError(
-            f"{folder} is not a classifier folder of this version (no known kind in its "
-            f"{SETTINGS_FILE}): train the model again (train --retrain).")
-    module, name = CLASSIFIERS[kind]
+    """The classifier saved in `folder`, by the kind it names."""
+    from workflows.core.model_folder import read_settings
+
+    module, name = CLASSIFIERS[read_settings(folder, list(CLASSIFIERS))["kind"]]
     return getattr(importlib.import_module(module), name).load(folder)

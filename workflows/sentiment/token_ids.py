@@ -58,5 +58,5 @@ class TokenClassifier:
 
     @classmethod
     def load(cls, folder):
-        model, settings, vocabulary = read_folder(folder)
+        model, settings, vocabulary = read_folder(folder, KIND)
         return cls(model, vocabulary, settings["sequence_length"])

@@ -1,29 +1,26 @@
 """The exported translator: a folder that turns raw source sentences into target ones.
 
-`Translator.save(folder)` writes the trained model (`model.keras`), both vocabularies
-and `translator.json`; `Translator.load(folder)` gives back an object whose
+`Translator.save(folder)` writes the kit's model folder (`core/model_folder.py`: the
+model, both vocabularies, the settings); `Translator.load(folder)` gives back an object whose
 `translate(["How are you?"])` returns `["¿Cómo estás?"]` (an `en-es` translator) and
 whose `score` gives the log-likelihood of sentence pairs. The MLflow pyfunc
 (`pyfunc.py`) and the lesson's `evaluate`/`translate`/`score` steps all go through it.
 """
 
-import json
 import logging
-from pathlib import Path
 
 import keras
 import numpy as np
 
 import layers  # noqa: F401  registers the layers and the loss a saved model uses
 from data_prep.buckets import BucketPlan, boundaries_up_to, pad_rows
-from data_prep.errors import UserError
 from workflows.core.compilation import compiled
+from workflows.core.model_folder import read_folder, save_folder
 from workflows.seq2seq.batching import PairBatches, truncate
 from workflows.seq2seq.decoding import Decoder, rank_hypotheses
-from workflows.seq2seq.models import GRUTranslator, TransformerTranslator
 from workflows.seq2seq.tokenization import Tokenizer
 
-SETTINGS_FILE = "translator.json"
+KIND = "translator"
 MAX_BEAM_WIDTH = 64  # wider beams cost time for no gain on sentences this short
 # On JAX, decoding compiles one program per input shape (minutes on a GPU for a large
 # model), so sources are padded to one of two lengths (this one, or the longest) and
@@ -59,10 +56,6 @@ def check_strings(texts):
     if bad:
         raise TypeError(f"Sentences must be strings; items {bad[:10]} are not "
                         f"(e.g. {type(texts[bad[0]]).__name__}).")
-
-
-class TranslatorFolderError(UserError):
-    """A translator folder this version cannot read."""
 
 
 class Translator:
@@ -230,35 +223,20 @@ class Translator:
                 keras.ops.convert_to_numpy(keras.ops.cast(weights, "float32")))
 
     def save(self, folder):
-        folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
-        self.model.save(folder / "model.keras")
-        for side, vocabulary in (("source", self.tokenizer.source_vocabulary),
-                                 ("target", self.tokenizer.target_vocabulary)):
-            (folder / f"{side}_vocabulary.txt").write_text("\n".join(vocabulary), "utf-8")
         settings = {"tokenization": self.tokenizer.kind, "direction": self.tokenizer.direction,
                     "sequence_length": self.tokenizer.sequence_length,
                     "max_source_length": self.max_source_length,
                     "max_output_length": self.max_output_length, "beam_width": self.beam_width}
-        (folder / SETTINGS_FILE).write_text(json.dumps(settings, indent=2))
-        return folder
+        return save_folder(folder, self.model, KIND, settings, {
+            "source_vocabulary": self.tokenizer.source_vocabulary,
+            "target_vocabulary": self.tokenizer.target_vocabulary})
 
     @classmethod
     def load(cls, folder, beam_width=None):
-        """A saved translator (a folder of an older version: one line saying to train again)."""
-        folder = Path(folder)
-        if not (folder / SETTINGS_FILE).exists():
-            raise FileNotFoundError(f"{folder} is not a saved translator (no {SETTINGS_FILE}).")
-        settings = json.loads((folder / SETTINGS_FILE).read_text())
-        vocabularies = [(folder / f"{side}_vocabulary.txt").read_text("utf-8").split("\n")
-                        for side in ("source", "target")]
-        tokenizer = Tokenizer(settings["tokenization"], *vocabularies,
-                              settings["sequence_length"], settings.get("direction", "en-es"))
-        model = keras.saving.load_model(folder / "model.keras", compile=False)
-        if not isinstance(model, (TransformerTranslator, GRUTranslator)):
-            raise TranslatorFolderError(
-                f"{folder} holds a translator saved by an older version of the kit: train "
-                "it again (translation train --retrain).")
+        """A saved translator (another version's folder: one line saying to train again)."""
+        model, settings, vocabularies = read_folder(folder, [KIND])
+        tokenizer = Tokenizer(settings["tokenization"], vocabularies["source_vocabulary"],
+                              vocabularies["target_vocabulary"], settings["sequence_length"],
+                              settings["direction"])
         return cls(model, tokenizer, settings["max_source_length"],
                    settings["max_output_length"], beam_width or settings["beam_width"])
-
