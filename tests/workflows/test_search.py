@@ -50,6 +50,7 @@ def load_study(tmp_path):
     (["--space", "hidden_units=uniform:2:6"], "use int, logint or choice"),
     (["--space", "learning_rate=loguniform:0:1e-2"], "must be positive"),
     (["--space", "learning_rate=normal:0:1"], "KIND one of"),
+    (["--space", "epochs=int:1:100000000000"], "epochs must be at most 10000"),
     (["--space", "output_mode=choice:tf_idf,bag"], "'bag' is not a valid value"),
     (["--space", "embed_dim=int:8:16"], "not a searchable field"),
     (["--space", "distribution=choice:none,mirrored"], "not a searchable field"),

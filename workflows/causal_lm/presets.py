@@ -10,7 +10,14 @@ import keras
 
 from data_prep.runtime import deferred
 from workflows.core import precision
-from workflows.core.config import Catalog, option, seed_option
+from workflows.core.config import (
+    MAX_BATCH_SIZE,
+    MAX_EPOCHS,
+    MAX_LEARNING_RATE,
+    Catalog,
+    option,
+    seed_option,
+)
 from workflows.core.distribution import CHOICES
 
 # the model, loaded when one is built (not for `--help`)
@@ -38,11 +45,12 @@ class LMConfig:
     num_heads: int = option(4, at_least=1)
     num_layers: int = option(4, at_least=1)
     dropout: float = option(0.1, at_least=0, below=1)
-    learning_rate: float = option(1e-3, above=0)  # peak of warmup, then linear decay
+    # peak of warmup, then linear decay
+    learning_rate: float = option(1e-3, above=0, at_most=MAX_LEARNING_RATE)
     warmup_steps: int = option(500, at_least=0)
-    batch_size: int = option(32, at_least=1)
+    batch_size: int = option(32, at_least=1, at_most=MAX_BATCH_SIZE)
     steps_per_epoch: int = option(500, at_least=1)  # an epoch is this many batches
-    epochs: int = option(20, at_least=1)
+    epochs: int = option(20, at_least=1, at_most=MAX_EPOCHS)
     patience: int = option(2, at_least=1)
     max_train_minutes: float | None = option(60.0, above=0)
     validation_windows: int = option(512, at_least=1)  # fixed val windows, each epoch

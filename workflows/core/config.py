@@ -22,6 +22,14 @@ class ConfigError(UserError):
     """A config names an unknown field or model, or has a bad value."""
 
 
+# Ceilings no sane training passes: a value beyond them is a typo (1e11 epochs)
+MAX_EPOCHS = 10_000
+MAX_BATCH_SIZE = 65_536
+MAX_LEARNING_RATE = 10.0
+MAX_COUNT = 100_000_000  # any other whole-number field: tokens, steps, units, sizes
+MAX_AMOUNT = 1_000_000.0  # any other real-number field without a ceiling of its own
+
+
 def option(default, *, choices=None, at_least=None, above=None, at_most=None, below=None,
            applies=None):
     """A dataclass field with its valid values and, optionally, when it applies.
@@ -167,6 +175,18 @@ def validate(config):
                                    ("below", value.__lt__, "less than")):
             if rule in rules and not holds(rules[rule]):
                 raise ConfigError(f"{field.name} must be {words} {rules[rule]}, got {value!r}.")
+        ceiling = _default_ceiling(value, rules)
+        if ceiling is not None and value > ceiling:
+            raise ConfigError(f"{field.name} must be at most {ceiling:,} (a sane range), "
+                              f"got {value!r}.")
+
+
+def _default_ceiling(value, rules):
+    """The ceiling of a numeric field that declares none (booleans have none)."""
+    if "at_most" in rules or "below" in rules or "choices" in rules \
+            or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return MAX_COUNT if isinstance(value, int) else MAX_AMOUNT
 
 
 def _coerce(key, value, hint):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from workflows.core.config import option
+from workflows.core.config import MAX_BATCH_SIZE, MAX_EPOCHS, option
 from workflows.sentiment.shared import OPTIMIZERS, TrainConfig
 
 
@@ -32,12 +32,12 @@ class ParagraphVectorConfig(TrainConfig):
     min_count: int = option(2, at_least=1)
     negative: int = option(5, at_least=1)
     sample: float = option(0.0, at_least=0)
-    doc2vec_epochs: int = option(20, at_least=1)
+    doc2vec_epochs: int = option(20, at_least=1, at_most=MAX_EPOCHS)
     hidden_units: int = option(0, at_least=0)  # 0: logistic regression on the vectors
     dropout: float = option(0.0, at_least=0, below=1, applies=lambda c: c.hidden_units > 0)
     optimizer: str = option("adam", choices=OPTIMIZERS)
-    epochs: int = option(20, at_least=1)
-    batch_size: int = option(64, at_least=1)
+    epochs: int = option(20, at_least=1, at_most=MAX_EPOCHS)
+    batch_size: int = option(64, at_least=1, at_most=MAX_BATCH_SIZE)
 
 
 MODELS = {"doc2vec": ParagraphVectorConfig(model="doc2vec")}

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from data_prep.text import SLICE_PLACES, clean_html
-from workflows.core.config import option
+from workflows.core.config import MAX_BATCH_SIZE, MAX_EPOCHS, MAX_LEARNING_RATE, option
 from workflows.sentiment.shared import TrainConfig, slicing
 
 ENCODER_READS = ("head", "head+tail")  # a long review's start, or its start and its end
@@ -36,9 +36,10 @@ class EncoderConfig(TrainConfig):
     slices_from: str = option("anywhere", choices=SLICE_PLACES, applies=slicing)
     dropout: float = option(0.1, at_least=0, below=1)
     optimizer: str = option("adam", choices=("adam",))
-    learning_rate: float = option(3e-5, above=0)  # peak, after 10% warmup; linear decay
-    batch_size: int = option(32, at_least=1)
-    epochs: int = option(2, at_least=1)
+    # peak, after 10% warmup; linear decay
+    learning_rate: float = option(3e-5, above=0, at_most=MAX_LEARNING_RATE)
+    batch_size: int = option(32, at_least=1, at_most=MAX_BATCH_SIZE)
+    epochs: int = option(2, at_least=1, at_most=MAX_EPOCHS)
     patience: int = option(1, at_least=1)
 
 

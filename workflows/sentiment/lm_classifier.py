@@ -15,7 +15,7 @@ from functools import cached_property
 import numpy as np
 
 from workflows.core import precision
-from workflows.core.config import ConfigError, option
+from workflows.core.config import MAX_BATCH_SIZE, MAX_EPOCHS, MAX_LEARNING_RATE, ConfigError, option
 from workflows.sentiment.shared import TrainConfig
 
 LM_ARCHITECTURE = ("vocabulary_size", "sequence_length", "embed_dim", "dense_dim",
@@ -34,10 +34,11 @@ class LMClassifierConfig(TrainConfig):
     unfreeze_epochs: float = option(1.0, at_least=0)  # top-down unfreezing; 0: none
     dropout: float = option(0.1, at_least=0, below=1)
     optimizer: str = option("adam", choices=("adam",))
-    learning_rate: float = option(2e-4, above=0)  # peak, after 10% warmup; linear decay
-    batch_size: int = option(16, at_least=1)
+    # peak, after 10% warmup; linear decay
+    learning_rate: float = option(2e-4, above=0, at_most=MAX_LEARNING_RATE)
+    batch_size: int = option(16, at_least=1, at_most=MAX_BATCH_SIZE)
     batch_tokens: int | None = option(None, at_least=8)  # as RNNConfig's
-    epochs: int = option(3, at_least=1)
+    epochs: int = option(3, at_least=1, at_most=MAX_EPOCHS)
     patience: int = option(1, at_least=1)
     vocabulary_size: int = option(5000, at_least=16)
     sequence_length: int = option(128, at_least=4)  # the GPT's chunk length

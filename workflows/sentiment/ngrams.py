@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from data_prep.text import SLICE_PLACES
-from workflows.core.config import option
+from workflows.core.config import MAX_BATCH_SIZE, MAX_LEARNING_RATE, option
 from workflows.sentiment.shared import OPTIMIZERS, TrainConfig, slicing
 
 
@@ -43,8 +43,8 @@ class NBSVMConfig(TrainConfig):
     beta: float = option(1.0, above=0, at_most=1)
     l2: float = option(0.0, at_least=0)
     optimizer: str = option("adam", choices=OPTIMIZERS)
-    learning_rate: float = option(0.0003, above=0)
-    batch_size: int = option(64, at_least=1)
+    learning_rate: float = option(0.0003, above=0, at_most=MAX_LEARNING_RATE)
+    batch_size: int = option(64, at_least=1, at_most=MAX_BATCH_SIZE)
 
 
 MODELS = {"bow": BowConfig(model="bow"), "nbsvm": NBSVMConfig(model="nbsvm")}

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from data_prep.text import sentence_slices
-from workflows.core.config import option, seed_option
+from workflows.core.config import MAX_BATCH_SIZE, MAX_EPOCHS, MAX_LEARNING_RATE, option, seed_option
 from workflows.core.distribution import CHOICES
 
 # ## The config every family extends
@@ -46,10 +46,10 @@ class TrainConfig:
     augmentable = True  # (not a field) False where extra train rows cannot be used
 
     model: str = ""
-    epochs: int = option(10, at_least=1)
-    batch_size: int = option(32, at_least=1)
+    epochs: int = option(10, at_least=1, at_most=MAX_EPOCHS)
+    batch_size: int = option(32, at_least=1, at_most=MAX_BATCH_SIZE)
     optimizer: str = option("rmsprop", choices=OPTIMIZERS)
-    learning_rate: float = option(0.001, above=0)
+    learning_rate: float = option(0.001, above=0, at_most=MAX_LEARNING_RATE)
     patience: int = option(2, at_least=1)  # epochs without a lower val loss before stopping
     seed: int = seed_option()
     checkpoint_every_steps: int = option(200, at_least=0)  # 0: only at the end of epochs

@@ -10,7 +10,15 @@ import keras
 
 from data_prep.runtime import deferred
 from workflows.core import precision
-from workflows.core.config import Catalog, ConfigError, option, seed_option
+from workflows.core.config import (
+    MAX_BATCH_SIZE,
+    MAX_EPOCHS,
+    MAX_LEARNING_RATE,
+    Catalog,
+    ConfigError,
+    option,
+    seed_option,
+)
 from workflows.core.distribution import CHOICES
 
 # the models and their batches, loaded when a model is built (not for `--help`)
@@ -63,19 +71,21 @@ class TranslationConfig:
     latent_dim: int = option(1024, at_least=1, applies=_gru)
     attention: bool = option(False, applies=_gru)  # additive attention
     optimizer: str = option("rmsprop", choices=("rmsprop", "adam"))
-    learning_rate: float = option(0.001, above=0)  # constant; noam: a scale of the curve
+    # constant; noam: a scale of the curve
+    learning_rate: float = option(0.001, above=0, at_most=MAX_LEARNING_RATE)
     schedule: str = option("constant", choices=("constant", "noam"))
     warmup_steps: int = option(4000, at_least=1, applies=lambda c: c.schedule == "noam")
     label_smoothing: float = option(0.0, at_least=0, below=1)
     # bucketing: length buckets with fixed boundaries, batch sizes from batch_tokens; else
     # every batch is batch_size x sequence_length (the tutorial)
     bucketing: bool = False
-    batch_size: int = option(64, at_least=1, applies=lambda c: not c.bucketing)
+    batch_size: int = option(64, at_least=1, at_most=MAX_BATCH_SIZE,
+                             applies=lambda c: not c.bucketing)
     batch_tokens: int = option(4096, at_least=8, applies=lambda c: c.bucketing)  # see below
     # bucket lengths: multiples of this up to sequence_length (one train step each):
     # narrow buckets pad less (a CPU's gain), wide ones compile fewer steps (a GPU's)
     bucket_width: int = option(8, at_least=1, applies=lambda c: c.bucketing)
-    epochs: int = option(30, at_least=1)
+    epochs: int = option(30, at_least=1, at_most=MAX_EPOCHS)
     patience: int = option(3, at_least=1)
     max_train_minutes: float | None = option(None, above=0)
     dtype_policy: str = option("float32", choices=precision.POLICIES)  # auto: precision.py
