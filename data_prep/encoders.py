@@ -71,11 +71,9 @@ def encoder_folder(encoder, root=None):
     return folder
 
 
-def encoder_digest(encoder, folder, root=None):
-    """What identifies an encoder's weights: a known encoder's published SHA-256, else
-    the content digest of its folder (computed once per file version)."""
-    if encoder in ENCODERS:
-        return ENCODERS[encoder].sha256
+def encoder_digest(folder, root=None):
+    """What identifies an encoder's weights: the content digest of the folder a run
+    reads (computed once per file version), whichever archive or folder it came from."""
     return cache.source_digest(folder, root)
 
 

@@ -217,6 +217,7 @@ def verify_archive(archive):
         with tarfile.open(archive) as tar:
             for _ in tar:  # every header, with its checksum
                 pass
+            _check_read_to_the_end(tar, archive)
     except (FileNotFoundError, PermissionError, IsADirectoryError) as error:
         raise DataSourceError(f"Cannot read {archive}: {error.strerror}.") from error
     except (tarfile.TarError, EOFError, OSError, zlib.error, zipfile.BadZipFile,
@@ -224,6 +225,18 @@ def verify_archive(archive):
         raise DataSourceError(
             f"{archive} is corrupted or truncated ({type(error).__name__}: {error}): nothing was "
             "extracted. Get a fresh copy (download it again) and rerun.") from error
+
+
+def _check_read_to_the_end(tar, archive):
+    """`tarfile` stops at a damaged member header as if the archive ended there: what
+    follows the last member it read must be the zero blocks that end a tar."""
+    tar.fileobj.seek(tar.offset)
+    while chunk := tar.fileobj.read(1 << 20):
+        if chunk.strip(b"\0"):
+            raise DataSourceError(
+                f"{archive} is damaged: the header after member {len(tar.members)} cannot be "
+                "read, and the archive goes on after it (nothing was extracted). Get a "
+                "fresh copy (download it again) and rerun.")
 
 
 def _extract_into(archive, destination):

