@@ -12,10 +12,6 @@ learned on train only, unless one is given (fine-tuning keeps a model's vocabula
 each split is saved as one stream of token ids with `[END]` after every document.
 """
 
-import data_prep.quiet_start  # noqa: F401  first: hides TensorFlow's start-up noise
-
-# isort: split
-
 import argparse
 import hashlib
 import json

@@ -3,10 +3,6 @@
     python -m data_prep.glove --vocabulary work/prepared/imdb-.../vocabulary.txt
 """
 
-import data_prep.quiet_start  # noqa: F401  first: hides TensorFlow's start-up noise
-
-# isort: split
-
 import argparse
 import csv
 import io

@@ -9,10 +9,6 @@ keyed by the settings, so a second `prepare` with the same settings does no work
     python -m data_prep.imdb --imdb-path ../shared/data/aclImdb_v1.tar.gz
 """
 
-import data_prep.quiet_start  # noqa: F401  first: hides TensorFlow's start-up noise
-
-# isort: split
-
 import argparse
 import json
 import re

@@ -11,10 +11,6 @@ subword vocabularies (one per language), all learned on the train split only.
     python -m data_prep.spa_eng --spa-eng-path ../shared/data/spa-eng.zip
 """
 
-import data_prep.quiet_start  # noqa: F401  first: hides TensorFlow's start-up noise
-
-# isort: split
-
 import argparse
 import json
 import time

@@ -3,10 +3,6 @@
     python -m data_prep.word2vec --imdb-path ../shared/data/aclImdb_v1.tar.gz
 """
 
-import data_prep.quiet_start  # noqa: F401  first: hides TensorFlow's start-up noise
-
-# isort: split
-
 import argparse
 import re
 import string

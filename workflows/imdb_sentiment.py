@@ -13,10 +13,6 @@ Each training run is one MLflow run (params, per-epoch metrics, timings, plots, 
 a model that takes raw strings); `python -m workflows.mlflow_ui` shows them side by side.
 """
 
-import data_prep.quiet_start  # noqa: F401  first: hides TensorFlow's start-up noise
-
-# isort: split
-
 import dataclasses
 import json
 import re

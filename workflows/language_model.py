@@ -14,10 +14,6 @@ cache and keras-hub's samplers. Fine-tuning (`--init-from`) keeps the source mod
 tokenizer and reports perplexity on the new corpus before and after.
 """
 
-import data_prep.quiet_start  # noqa: F401  first: hides TensorFlow's start-up noise
-
-# isort: split
-
 import dataclasses
 import json
 import math

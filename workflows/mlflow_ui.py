@@ -10,10 +10,6 @@ Uses `$MLFLOW_TRACKING_URI` when set, else `mlflow/mlflow.db`. Ctrl-C stops the 
 and every worker it started.
 """
 
-import data_prep.quiet_start  # noqa: F401  first: hides TensorFlow's start-up noise
-
-# isort: split
-
 import argparse
 import os
 import sys

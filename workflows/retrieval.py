@@ -17,10 +17,6 @@ retriever family is one module of `workflows/retrievers/`; this file is the orde
 which they are used.
 """
 
-import data_prep.quiet_start  # noqa: F401  first: hides TensorFlow's start-up noise
-
-# isort: split
-
 import dataclasses
 import sys
 import time

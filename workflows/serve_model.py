@@ -10,10 +10,6 @@ logged, and serves that copy with the current Python environment. POST raw strin
 stops the server and its workers.
 """
 
-import data_prep.quiet_start  # noqa: F401  first: hides TensorFlow's start-up noise
-
-# isort: split
-
 import argparse
 
 from data_prep.errors import run_command

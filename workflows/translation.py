@@ -22,10 +22,6 @@ split (all references of each source sentence) with greedy and beam decoding.
 The machinery (tokenization, batches, models, cached decoding) is `workflows/seq2seq/`.
 """
 
-import data_prep.quiet_start  # noqa: F401  first: hides TensorFlow's start-up noise
-
-# isort: split
-
 import time
 from dataclasses import dataclass
 from pathlib import Path
