@@ -142,6 +142,9 @@ def run_main(main):
     defer_heavy_imports()
     for stop_signal in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(stop_signal, _interrupt)
+    # Ctrl-C too, even where it was ignored when the command started (a job started
+    # with `&` by a script): the command and its workers always stop on it
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         status = run_command(main)
     except KeyboardInterrupt:

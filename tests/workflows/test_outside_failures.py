@@ -189,24 +189,36 @@ def test_search_workers_are_capped_by_the_cores(store, capsys):
     assert f"--workers is from 1 to {os.cpu_count()}" in capsys.readouterr().err
 
 
-def test_sigterm_to_a_search_stops_its_workers_and_marks_its_run_killed(own_store):
+@pytest.mark.parametrize("started", ["directly", "as a script's background job"])
+def test_sigterm_to_a_search_stops_its_workers_and_marks_its_run_killed(own_store, started):
     env = dict(os.environ)  # the test's own store and run folders
     argv = ["search", "--model", "bow", *COMMON, *SPACE, "--epochs", "30", "--set",
-            "patience=30", "--trials", "4", "--workers", "2", "--pruner", "none"]
-    parent = subprocess.Popen([sys.executable, "-m", "workflows.imdb_sentiment", *argv],
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              env=env, start_new_session=True)
-    for line in parent.stdout:
+            "patience=30", "--trials", "40", "--workers", "2", "--pruner", "none"]
+    command = [sys.executable, "-m", "workflows.imdb_sentiment", *argv]
+    if started == "directly":
+        shell = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                 text=True, env=env, start_new_session=True)
+        parent = shell.pid
+    else:  # `&` in a script: the command starts with SIGINT ignored
+        shell = subprocess.Popen(["bash", "-c", f"{' '.join(command)} & echo PID $!; wait"],
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                 env=env, start_new_session=True)
+        parent = int(next(line for line in shell.stdout if line.startswith("PID ")).split()[1])
+    for line in shell.stdout:
         if line.startswith("Started 2 workers"):
             break
-    workers = worker_pids(parent.pid)
+    workers = worker_pids(parent)
     assert len(workers) == 2
     time.sleep(3)
-    parent.send_signal(signal.SIGTERM)
-    assert parent.wait(timeout=120) == 130
-    for pid in workers:
-        with pytest.raises(ProcessLookupError):
-            os.kill(pid, 0)
+    os.kill(parent, signal.SIGTERM)
+    shell.wait(timeout=60)
+    stopped = time.monotonic()
+    for pid in workers:  # none outlives its parent by more than 10 s
+        while time.monotonic() - stopped < 10 and Path(f"/proc/{pid}").exists() \
+                and Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z":
+            time.sleep(0.2)
+        assert not Path(f"/proc/{pid}").exists() or \
+            Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
     (search_run,) = [run for run in runs_of(env["MLFLOW_TRACKING_URI"])
                      if run.data.tags.get("search") == "true"]
     assert search_run.info.status == "KILLED"

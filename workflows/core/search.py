@@ -15,10 +15,12 @@ which `register` follows), the optimization history and the parameter importance
 """
 
 import contextlib
+import ctypes
 import dataclasses
 import itertools
 import json
 import os
+import signal
 import subprocess
 import time
 import warnings
@@ -263,9 +265,13 @@ def work(study, storage, config, settings, parent_id, train_trial, worker=0):
 # ## Several local workers
 
 
+STOP_SECONDS = 8  # a stopped worker's time to checkpoint its trial, before it is killed
+
+
 def start_workers(command, count, log_dir):
     """`count` worker processes running `command + ["--worker", i]`, logging to files.
-    Each gets an equal share of the CPU threads unless the user set them."""
+    Each gets an equal share of the CPU threads unless the user set them, leads its own
+    process group (stopped whole) and, on Linux, is stopped when its parent dies."""
     log_dir.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
     env.setdefault("TF_NUM_INTRAOP_THREADS", str(max(1, (os.cpu_count() or 1) // count)))
@@ -273,7 +279,9 @@ def start_workers(command, count, log_dir):
     for index in range(count):
         log = open(log_dir / f"worker-{index}.log", "a")  # noqa: SIM115 (closed in wait_for)
         workers.append((subprocess.Popen([*command, "--worker", str(index)], stdout=log,
-                                         stderr=subprocess.STDOUT, env=env), log))
+                                         stderr=subprocess.STDOUT, env=env,
+                                         start_new_session=True,
+                                         preexec_fn=_stop_with_parent), log))
     print(f"Started {count} workers; their logs: {log_dir}/worker-*.log", flush=True)
     return workers
 
@@ -287,14 +295,7 @@ def wait_for(workers, study, settings):
             _print_new_trials(study, settings, seen)
             time.sleep(2)
     except KeyboardInterrupt:
-        for process, _ in workers:
-            with contextlib.suppress(ProcessLookupError):
-                process.send_signal(2)  # SIGINT: checkpoint, queue the trial again, exit
-        for process, _ in workers:
-            try:
-                process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                servers.stop(process)
+        stop_workers(workers)
         raise
     finally:
         for _, log in workers:
@@ -307,6 +308,29 @@ def wait_for(workers, study, settings):
             raise ConfigError(f"A search worker stopped with exit status {process.returncode}: "
                               f"{(errors or lines)[-1].removeprefix('error: ')} "
                               f"(its log: {log.name})")
+
+
+def stop_workers(workers):
+    """SIGTERM to every worker's group (each checkpoints its trial, queues it again and
+    exits), then SIGKILL to any group still there after `STOP_SECONDS` in all."""
+    for process, _ in workers:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_SECONDS
+    for process, _ in workers:
+        try:
+            process.wait(timeout=max(deadline - time.monotonic(), 0.1))
+        except subprocess.TimeoutExpired:
+            servers.stop(process, timeout=1)
+
+
+def _stop_with_parent():
+    """In a new worker (Linux): SIGTERM when the parent dies, however it ends."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+PR_SET_PDEATHSIG = 1
 
 
 def _print_new_trials(study, settings, seen):
