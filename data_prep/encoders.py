@@ -20,6 +20,9 @@ from data_prep import cache, sources
 from data_prep.errors import UserError
 
 FILES = ("config.json", "model.safetensors", "vocab.txt")
+# what keras-hub reads of config.json to build the BERT backbone
+ARCHITECTURE = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                "intermediate_size", "max_position_embeddings")
 SPECIAL = ("[PAD]", "[UNK]", "[CLS]", "[SEP]")
 
 
@@ -63,11 +66,18 @@ def encoder_folder(encoder, root=None):
     if missing:
         raise EncoderError(f"{folder} lacks {', '.join(missing)}: an encoder folder holds "
                            f"{', '.join(FILES)} (a BERT model in Hugging Face format).")
-    kind = _config(folder).get("model_type")
-    if kind != "bert":
-        raise EncoderError(f"{folder}/config.json says model_type {kind!r}; only BERT-"
-                           "architecture encoders (model_type bert) are supported.")
-    read_vocabulary(folder)
+    config = _config(folder)
+    if config.get("model_type") != "bert":
+        raise EncoderError(f"{folder}/config.json says model_type {config.get('model_type')!r}; "
+                           "only BERT-architecture encoders (model_type bert) are supported.")
+    absent = [name for name in ARCHITECTURE if not isinstance(config.get(name), int)]
+    if absent:
+        raise EncoderError(f"{folder}/config.json lacks whole numbers for "
+                           f"{', '.join(absent)}: it must describe the BERT architecture.")
+    vocabulary = read_vocabulary(folder)
+    if config["vocab_size"] != len(vocabulary):
+        raise EncoderError(f"{folder}/config.json says vocab_size {config['vocab_size']} but "
+                           f"vocab.txt holds {len(vocabulary)} entries: they must match.")
     return folder
 
 
@@ -79,7 +89,11 @@ def encoder_digest(folder, root=None):
 
 def read_vocabulary(folder):
     """The WordPiece vocabulary of an encoder folder (`[PAD]` is id 0)."""
-    vocabulary = (Path(folder) / "vocab.txt").read_text("utf-8").splitlines()
+    try:
+        vocabulary = (Path(folder) / "vocab.txt").read_text("utf-8").splitlines()
+    except UnicodeDecodeError as error:
+        raise EncoderError(f"{folder}/vocab.txt is not UTF-8 text ({error.reason} at byte "
+                           f"{error.start}).") from error
     absent = [token for token in SPECIAL if token not in vocabulary]
     if absent or vocabulary[0] != "[PAD]":
         raise EncoderError(f"{folder}/vocab.txt must start with [PAD] and hold "
@@ -96,14 +110,28 @@ def lowercases(folder):
 
 
 def load_backbone(folder):
-    """The encoder as a keras-hub `BertBackbone` with its pretrained weights."""
+    """The encoder as a keras-hub `BertBackbone` with its pretrained weights; weights
+    that do not fit its config.json, or a damaged weights file, are one `EncoderError`."""
     import keras_hub
+    from safetensors import SafetensorError
 
-    return keras_hub.models.BertBackbone.from_preset(str(folder))
+    try:
+        return keras_hub.models.BertBackbone.from_preset(str(folder))
+    except (SafetensorError, ValueError, KeyError, OSError) as error:
+        reason = str(error).splitlines()[0][:160] if str(error) else type(error).__name__
+        raise EncoderError(f"Cannot load the weights of {folder} ({reason}): its "
+                           "model.safetensors is damaged or does not match its config.json."
+                           ) from error
 
 
 def _config(folder):
     try:
-        return json.loads((folder / "config.json").read_text("utf-8"))
+        config = json.loads((folder / "config.json").read_text("utf-8"))
+    except UnicodeDecodeError as error:
+        raise EncoderError(f"{folder}/config.json is not UTF-8 text.") from error
     except json.JSONDecodeError as error:
         raise EncoderError(f"{folder}/config.json is not valid JSON ({error}).") from error
+    if not isinstance(config, dict):
+        raise EncoderError(f"{folder}/config.json must be a JSON object of the model's "
+                           f"settings, not a {type(config).__name__}.")
+    return config

@@ -79,6 +79,32 @@ def test_a_known_encoders_archive_with_other_weights_makes_other_data(store, tmp
     assert fingerprints[0] != fingerprints[1]  # the weights used, not the published digest
 
 
+def rewrite_config(folder, change):
+    path = folder / "config.json"
+    path.write_text(json.dumps(change(json.loads(path.read_text()))))
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda f: (f / "config.json").write_text("[1, 2]"), "must be a JSON object"),
+    (lambda f: (f / "config.json").write_bytes(b'{"x": "\xe9"}'), "is not UTF-8 text"),
+    (lambda f: rewrite_config(f, lambda c: {k: v for k, v in c.items() if k != "vocab_size"}),
+     "lacks whole numbers for vocab_size"),
+    (lambda f: rewrite_config(f, lambda c: {**c, "vocab_size": 7}), "vocab.txt holds"),
+    (lambda f: rewrite_config(f, lambda c: {**c, "hidden_size": 32}),
+     "Cannot load the weights"),
+    (lambda f: (f / "model.safetensors").write_bytes(
+        (f / "model.safetensors").read_bytes()[:200]), "Cannot load the weights"),
+    (lambda f: (f / "vocab.txt").write_bytes(b"[PAD]\n[UNK]\n\xff\xfe"), "is not UTF-8 text"),
+])
+def test_a_careless_encoder_folder_is_one_line(store, tmp_path, capsys, damage, message):
+    folder = write_tiny_encoder(tmp_path / "encoder")
+    damage(folder)
+    assert workflow.main(["train", "--model", "encoder", "--set", f"encoder={folder}",
+                          *TINY]) == 2
+    error = capsys.readouterr().err
+    assert message in error and error.count("\n") == 1
+
+
 def test_reviews_are_read_as_the_encoders_wordpieces_between_cls_and_sep(encoder):
     vocabulary = encoders.read_vocabulary(encoder)
     classifier = EncoderClassifier(encoder_classifier(encoders.load_backbone(encoder), 0.1),
