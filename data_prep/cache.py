@@ -23,6 +23,8 @@ from pathlib import Path
 
 import filelock
 
+from data_prep.errors import UserError
+
 WORK_DIR_ENV = "NLPKIT_WORK_DIR"
 SETTINGS_FILE = "settings.json"
 MANIFEST_FILE = "manifest.json"
@@ -31,7 +33,11 @@ DIGESTS_FILE = "digests.json"  # content digests of sources, by path, size and m
 
 def work_dir(path=None):
     """The work folder: `path`, else `$NLPKIT_WORK_DIR`, else `./work`."""
-    return Path(path or os.environ.get(WORK_DIR_ENV) or "work").expanduser().resolve()
+    folder = Path(path or os.environ.get(WORK_DIR_ENV) or "work").expanduser().resolve()
+    if folder.exists() and not folder.is_dir():
+        raise UserError(f"The work folder {folder} is a file: give --work-dir (or "
+                        f"{WORK_DIR_ENV}) a folder, new or made by the kit.")
+    return folder
 
 
 def settings_key(settings):

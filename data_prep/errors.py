@@ -15,13 +15,19 @@ class UserError(Exception):
 
 def run_command(main, argv=None):
     """`main(argv)`'s exit status; a `UserError` is one `error:` line and status 2, and
-    so is a full disk (what to free, and that the command picks up where it stopped)."""
+    so are a full disk (what to free, and that the command picks up where it stopped)
+    and a file the command may not write."""
     try:
         return main(argv)
     except UserError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     except OSError as error:
+        if error.errno in (errno.EACCES, errno.EROFS, errno.EPERM):
+            print(f"error: cannot write {error.filename or 'a file'} ({error.strerror}): "
+                  "choose a work folder you can write (--work-dir or NLPKIT_WORK_DIR), or "
+                  "fix its permissions.", file=sys.stderr)
+            return 2
         if error.errno not in (errno.ENOSPC, errno.EDQUOT) \
                 and "No space left on device" not in str(error):  # h5py says it in words
             raise

@@ -25,6 +25,7 @@ from data_prep import cache
 from data_prep.runtime import deferred, run_main
 from data_prep.sources import (
     DatasetSource,
+    DataSourceError,
     add_location_arguments,
     prepared_entry,
     resolve,
@@ -194,6 +195,7 @@ def _write_prepared(folder, settings, tmp, verbose):
     say(f"Reading reviews from {folder}")
     train_texts, train_labels, skipped_train = read_reviews(folder / "train")
     test_texts, test_labels, skipped_test = read_reviews(folder / "test")
+    check_splits(folder, train_labels, test_labels)
     train_idx, val_idx = split_train_val(train_labels, settings.val_fraction, settings.seed)
     splits = {
         "train": ([train_texts[i] for i in train_idx], train_labels[train_idx]),
@@ -225,6 +227,23 @@ def _write_prepared(folder, settings, tmp, verbose):
         "prepare_seconds": round(time.perf_counter() - started, 1),
     }
     (tmp / "summary.json").write_text(json.dumps(summary, indent=2))
+
+
+MIN_REVIEWS = 2  # per class and split: a train review and a validation review of each
+
+
+def check_splits(folder, train_labels, test_labels):
+    """Refuses, in one line, a tree whose train or test split lacks reviews of a class
+    (an empty `pos` or `neg` folder, a missing `test` folder): it would train or score
+    on part of the task."""
+    for split, labels in (("train", train_labels), ("test", test_labels)):
+        for label, name in ((0, "neg"), (1, "pos")):
+            count = int(np.sum(labels == label))
+            if count < MIN_REVIEWS:
+                raise DataSourceError(
+                    f"{folder / split / name} holds {count} readable reviews (at least "
+                    f"{MIN_REVIEWS} are needed): point {ACL_IMDB.flag} at a whole aclImdb "
+                    "tree (train and test, each with pos and neg).")
 
 
 def vectorize(vectorizer, texts, batch_size=1024):

@@ -25,6 +25,7 @@ from data_prep import cache
 from data_prep.runtime import deferred, run_main
 from data_prep.sources import (
     DatasetSource,
+    DataSourceError,
     add_location_arguments,
     prepared_entry,
     resolve,
@@ -241,6 +242,12 @@ def _write_prepared(spa_txt, settings, tmp, verbose):
     for bad in malformed[:10]:
         print(f"{spa_txt}:{bad.line_number}: skipped ({bad.reason}): {bad.line[:80]!r}")
     splits = split_by_component(pairs, settings.fractions, settings.seed)
+    empty = [name for name, split_pairs in splits.items() if not split_pairs]
+    if empty:
+        raise DataSourceError(
+            f"{spa_txt} holds {len(pairs)} usable pairs ({len(malformed)} lines skipped): too "
+            f"few to give the {', '.join(empty)} split any (point {SPA_ENG.flag} at the "
+            "whole spa-eng.zip, or a file of ENGLISH<TAB>SPANISH lines, thousands of them).")
     for name, split_pairs in splits.items():
         (tmp / f"{name}.json").write_text(json.dumps(split_pairs, ensure_ascii=False))
     if verbose:

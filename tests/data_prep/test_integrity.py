@@ -1,5 +1,6 @@
 """What the work folder stores is keyed by its source and checked when it is used."""
 
+import errno
 import os
 import tarfile
 import zipfile
@@ -8,7 +9,13 @@ import numpy as np
 import pytest
 
 from data_prep import cache, imdb, sources, spa_eng
-from tests.data_prep.fixtures import write_imdb_folder, write_spa_eng_zip, write_tar_gz
+from data_prep.errors import UserError, run_command
+from tests.data_prep.fixtures import (
+    SPA_LINES,
+    write_imdb_folder,
+    write_spa_eng_zip,
+    write_tar_gz,
+)
 
 SETTINGS = imdb.ImdbSettings(max_tokens=60, sequence_length=12)
 
@@ -182,3 +189,36 @@ def test_without_a_source_the_prepared_copy_is_used_as_it_is(tmp_path, work, mon
     monkeypatch.setattr(sources, "download", no_download)
     again = imdb.prepare(None, SETTINGS, verbose=False)
     assert again.directory == prepared.directory
+
+
+@pytest.mark.parametrize("emptied", ["train/pos", "test/neg", "test"])
+def test_an_imdb_tree_missing_a_class_or_split_is_refused_in_one_line(tmp_path, work,
+                                                                      emptied):
+    base = write_imdb_folder(tmp_path / "a")
+    for review in (base / emptied).rglob("*.txt"):
+        review.unlink()
+    with pytest.raises(sources.DataSourceError, match="readable reviews"):
+        imdb.prepare(base.parent, SETTINGS, verbose=False)
+    assert not list(work.glob("prepared/imdb-*"))
+
+
+@pytest.mark.parametrize("lines", [[], ["no tab on this line"], SPA_LINES[:3]])
+def test_a_spa_eng_file_too_small_to_split_is_refused_in_one_line(tmp_path, work, lines):
+    archive = write_spa_eng_zip(tmp_path / "spa-eng.zip", lines)
+    with pytest.raises(sources.DataSourceError, match="too few to give the"):
+        spa_eng.prepare(archive, verbose=False)
+
+
+def test_a_work_folder_that_is_a_file_is_one_line(tmp_path, monkeypatch):
+    monkeypatch.setenv(cache.WORK_DIR_ENV, str(tmp_path / "afile"))
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(UserError, match="is a file"):
+        cache.work_dir()
+
+
+def test_a_file_the_command_may_not_write_is_one_line(capsys):
+    def main(argv):
+        raise PermissionError(errno.EACCES, "Permission denied", "/work/x.npy")
+
+    assert run_command(main) == 2
+    assert capsys.readouterr().err.startswith("error: cannot write /work/x.npy")
