@@ -253,6 +253,17 @@ def test_nbsvm_scales_ngrams_by_the_log_count_ratios_of_the_train_reviews(store)
     assert list(labels) == list(prepared.labels("train")) * 2
 
 
+def test_evaluate_on_texts_of_one_class_says_it_cannot_rank_them(store, tmp_path, capsys):
+    tsv = tmp_path / "praise.tsv"
+    tsv.write_text("Great phone\t1\nLoved it\t1\n", encoding="utf-8")
+    run_id = runs_by_model()["bow"].info.run_id
+    assert workflow.main(["evaluate", "--run-id", run_id, "--texts", str(tsv)]) == 0
+    assert "ROC AUC not logged: every text of texts_praise has the same label" in \
+        capsys.readouterr().out
+    metrics = mlflow.get_run(run_id).data.metrics
+    assert "texts_praise_accuracy" in metrics and "texts_praise_roc_auc" not in metrics
+
+
 def test_evaluate_on_labelled_texts_logs_f1_and_calibration(store, tmp_path, capsys):
     tsv = tmp_path / "Short reviews.tsv"
     tsv.write_text("Great phone, works well\tpositive\nBroke after a day.\tneg\n"

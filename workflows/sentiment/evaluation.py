@@ -3,6 +3,7 @@ run: metrics, calibration before and after the model's own, figures and the text
 got most confidently wrong (the IMDB lesson's `evaluate` step)."""
 
 import json
+import math
 import time
 
 from workflows.core import figures, models, runs
@@ -28,6 +29,9 @@ def score_and_log(run, model, scored, top_wrong=20):
         curves[f"{name}_calibration_before.json"] = before
         diagrams[f"{name}_calibration_before.png"] = figures.reliability_diagram(
             before, f"{name}, before calibration")
+    if math.isnan(metrics["roc_auc"]):  # needs texts of both classes to rank
+        print(f"ROC AUC not logged: every text of {name} has the same label.")
+        del metrics["roc_auc"]
     results = {f"{name}_{key}": value for key, value in metrics.items()
                if key != "confusion_matrix"}
     runs.log_evaluation(
