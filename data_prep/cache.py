@@ -150,6 +150,8 @@ def write_atomically(directory, settings, fill):
             if problem is None:
                 return directory
             print(f"Rebuilding {directory}: {problem}.")
+        elif directory.exists():
+            print(f"Rebuilding {directory}: its {SETTINGS_FILE} is missing.")
 
         def fill_with_settings(tmp):
             fill(tmp)

@@ -116,6 +116,9 @@ def test_a_prepared_entry_with_a_missing_or_damaged_file_is_built_again(tmp_path
     again = imdb.prepare(archive, SETTINGS, verbose=False)
     assert "train_ids.npy is missing" in capsys.readouterr().out
     assert np.array_equal(again.token_ids("train"), ids)
+    (prepared.directory / "settings.json").unlink()
+    imdb.prepare(archive, SETTINGS, verbose=False)
+    assert "settings.json is missing" in capsys.readouterr().out
     texts = prepared.directory / "test_texts.json"
     texts.write_text(texts.read_text().replace("number", "nmber"))  # other bytes
     again = imdb.prepare(archive, SETTINGS, verbose=False)
