@@ -18,8 +18,8 @@ def metric_steps(run_id, name):
     return [m.step for m in mlflow.MlflowClient().get_metric_history(run_id, name)]
 
 
-def test_metrics_of_an_epoch_checkpointed_before_a_crash_are_logged_on_resume(
-        own_store, monkeypatch):
+def store_fails_at_epoch_two(monkeypatch):
+    """Logging epoch 2's metrics fails once, as a store that stopped answering would."""
     log_metrics = mlflow.log_metrics
 
     def unreachable_at_epoch_two(metrics, step=None, **kwargs):
@@ -29,6 +29,11 @@ def test_metrics_of_an_epoch_checkpointed_before_a_crash_are_logged_on_resume(
         return log_metrics(metrics, step=step, **kwargs)
 
     monkeypatch.setattr(mlflow, "log_metrics", unreachable_at_epoch_two)
+
+
+def test_metrics_of_an_epoch_checkpointed_before_a_crash_are_logged_on_resume(
+        own_store, monkeypatch):
+    store_fails_at_epoch_two(monkeypatch)
     argv = ["train", "--model", "bow", *COMMON, *BOW, "--epochs", "3", "--set", "hidden_units=6"]
     with pytest.raises(ConnectionError):
         workflow.main(argv)
@@ -41,18 +46,10 @@ def test_metrics_of_an_epoch_checkpointed_before_a_crash_are_logged_on_resume(
 
 def test_a_run_whose_checkpoints_are_all_damaged_starts_over_as_a_new_run(
         own_store, monkeypatch, capsys):
-    log_metrics = mlflow.log_metrics
-
-    def unreachable_at_epoch_two(metrics, step=None, **kwargs):
-        if step == 2:
-            raise ConnectionError("tracking server unreachable")
-        return log_metrics(metrics, step=step, **kwargs)
-
-    monkeypatch.setattr(mlflow, "log_metrics", unreachable_at_epoch_two)
+    store_fails_at_epoch_two(monkeypatch)
     argv = ["train", "--model", "bow", *COMMON, *BOW, "--epochs", "2", "--set", "hidden_units=5"]
     with pytest.raises(ConnectionError):
         workflow.main(argv)
-    monkeypatch.setattr(mlflow, "log_metrics", log_metrics)
     (folder,) = [path.parent for path in Path(os.environ["NLPKIT_WORK_DIR"]).glob(
         "runs/imdb_sentiment/bow-*/state.json")]
     for checkpoint in folder.glob("checkpoint-*.weights.h5"):
