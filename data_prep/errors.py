@@ -22,17 +22,29 @@ def run_command(main, argv=None):
     except UserError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    except OSError as error:
-        if error.errno in (errno.EACCES, errno.EROFS, errno.EPERM):
+    except Exception as error:
+        if isinstance(error, OSError) and error.errno in (errno.EACCES, errno.EROFS, errno.EPERM):
             print(f"error: cannot write {error.filename or 'a file'} ({error.strerror}): "
                   "choose a work folder you can write (--work-dir or NLPKIT_WORK_DIR), or "
                   "fix its permissions.", file=sys.stderr)
             return 2
-        if error.errno not in (errno.ENOSPC, errno.EDQUOT) \
-                and "No space left on device" not in str(error):  # h5py says it in words
+        full = disk_full(error)
+        if full is None:
             raise
-        where = f" writing {error.filename}" if error.filename else ""
+        where = f" writing {full.filename}" if getattr(full, "filename", None) else ""
         print(f"error: no space left on the disk{where}: free some space (or point "
               "NLPKIT_WORK_DIR elsewhere), then rerun the same command; it picks up from "
               "its last checkpoint or cache entry.", file=sys.stderr)
         return 2
+
+
+def disk_full(error):
+    """The error in `error`'s chain that says the disk (or a database on it) is full, or
+    None: an OSError with ENOSPC or EDQUOT, or the words h5py and SQLite use for it."""
+    while error is not None:
+        if (isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT)) \
+                or "No space left on device" in str(error) \
+                or "database or disk is full" in str(error):
+            return error
+        error = error.__cause__ or error.__context__
+    return None

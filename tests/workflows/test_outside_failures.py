@@ -1,6 +1,5 @@
 """Failures from outside the kit are one line, quickly; nothing is lost or half-done."""
 
-import errno
 import os
 import signal
 import socket
@@ -17,7 +16,7 @@ from tests.workflows.conftest import BOW, COMMON
 from tests.workflows.test_search import SPACE
 from workflows import imdb_sentiment as workflow
 from workflows import mlflow_ui
-from workflows.core import checkpoints, runs, servers, training
+from workflows.core import runs, servers, training
 from workflows.core import store as mlflow_store
 from workflows.core.servers import check_can_serve
 
@@ -147,16 +146,32 @@ def test_a_run_folder_of_another_store_is_one_line_and_registers_nothing(
     assert mlflow.search_registered_models() == []
 
 
-def test_a_full_disk_is_one_line_saying_what_to_do(own_store, monkeypatch, capsys):
+@pytest.fixture
+def small_disk(tmp_path):
+    """A real 3 MB file system (tmpfs), where one can be mounted (as root on Linux)."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mount)],
+                          capture_output=True, check=False)
+    if made.returncode:
+        pytest.skip("cannot mount a small tmpfs here (it needs root on Linux)")
+    yield mount
+    subprocess.run(["umount", "-l", str(mount)], check=False)
 
-    def no_space(self, model, state):
-        raise OSError(errno.ENOSPC, "No space left on device", str(self.output / "x.h5"))
 
-    monkeypatch.setattr(checkpoints.TrainingFolder, "checkpoint", no_space)
-    assert workflow.main([*BOW_ONE_EPOCH, "--set", "hidden_units=3"]) == 2
+def test_a_full_disk_is_one_line_the_run_failed_and_nothing_half_written(
+        own_store, small_disk, monkeypatch, capsys):
+    work = small_disk / "work"
+    monkeypatch.setenv("NLPKIT_WORK_DIR", str(work))
+    big = [*BOW_ONE_EPOCH, "--set", "hidden_units=2000"]  # 2.4 MB of weights: no room
+    assert workflow.main(big) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: no space left on the disk writing ") and "rerun" in err
-    assert "Traceback" not in err
+    assert "Traceback" not in err and err.count("\n") == 1
+    assert not list(work.rglob(".partial-*")) and not list(work.rglob("checkpoint-*"))
+    (run,) = runs_of(os.environ["MLFLOW_TRACKING_URI"])
+    assert run.info.status == "FAILED"
+    assert workflow.main([*BOW_ONE_EPOCH, "--set", "hidden_units=3"]) == 0  # room: trains
 
 
 def test_an_interrupted_run_is_killed_not_failed(own_store, monkeypatch):

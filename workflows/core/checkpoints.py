@@ -7,6 +7,7 @@ weights and optimizer state, skips the batches it already trained on, and carrie
 on with the same early-stopping counters and metric history.
 """
 
+import errno
 import json
 import math
 import os
@@ -18,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import keras
+import numpy as np
 
 from data_prep.cache import sha256_of
 
@@ -88,7 +90,7 @@ class TrainingFolder:
         self.output.mkdir(parents=True, exist_ok=True)
         state.checkpoint = f"checkpoint-e{state.epoch}-s{state.step}.weights.h5"
         state.digests[state.checkpoint] = _replace_atomically(
-            self.output / state.checkpoint, lambda tmp: model.save_weights(tmp))
+            self.output / state.checkpoint, lambda tmp: save_weights(model, tmp))
         current = self.output / STATE_FILE
         if current.exists():
             os.replace(current, self.output / PREVIOUS_STATE_FILE)
@@ -171,7 +173,7 @@ class TrainingFolder:
 
     def save_best_weights(self, model, state):
         state.digests[BEST_WEIGHTS] = _replace_atomically(
-            self.output / BEST_WEIGHTS, lambda tmp: model.save_weights(tmp))
+            self.output / BEST_WEIGHTS, lambda tmp: save_weights(model, tmp))
 
     def load_best_weights(self, model, state):
         """Gives `model` the best epoch's weights; if their file is damaged, says so and
@@ -195,7 +197,7 @@ class TrainingFolder:
     def save_epoch_weights(self, model, epoch, keep, state):
         """Saves `epoch`'s weights and drops those older than the last `keep` epochs."""
         state.digests[_epoch_file(epoch)] = _replace_atomically(
-            self.output / _epoch_file(epoch), lambda tmp: model.save_weights(tmp))
+            self.output / _epoch_file(epoch), lambda tmp: save_weights(model, tmp))
         for path in self.output.glob("epoch-*.weights.h5"):
             if int(path.name.split("-")[1].split(".")[0]) <= epoch - keep:
                 path.unlink(missing_ok=True)
@@ -233,6 +235,19 @@ def starting_state(folder, retrain=False):
     if retrain and Path(folder).exists():
         shutil.rmtree(folder)
     return TrainingFolder(folder).load_state()
+
+
+def save_weights(model, path):
+    """`model.save_weights(path)`, refused with ENOSPC (before a byte is written) when
+    the disk has not room for them: HDF5 failing mid-file floods stderr and can crash."""
+    variables = [*model.weights, *(model.optimizer.variables if model.optimizer else [])]
+    needed = sum(np.prod(v.shape, dtype="int64") * np.dtype(v.dtype).itemsize
+                 for v in variables) * 1.1 + (1 << 20)
+    free = shutil.disk_usage(path.parent).free
+    if free < needed:
+        raise OSError(errno.ENOSPC, f"No space left on device for {needed / 2**20:.0f} MB "
+                                    f"of weights ({free / 2**20:.0f} MB free)", str(path))
+    model.save_weights(path)
 
 
 def _replace_atomically(path, write):
