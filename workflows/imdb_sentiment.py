@@ -220,8 +220,12 @@ def evaluate(run_id=None, imdb_path=None, work_dir=None, model_uri=None, top_wro
 def predict(texts, run_id=None, model_uri=None):
     """Label and probability for each text, printed; returns the probabilities."""
     from workflows.core import models, runs
+    from workflows.sentiment.reviews import blank_reviews
 
     models.check_texts(texts, "review")
+    if blank_reviews(texts):
+        raise ConfigError(f"Review {blank_reviews(texts)[0] + 1} is empty: a review needs "
+                          "words to be judged.")
     run = runs.model_run(LESSON, run_id, model_uri)
     probabilities = models.load_pyfunc(run).predict(list(texts))
     for text, probability in zip(texts, probabilities, strict=True):

@@ -136,6 +136,7 @@ def test_predict_handles_empty_and_long_reviews(store, capsys):
     (["train", "--model", "bilstm", "--set", "cell=transformer"], "cell must be one of"),
     (["evaluate", "--run-id", "nope"], "No run matches --run-id 'nope'"),
     (["predict"], "Give reviews to classify"),
+    (["predict", "Great", "  "], "Review 2 is empty"),
     (["compare", "--since", "yesterday"], "--since expects a date"),
 ])
 def test_bad_input_gets_a_clear_error(store, capsys, argv, message):
@@ -334,10 +335,11 @@ def test_lm_classifier_transfers_a_language_model_and_compares_with_scratch(stor
         .split("\n") == source.vocabulary  # the language model's tokenizer
     assert workflow.main(["evaluate", "--run-id", pretrained.info.run_id]) == 0
     assert_test_accuracy_is_its_confusion_matrixs(pretrained.info.run_id)
-    probabilities = workflow.predict(["A gripping film <br /> truly", ""], pretrained.info.run_id)
+    probabilities = workflow.predict(["A gripping film <br /> truly", "Meh."],
+                                     pretrained.info.run_id)
     logged = mlflow.pyfunc.load_model(f"runs:/{pretrained.info.run_id}/model")
     assert list(probabilities) == pytest.approx(
-        list(logged.predict(["A gripping film <br /> truly", ""])), abs=1e-5)
+        list(logged.predict(["A gripping film <br /> truly", "Meh."])), abs=1e-5)
     assert workflow.main(["train", "--model", "lm_classifier"]) == 2
     assert "give --init-from" in capsys.readouterr().err
 
@@ -381,8 +383,8 @@ def test_ensemble_fits_weights_on_validation_only_and_serves_like_a_model(
     assert workflow.main(["evaluate", "--run-id", ensemble.info.run_id]) == 0
     assert_test_accuracy_is_its_confusion_matrixs(ensemble.info.run_id)
     probabilities = predict_in_a_fresh_process(ensemble.info.run_id,
-                                               "['Wonderful and moving', '']", tmp_path)
-    here = workflow.predict(["Wonderful and moving", ""], ensemble.info.run_id)
+                                               "['Wonderful and moving', 'Meh.']", tmp_path)
+    here = workflow.predict(["Wonderful and moving", "Meh."], ensemble.info.run_id)
     assert probabilities == pytest.approx(list(here), abs=1e-5)
     assert workflow.main(["ensemble", "--run-id", members[0]]) == 2
     assert "at least two different runs" in capsys.readouterr().err

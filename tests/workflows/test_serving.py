@@ -23,7 +23,7 @@ def server(store, tmp_path_factory):
 
 
 def test_served_model_answers_raw_strings(server):
-    status, body = post(server, json.dumps({"inputs": ["Wonderful and moving", ""]}).encode())
+    status, body = post(server, json.dumps({"inputs": ["Wonderful and moving", "Meh."]}).encode())
     assert status == 200
     assert len(body["predictions"]) == 2 and all(0 <= p <= 1 for p in body["predictions"])
 
@@ -32,6 +32,7 @@ def test_served_model_answers_raw_strings(server):
     (b"{not json", ""),
     (json.dumps({"inputs": [1, 2]}).encode(), "str"),
     (json.dumps({"inputs": []}).encode(), "at least one review"),
+    (json.dumps({"inputs": ["Fine", " "]}).encode(), "are empty"),
     (json.dumps({"reviews": ["x"]}).encode(), "inputs"),
 ])
 def test_bad_payloads_get_a_4xx_and_the_server_keeps_serving(server, payload, hint):

@@ -22,10 +22,9 @@ class FolderReviewSentiment(PythonModel):
         self.calibration = Calibration.load(context.artifacts["classifier"])
 
     def predict(self, context, model_input: list[str], params=None) -> list[float]:
-        """The calibrated probability that each review is positive (empty reviews
-        included).
+        """The calibrated probability that each review is positive.
 
-        Raises `MlflowException` (HTTP 400 when served) for an empty list.
+        Raises `MlflowException` (HTTP 400 when served) for an empty list or review.
         """
         texts = requested_reviews(model_input)
         return self.calibration.apply(self.classifier.predict(texts)).tolist()

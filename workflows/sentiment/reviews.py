@@ -5,10 +5,19 @@ from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE
 
 
 def requested_reviews(model_input):
-    """The reviews of a pyfunc request, as a list; an empty one is refused with an
-    `MlflowException` (HTTP 400 when served)."""
+    """The reviews of a pyfunc request, as a list; an empty list, or a review with no
+    text to judge, is refused with an `MlflowException` (HTTP 400 when served)."""
     texts = list(model_input)
     if not texts:
         raise MlflowException('Send at least one review, e.g. {"inputs": ["Loved it"]}.',
                               error_code=INVALID_PARAMETER_VALUE)
+    blank = blank_reviews(texts)
+    if blank:
+        raise MlflowException(f"Reviews {blank[:10]} (counted from 0) are empty: a review "
+                              "needs words to be judged.", error_code=INVALID_PARAMETER_VALUE)
     return texts
+
+
+def blank_reviews(texts):
+    """The positions of the texts that hold no words (empty or only spaces)."""
+    return [i for i, text in enumerate(texts) if isinstance(text, str) and not text.strip()]
