@@ -22,7 +22,7 @@ import keras
 import numpy as np
 
 from data_prep import cache
-from data_prep.runtime import deferred, run_main
+from data_prep.runtime import run_main
 from data_prep.sources import (
     DatasetSource,
     DataSourceError,
@@ -31,8 +31,6 @@ from data_prep.sources import (
     resolve,
 )
 from data_prep.text import clean_html
-
-standardize = deferred("data_prep.standardize")  # Keras layers: loaded on use
 
 ACL_IMDB = DatasetSource(
     name="aclImdb",
@@ -102,6 +100,8 @@ def split_train_val(labels, val_fraction, seed):
 
 def make_vectorizer(settings, vocabulary=None):
     """The `TextVectorization` layer of the tutorial, with HTML-aware standardization."""
+    from data_prep import standardize  # registers its functions with Keras: loaded on use
+
     return keras.layers.TextVectorization(
         max_tokens=settings.max_tokens,
         output_mode="int",

@@ -22,7 +22,7 @@ import keras
 import numpy as np
 
 from data_prep import cache
-from data_prep.runtime import deferred, run_main
+from data_prep.runtime import run_main
 from data_prep.sources import (
     DatasetSource,
     DataSourceError,
@@ -31,8 +31,6 @@ from data_prep.sources import (
     resolve,
 )
 from data_prep.subwords import SPECIAL_TOKENS, learn_wordpiece
-
-standardize = deferred("data_prep.standardize")  # Keras layers: loaded on use
 
 SPA_ENG = DatasetSource(
     name="spa-eng",
@@ -181,6 +179,8 @@ def make_vectorizers(settings, source_vocabulary=None, target_vocabulary=None,
     tokens. Target: the same, keeping the `[start]`/`[end]` markers, `sequence_length
     + 1` tokens (the decoder input and the labels are this shifted by one).
     """
+    from data_prep import standardize  # registers its functions with Keras: loaded on use
+
     source_language, _ = languages(direction)
     source = keras.layers.TextVectorization(
         max_tokens=settings.max_tokens, output_mode="int",

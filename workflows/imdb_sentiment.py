@@ -23,8 +23,7 @@ from pathlib import Path
 from data_prep import glove, imdb
 from data_prep.runtime import run_main
 from workflows.core.cli import LessonCLI, read_texts
-from workflows.core.config import Catalog, ConfigError
-from workflows.core.lesson import Lesson, ModelExport
+from workflows.core.config import Catalog, ConfigError, Lesson, ModelExport
 from workflows.sentiment import doc2vec, encoder, lm_classifier, ngrams, rnn, transformer
 from workflows.sentiment.ensemble import FIT_ON
 from workflows.sentiment.lexicon import LEXICONS

@@ -33,8 +33,7 @@ from workflows.causal_lm.presets import (  # noqa: F401  (API)
 )
 from workflows.causal_lm.sampling import PYFUNC_PARAMS, SAMPLERS, Sampling
 from workflows.core.cli import LessonCLI, read_texts
-from workflows.core.config import ConfigError
-from workflows.core.lesson import Lesson, ModelExport
+from workflows.core.config import ConfigError, Lesson, ModelExport
 
 # The machinery the steps use, loaded when a step runs (`--help` answers without it).
 mlflow = deferred("mlflow")

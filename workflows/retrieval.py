@@ -25,8 +25,7 @@ from pathlib import Path
 from data_prep import retrieval_corpus
 from data_prep.runtime import run_main
 from workflows.core.cli import LessonCLI, add_search_arguments, overrides_from_args, read_texts
-from workflows.core.config import ConfigError, describe
-from workflows.core.lesson import Lesson, ModelExport
+from workflows.core.config import ConfigError, Lesson, ModelExport, describe
 from workflows.retrievers import evaluation
 from workflows.retrievers.config import (  # noqa: F401  (API)
     CATALOG,

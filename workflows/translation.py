@@ -31,8 +31,7 @@ import numpy as np
 from data_prep import cache, spa_eng
 from data_prep.runtime import deferred, run_main
 from workflows.core.cli import LessonCLI, read_texts
-from workflows.core.config import ConfigError
-from workflows.core.lesson import Lesson, ModelExport
+from workflows.core.config import ConfigError, Lesson, ModelExport
 from workflows.seq2seq.metrics import bleu_scores
 from workflows.seq2seq.presets import (  # noqa: F401  the lesson's API: make_config & co
     BATCH_TOKENS_HELP,

@@ -1,11 +1,13 @@
 """The machinery every lesson shares, one module per concept.
 
-- `lesson`: what a lesson gives the rest (`Lesson`, `TrainingPlan`, `ModelExport`).
-- `config`: typed configs (`option`, `Catalog`), overrides and their checks.
+- `config`: typed configs (`option`, `Catalog`), overrides and their checks; what a
+  lesson declares (`Lesson`: its catalog, `train`, comparison; `ModelExport`).
 - `cli`: `LessonCLI`, the command line every lesson declares, and the error policy.
-- `training`: a run and its training: start or resume, log, average, export, finish.
+- `training`: `TrainingRun`, the steps of a training a lesson calls in order: load the
+  data, open the run folder, start or resume the MLflow run, fit, export.
 - `checkpoints`: the resumable `fit` (checkpoints, early stopping, time budget).
-- `models`: the logged model: exported with its code and digest, loaded verified.
+- `models`: the logged model: exported with its code and digest, loaded verified;
+  `model_folder`: the one folder format every trained model is saved in.
 - `runs`: finding, comparing and registering runs; evaluations logged back to them.
 - `store`: the MLflow store, its experiments and run tags; whether it answers.
 - `distribution`, `precision`, `compilation`: where a run trains, in which precision,

@@ -6,7 +6,9 @@ when the field matters only for some configs, when it applies. A `Catalog` names
 configs a user picks from (`--model`, and `--preset` where a lesson has presets).
 Users change fields with `--config run.yaml` and/or `--set key=value` (repeatable);
 every value is checked when the command line is read, before any data is loaded or
-any run starts, so a typo never trains the wrong model.
+any run starts, so a typo never trains the wrong model. A lesson declares itself with
+`Lesson` (its catalog, its `train`, its comparison) and how a trained model leaves its
+run with `ModelExport`.
 """
 
 import dataclasses
@@ -14,6 +16,10 @@ import json
 import math
 import types
 import typing
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from data_prep.errors import UserError
 
@@ -244,3 +250,36 @@ def describe(config):
 # ## Reading overrides from the command line
 
 
+# ## What a lesson declares: its catalog, training and comparison, and how a trained
+# model leaves its run
+
+
+@dataclass(frozen=True)
+class Lesson:
+    """What the core needs to know about a lesson."""
+
+    experiment: str  # the MLflow experiment, and the run folders' parent
+    catalog: Catalog
+    train: Callable | None  # (config, data_path, work_dir, retrain, tags, after_epoch) -> run id
+    load_data: Callable | None  # (config, data_path, work_dir): prepares what `train` reads
+    compare_columns: tuple  # MLflow columns of the `compare` table
+    sort_by: str  # default `compare` order, best first
+    ascending: bool = False  # True when lower is better (perplexity)
+    complete_config: Callable | None = None  # config -> config, once the CLI has read it
+
+    def run_name(self, config):
+        model = getattr(config, self.catalog.key)
+        return f"{model}-{config.preset}" if self.catalog.has_presets else model
+
+
+@dataclass(frozen=True)
+class ModelExport:
+    """How a trained model leaves its run folder: saved there, then logged as a pyfunc."""
+
+    artifact: str  # file or folder name, in the run folder and in the pyfunc's artifacts
+    save: Callable[[Path], Any]  # writes the artifact at the given path
+    python_model: Path  # the models-from-code pyfunc file
+    input_example: list
+    packages: tuple = ()  # subpackages of workflows/ the pyfunc imports
+    params: dict | None = None  # the params schema (name -> default) callers may tune
+    requirements: tuple = ()  # pinned packages it needs (default: models.model_requirements)
