@@ -6,6 +6,7 @@ status 2. Any other exception is a bug and keeps its traceback.
 """
 
 import errno
+import re
 import sys
 
 
@@ -38,13 +39,17 @@ def run_command(main, argv=None):
         return 2
 
 
+SHORT_WRITE = re.compile(r"\d+ requested and \d+ written")  # NumPy's words for it
+
+
 def disk_full(error):
     """The error in `error`'s chain that says the disk (or a database on it) is full, or
-    None: an OSError with ENOSPC or EDQUOT, or the words h5py and SQLite use for it."""
+    None: an OSError with ENOSPC or EDQUOT, or the words h5py, SQLite and NumPy use."""
     while error is not None:
         if (isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT)) \
                 or "No space left on device" in str(error) \
-                or "database or disk is full" in str(error):
+                or "database or disk is full" in str(error) \
+                or (isinstance(error, OSError) and SHORT_WRITE.search(str(error))):
             return error
         error = error.__cause__ or error.__context__
     return None

@@ -146,17 +146,39 @@ def test_a_run_folder_of_another_store_is_one_line_and_registers_nothing(
     assert mlflow.search_registered_models() == []
 
 
-@pytest.fixture
-def small_disk(tmp_path):
-    """A real 3 MB file system (tmpfs), where one can be mounted (as root on Linux)."""
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mount)],
+def mounted_tmpfs(folder, size):
+    """A real file system of `size` (tmpfs) at `folder`, where one can be mounted (as
+    root on Linux); the test is skipped elsewhere."""
+    folder.mkdir()
+    made = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
                           capture_output=True, check=False)
     if made.returncode:
         pytest.skip("cannot mount a small tmpfs here (it needs root on Linux)")
-    yield mount
-    subprocess.run(["umount", "-l", str(mount)], check=False)
+    return folder
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 3 MB disk: room for the tiny prepared reviews, not for big weights."""
+    yield mounted_tmpfs(tmp_path / "disk", "3m")
+    subprocess.run(["umount", "-l", str(tmp_path / "disk")], check=False)
+
+
+@pytest.fixture
+def tiny_disk(tmp_path):
+    """A 64 KB disk: no room for the prepared reviews."""
+    yield mounted_tmpfs(tmp_path / "disk", "64k")
+    subprocess.run(["umount", "-l", str(tmp_path / "disk")], check=False)
+
+
+def test_a_disk_full_while_preparing_is_one_line_and_leaves_no_partial_entry(
+        own_store, tiny_disk, monkeypatch, capsys):
+    work = tiny_disk / "work"
+    monkeypatch.setenv("NLPKIT_WORK_DIR", str(work))
+    assert workflow.main(BOW_ONE_EPOCH) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: no space left on the disk") and err.count("\n") == 1
+    assert not list(work.glob("prepared/*"))  # no partial or half-complete entry
 
 
 def test_a_full_disk_is_one_line_the_run_failed_and_nothing_half_written(
