@@ -51,9 +51,9 @@ def prepared_dir(name, settings, root=None):
     return work_dir(root) / "prepared" / f"{name}-{settings_key(settings)}"
 
 
-def newest_prepared(name, settings, root=None):
+def newest_prepared(name, settings, root=None, damaged_too=False):
     """The newest intact entry of `name` prepared with `settings` (whatever its `source`
-    setting says), or None."""
+    setting says), or None; with `damaged_too`, the newest complete one."""
     found = []
     for entry in (work_dir(root) / "prepared").glob(f"{name}-*"):
         try:
@@ -61,7 +61,8 @@ def newest_prepared(name, settings, root=None):
         except (OSError, ValueError):
             continue
         recorded.pop("source", None)
-        if recorded == json.loads(json.dumps(settings, default=str)) and is_intact(entry):
+        if recorded == json.loads(json.dumps(settings, default=str)) \
+                and (damaged_too or is_intact(entry)):
             found.append(((entry / SETTINGS_FILE).stat().st_mtime, entry))
     return max(found)[1] if found else None
 

@@ -181,7 +181,7 @@ def prepare(path=None, settings=ImdbSettings(), root=None, verbose=True):
     directory, key_settings = prepared_entry(
         ACL_IMDB, "imdb", {"dataset": "imdb", **asdict(settings)}, path, root)
     if not cache.is_intact(directory):
-        folder = resolve(ACL_IMDB, path, root) / "aclImdb"
+        folder = resolve(ACL_IMDB, path, root, key_settings.get("source")) / "aclImdb"
         cache.write_atomically(
             directory, key_settings, lambda tmp: _write_prepared(folder, settings, tmp, verbose)
         )

@@ -64,11 +64,17 @@ def add_location_arguments(parser, source):
     parser.add_argument("--work-dir", help="cache folder (default: $NLPKIT_WORK_DIR or ./work)")
 
 
-def resolve(source, path=None, root=None):
-    """Returns a folder holding `source.marker`, from the best available source."""
+def resolve(source, path=None, root=None, key=None):
+    """Returns a folder holding `source.marker`, from the best available source: the path
+    given, else the intact copy extracted from the archive whose content key is `key`
+    (what a prepared entry records as its source), else the official archive's copy,
+    else the download."""
     path = path or os.environ.get(source.env_var)
     if path:
         return _from_local_path(source, Path(path).expanduser(), root)
+    earlier = work_dir(root) / "extracted" / f"{source.name}-{key}"
+    if key and (earlier / source.marker).exists() and damage(earlier) is None:
+        return earlier
     extracted = work_dir(root) / "extracted" / source.name
     if (extracted / source.marker).exists() and damage(extracted) is None:
         return extracted
@@ -95,8 +101,9 @@ def prepared_entry(source, name, settings, path=None, root=None):
     prepared with these settings (a work folder copied to another machine is used as
     it is), else the official archive's."""
     given = path or os.environ.get(source.env_var)
-    if not given:
-        found = newest_prepared(name, settings, root)
+    if not given:  # intact first; else a damaged one, to build again from its source
+        found = newest_prepared(name, settings, root) \
+            or newest_prepared(name, settings, root, damaged_too=True)
         if found is not None:
             return found, json.loads((found / "settings.json").read_text())
     keyed = {**settings, "source": source_key(source, path, root)}

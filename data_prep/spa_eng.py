@@ -227,7 +227,7 @@ def prepare(path=None, settings=SpaEngSettings(), root=None, verbose=True):
     directory, key_settings = prepared_entry(
         SPA_ENG, "spa-eng", {"dataset": "spa-eng", **asdict(settings)}, path, root)
     if not cache.is_intact(directory):
-        folder = resolve(SPA_ENG, path, root)
+        folder = resolve(SPA_ENG, path, root, key_settings.get("source"))
         cache.write_atomically(
             directory, key_settings,
             lambda tmp: _write_prepared(folder / SPA_ENG.marker, settings, tmp, verbose),

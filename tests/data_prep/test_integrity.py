@@ -181,6 +181,18 @@ def test_a_damaged_cache_file_is_written_again(tmp_path, work, capsys):
     assert cache.produce_file(path, write).read_text() == "1 2 3" and len(calls) == 3
 
 
+def test_without_a_source_a_damaged_entry_is_rebuilt_from_its_extracted_copy(
+        tmp_path, work, monkeypatch, capsys):
+    archive = imdb_archive(tmp_path / "a", tmp_path / "a.tar.gz", word="numeral")
+    prepared = imdb.prepare(archive, SETTINGS, verbose=False)
+    (prepared.directory / "test_texts.json").write_text("[]")  # damaged
+    monkeypatch.setattr(sources, "download", lambda *args: pytest.fail("downloaded"))
+    again = imdb.prepare(None, SETTINGS, verbose=False)  # no archive given this time
+    assert "test_texts.json is damaged" in capsys.readouterr().out
+    assert again.directory == prepared.directory
+    assert any("numeral" in text for text in again.texts("test"))
+
+
 def test_without_a_source_the_prepared_copy_is_used_as_it_is(tmp_path, work, monkeypatch):
     archive = imdb_archive(tmp_path / "a", tmp_path / "a.tar.gz")
     prepared = imdb.prepare(archive, SETTINGS, verbose=False)
