@@ -176,7 +176,7 @@ class SubwordClassifier:
     @classmethod
     def load(cls, folder):
         import layers  # noqa: F401  registers the layers a saved model uses
-        from workflows.causal_lm import models  # noqa: F401  registers GPT and GPTClassifier
+        from workflows.causal_lm.models import GPTClassifier  # noqa: F401  registered
         from workflows.sentiment.shared import read_folder
 
         model, settings, vocabulary = read_folder(folder, "subwords")

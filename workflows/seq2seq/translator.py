@@ -18,6 +18,7 @@ from workflows.core.compilation import compiled
 from workflows.core.model_folder import read_folder, save_folder
 from workflows.seq2seq.batching import PairBatches, truncate
 from workflows.seq2seq.decoding import Decoder, rank_hypotheses
+from workflows.seq2seq.models import GRUTranslator, TransformerTranslator  # noqa: F401
 from workflows.seq2seq.tokenization import Tokenizer
 
 KIND = "translator"
