@@ -16,6 +16,7 @@ from data_prep import imdb, paragraph_vectors
 from tests.workflows.conftest import BOW, COMMON, RNN, first_runs_by_model
 from workflows import imdb_sentiment as workflow
 from workflows.core import checkpoints, runs, training
+from workflows.core.config import ConfigError
 from workflows.sentiment import calibration, doc2vec, ensemble, shared
 from workflows.sentiment import metrics as workflow_classification
 from workflows.sentiment.metrics import binary_metrics
@@ -52,9 +53,9 @@ def test_run_logs_params_metrics_tags_and_artifacts(store):
 
 def test_logged_model_predicts_from_strings_in_a_fresh_process(store, tmp_path):
     run_id = runs_by_model()["bow"].info.run_id
-    probabilities = predict_in_a_fresh_process(run_id, "['Wonderful and moving', '', "
+    probabilities = predict_in_a_fresh_process(run_id, "['Wonderful and moving', 'Meh.', "
                                                        "'dull ' * 5000]", tmp_path)
-    here = workflow.predict(["Wonderful and moving", "", "dull " * 5000], run_id)
+    here = workflow.predict(["Wonderful and moving", "Meh.", "dull " * 5000], run_id)
     assert probabilities == pytest.approx(list(here), abs=1e-5)
 
 
@@ -122,10 +123,12 @@ def test_interrupted_train_resumes_the_same_run(store, monkeypatch, capsys):
     assert [point.step for point in history] == [1, 2, 3]
 
 
-def test_predict_handles_empty_and_long_reviews(store, capsys):
-    probabilities = workflow.predict(["", "Wonderful " * 3000, "Awful script"])
+def test_predict_handles_short_and_long_reviews_and_refuses_empty_ones(store, capsys):
+    probabilities = workflow.predict(["Meh.", "Wonderful " * 3000, "Awful script"])
     assert len(probabilities) == 3 and all(0.0 <= p <= 1.0 for p in probabilities)
     assert capsys.readouterr().out.count("0.") >= 3
+    with pytest.raises(ConfigError, match="Review 2 is empty"):
+        workflow.predict(["Fine", " \n "])
     with pytest.raises(TypeError, match="must be strings"):
         workflow.predict(["fine", 3])
 
@@ -478,7 +481,7 @@ def test_doc2vec_learns_from_unlabelled_and_train_reviews_and_scores_any_text_al
     assert workflow.main(["evaluate", "--run-id", run.info.run_id]) == 0
     assert_test_accuracy_is_its_confusion_matrixs(run.info.run_id)
     model = mlflow.pyfunc.load_model(f"runs:/{run.info.run_id}/model")
-    texts = ["Wonderful and moving", "", "dull " * 3000]
+    texts = ["Wonderful and moving", "Meh.", "dull " * 3000]
     alone = [model.predict([text])[0] for text in texts]
     assert np.allclose(model.predict(texts), alone) and all(0 <= p <= 1 for p in alone)
 
