@@ -131,6 +131,25 @@ def test_a_store_lost_mid_run_is_one_line_and_the_rerun_resumes_the_run(
     assert steps == [1, 2, 3] and run.info.status == "FINISHED"
 
 
+def test_a_store_file_deleted_mid_run_is_one_line_and_a_retrain_trains(
+        own_store, monkeypatch, capsys):
+    log_metrics = mlflow.log_metrics
+
+    def deleting_the_store(metrics, step=None, **kwargs):
+        if step == 1:
+            (own_store / "mlflow.db").unlink()
+        return log_metrics(metrics, step=step, **kwargs)
+
+    monkeypatch.setattr(mlflow, "log_metrics", deleting_the_store)
+    argv = [*BOW_ONE_EPOCH, "--epochs", "2", "--set", "hidden_units=3"]
+    assert workflow.main(argv) == 2
+    err = capsys.readouterr().err
+    assert "was deleted while the command ran" in err and err.count("\n") == 1
+    rerun = subprocess.run([sys.executable, "-m", "workflows.imdb_sentiment", *argv,
+                            "--retrain"], capture_output=True, text=True, check=False)
+    assert rerun.returncode == 0, rerun.stderr[-2000:]  # a new process, a new store
+
+
 def test_a_run_folder_of_another_store_is_one_line_and_registers_nothing(
         store, tmp_path, monkeypatch, capsys, restore_tracking_uri, new_store):
     assert workflow.main(BOW_ONE_EPOCH) == 0  # a run of the shared store

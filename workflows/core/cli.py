@@ -123,6 +123,13 @@ class LessonCLI:
         try:
             self.handlers[args.step](args)
         except Exception as error:
+            gone = store.deleted_sqlite_store()
+            if gone:
+                raise store.StoreError(
+                    f"The tracking store {gone} was deleted while the command ran: its runs "
+                    "are lost, the run folders in the work folder are not. Point "
+                    "MLFLOW_TRACKING_URI at a copy of the store, or train again with --retrain."
+                ) from error
             if not store.is_store_failure(error):
                 raise
             store.give_up_on_store()

@@ -58,11 +58,13 @@ def runs_table_url(experiment_id, run_id=None, ui=UI_ADDRESS):
 
 def quiet_mlflow():
     """Silences what MLflow says that a user cannot act on: INFO lines as it migrates a
-    store or infers a signature, progress bars in logs, and the warning that the
-    pyfuncs' predictions are typed Any (on purpose: strings, n-best lists, scores)."""
+    store or infers a signature, progress bars in logs, the warning that the pyfuncs'
+    predictions are typed Any (on purpose: strings, n-best lists, scores), and the
+    traceback it logs for a database error it raises anyway (the command reports it)."""
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
-    for noisy in ("alembic", "mlflow.store.db.utils", "mlflow.models.signature"):
+    for noisy in ("alembic", "mlflow.models.signature"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
     warnings.filterwarnings("ignore", message=".*Any type hint is inferred as AnyType")
 
 
@@ -215,6 +217,16 @@ def check_store(timeout=5.0):
                          "mlflow/mlflow.db.") from error
     if scheme in ("http", "https"):
         _check_server_answers(uri)
+
+
+def deleted_sqlite_store():
+    """The path of the SQLite store if it no longer exists (deleted mid-command), else None."""
+    uri = tracking_uri()
+    if uri.startswith("sqlite:///"):
+        database = Path(uri[len("sqlite:///"):])
+        if not database.exists():
+            return database
+    return None
 
 
 def _check_sqlite_file(database):
