@@ -322,7 +322,7 @@ def progress_verbosity():
 
 
 def child_tags(parent_run_id):
-    """Tags that nest a new run under `parent_run_id` in the MLflow UI (none if None)."""
+    """Tags that nest a new run under `parent_run_id` in the MLflow UI (none without one)."""
     return {"mlflow.parentRunId": parent_run_id} if parent_run_id else {}
 
 
