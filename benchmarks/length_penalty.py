@@ -77,7 +77,7 @@ def earlier_scores(output, run_id, sentences, beam_width):
 
 
 if __name__ == "__main__":
-    from data_prep.runtime import quiet_tensorflow
+    from data_prep.commands import quiet_tensorflow
 
     quiet_tensorflow()
     main()

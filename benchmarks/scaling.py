@@ -32,9 +32,9 @@ def main(argv=None):
     import numpy as np
 
     from data_prep import spa_eng
-    from data_prep.batches import for_backend
     from workflows import translation as workflow
-    from workflows.core import distribution
+    from workflows.core import devices
+    from workflows.core.devices import for_backend
 
     parser = argparse.ArgumentParser(prog="python benchmarks/scaling.py",
                                      description=__doc__.split("\n")[0])
@@ -53,7 +53,7 @@ def main(argv=None):
     data.arrays = {"train": ([source[i] for i in chosen], [target[i] for i in chosen])}
     runs = {}
     for choice in CHOICES[backend]:
-        with distribution.placed(choice) as placement:
+        with devices.placed(choice) as placement:
             keras.utils.set_random_seed(config.seed)
             model = workflow.build_model(config, *data.tokenizer.vocabulary_sizes)
         runs[choice] = {"placement": placement, "model": model, "seconds": []}

@@ -69,7 +69,7 @@ def timed(function):
 def main(argv=None):
     import numpy as np
 
-    from data_prep.buckets import pad_rows
+    from data_prep.text import pad_rows
     from workflows import translation as workflow
     from workflows.core import runs
     from workflows.seq2seq.batching import truncate
@@ -131,7 +131,7 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    from data_prep.runtime import quiet_tensorflow
+    from data_prep.commands import quiet_tensorflow
 
     quiet_tensorflow()
     main()

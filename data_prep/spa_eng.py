@@ -22,15 +22,20 @@ import keras
 import numpy as np
 
 from data_prep import cache
-from data_prep.runtime import run_main
-from data_prep.sources import (
+from data_prep.cache import (
     DatasetSource,
     DataSourceError,
     add_location_arguments,
     prepared_entry,
     resolve,
 )
-from data_prep.subwords import SPECIAL_TOKENS, learn_wordpiece
+from data_prep.commands import run_main
+from data_prep.text import (
+    SPECIAL_TOKENS,
+    learn_wordpiece,
+    register_standardizations,
+    standardize_spanish,
+)
 
 SPA_ENG = DatasetSource(
     name="spa-eng",
@@ -179,19 +184,19 @@ def make_vectorizers(settings, source_vocabulary=None, target_vocabulary=None,
     tokens. Target: the same, keeping the `[start]`/`[end]` markers, `sequence_length
     + 1` tokens (the decoder input and the labels are this shifted by one).
     """
-    from data_prep import standardize  # registers its functions with Keras: loaded on use
+    register_standardizations()
 
     source_language, _ = languages(direction)
     source = keras.layers.TextVectorization(
         max_tokens=settings.max_tokens, output_mode="int",
         output_sequence_length=settings.sequence_length, vocabulary=source_vocabulary,
         standardize="lower_and_strip_punctuation" if source_language == "en"
-        else standardize.standardize_spanish,
+        else standardize_spanish,
     )
     target = keras.layers.TextVectorization(
         max_tokens=settings.max_tokens, output_mode="int",
         output_sequence_length=settings.sequence_length + 1,
-        standardize=standardize.standardize_spanish, vocabulary=target_vocabulary,
+        standardize=standardize_spanish, vocabulary=target_vocabulary,
     )
     return source, target
 

@@ -3,6 +3,10 @@
 import html
 import random
 import re
+import string
+from dataclasses import dataclass
+
+import numpy as np
 
 HTML_TAG = re.compile(r"<[^>]+>")
 WHITESPACE = re.compile(r"\s+")
@@ -32,3 +36,238 @@ def sentence_slices(texts, count=1, seed=0, place="anywhere"):
                      else max(len(sentences) - length, 0))
             slices.append(" ".join(sentences[start:start + length]))
     return slices
+
+
+# ## Standardizations for `TextVectorization` (TensorFlow ops, run inside the layer)
+
+PUNCTUATION = re.escape(string.punctuation)
+
+
+def standardize_review(texts):
+    """TextVectorization standardization: lowercase, drop HTML tags, entities, punctuation.
+
+    Used by the vectorizer inside exported models, so raw reviews (with `<br />`)
+    are cleaned exactly as the training data was.
+    """
+    import tensorflow as tf  # only inside TextVectorization: this module loads without TF
+
+    texts = tf.strings.lower(texts)
+    texts = tf.strings.regex_replace(texts, r"<[^>]+>|&[a-z]+;|&#[0-9]+;", " ")
+    return tf.strings.regex_replace(texts, f"[{PUNCTUATION}]", "")
+
+
+def separate_review_punctuation(texts):
+    """Like `standardize_review`, but each punctuation mark becomes a token of its own
+    ("great!" -> "great !"): n-gram models use "!" and "?" as evidence."""
+    import tensorflow as tf  # likewise
+
+    texts = tf.strings.lower(texts)
+    texts = tf.strings.regex_replace(texts, r"<[^>]+>|&[a-z]+;|&#[0-9]+;", " ")
+    return tf.strings.regex_replace(texts, f"([{PUNCTUATION}])", r" \1 ")
+
+
+SPANISH_PUNCTUATION = re.escape(string.punctuation.replace("[", "").replace("]", "") + "¿¡")
+
+
+def standardize_spanish(texts):
+    """The tutorial's Spanish standardization: lowercase, strip punctuation and `¿`/`¡`.
+
+    Square brackets are kept so the `[start]` and `[end]` markers survive.
+    """
+    import tensorflow as tf  # likewise
+
+    texts = tf.strings.lower(texts)
+    return tf.strings.regex_replace(texts, f"[{SPANISH_PUNCTUATION}]", "")
+
+
+STANDARDIZATIONS = (standardize_review, separate_review_punctuation, standardize_spanish)
+
+
+def register_standardizations():
+    """Registers the standardizations with Keras as `nlpkit>name` (once): a model whose
+    `TextVectorization` uses one saves and loads. Called before such a layer is built or
+    loaded, so that importing this module loads no Keras."""
+    import keras
+
+    for function in STANDARDIZATIONS:
+        if keras.saving.get_registered_object(f"nlpkit>{function.__name__}") is None:
+            keras.saving.register_keras_serializable(package="nlpkit")(function)
+
+
+# ## BERT's WordPiece tokenization through Hugging Face `tokenizers`: pretrained encoders
+
+MAX_WORD_CHARACTERS = 100
+
+
+class WordPiece:
+    """`WordPiece(vocabulary, lowercase)(texts)`: each text's token ids."""
+
+    def __init__(self, vocabulary, lowercase=True, unknown="[UNK]"):
+        from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers
+
+        self.ids = {token: i for i, token in enumerate(vocabulary)}
+        self.lowercase, self.unknown = lowercase, self.ids[unknown]
+        self.tokenizer = Tokenizer(models.WordPiece(
+            self.ids, unk_token=unknown, max_input_chars_per_word=MAX_WORD_CHARACTERS))
+        steps = [normalizers.NFKC()] if lowercase else []  # full-width letters, "…", "½"
+        steps += [normalizers.Replace(Regex(r"[\p{Cc}&&[^\t\n\r]]"), " "),
+                  normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True,
+                                             strip_accents=lowercase, lowercase=lowercase)]
+        self.tokenizer.normalizer = normalizers.Sequence(steps)
+        self.tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+
+    def __call__(self, texts):
+        return [encoding.ids for encoding in
+                self.tokenizer.encode_batch(list(texts), add_special_tokens=False)]
+
+    def encode(self, text):
+        return self.tokenizer.encode(text, add_special_tokens=False).ids
+
+
+# ## WordPiece vocabularies (keras-hub) that keep case, accents and punctuation
+
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[START]", "[END]")  # [PAD] is id 0
+
+
+def learn_wordpiece(texts, vocabulary_size, special_tokens=SPECIAL_TOKENS):
+    """A keras-hub WordPiece vocabulary learned from `texts` (case and accents kept).
+
+    Unlike word-level vocabularies, punctuation and case survive, so a subword model
+    writes readable text. The vocabulary starts with `special_tokens`.
+    """
+    import keras_hub  # with tensorflow-text, only to learn or apply WordPiece:
+    import tensorflow as tf  # prepared token arrays load where they are absent (JAX)
+
+    return keras_hub.tokenizers.compute_word_piece_vocabulary(
+        tf.data.Dataset.from_tensor_slices(list(texts)).batch(1024),
+        vocabulary_size, lowercase=False, strip_accents=False,
+        reserved_tokens=list(special_tokens),
+    )
+
+
+def make_wordpiece_tokenizer(vocabulary, sequence_length=None, special_tokens=SPECIAL_TOKENS):
+    """A keras-hub `WordPieceTokenizer` for a vocabulary from `learn_wordpiece`."""
+    import keras_hub  # likewise
+
+    return keras_hub.tokenizers.WordPieceTokenizer(
+        vocabulary=vocabulary, sequence_length=sequence_length, lowercase=False,
+        strip_accents=False, special_tokens=list(special_tokens),
+    )
+
+
+# ## Fixed batch shapes for sequences of many lengths: length buckets and a token budget
+
+# Padded lengths tried in order; a plan keeps those below its longest length.
+LADDER = (8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048)
+EMPTY = -1  # the row index of a top-up row
+
+
+def boundaries_up_to(max_length, ladder=LADDER):
+    """`ladder`'s lengths below `max_length`, then `max_length`: 40 -> (8, 16, 24, 32, 40)."""
+    return tuple(length for length in ladder if length < max_length) + (max_length,)
+
+
+def boundaries_every(width, max_length):
+    """Multiples of `width` below `max_length`, then `max_length`: 16, 40 -> (16, 32, 40)."""
+    return boundaries_up_to(max_length, range(width, max_length, width))
+
+
+@dataclass(frozen=True)
+class BucketPlan:
+    """Batch shapes: `(batch_size(b), boundaries[b])` for each bucket `b`.
+
+    Args:
+        boundaries: ascending padded lengths; the last is the longest row allowed.
+        batch_tokens: padded tokens per batch (rows x length); each bucket's batch size
+            is the largest multiple of `multiple` within it, at least `multiple`.
+        rows: instead of `batch_tokens`, the same batch size for every bucket.
+        multiple: batch sizes from `batch_tokens` are multiples of this (devices and
+            tensor cores like 8).
+    """
+
+    boundaries: tuple
+    batch_tokens: int | None = None
+    rows: int | None = None
+    multiple: int = 8
+
+    def __post_init__(self):
+        if list(self.boundaries) != sorted(set(self.boundaries)) or self.boundaries[0] < 1:
+            raise ValueError(f"Bucket boundaries must ascend from 1 up, got {self.boundaries}.")
+        if (self.batch_tokens is None) == (self.rows is None):
+            raise ValueError("Give either batch_tokens or rows.")
+        if min(self.batch_tokens or self.rows, self.multiple) < 1:
+            raise ValueError("batch_tokens, rows and multiple must be positive.")
+
+    @classmethod
+    def single(cls, length, batch_size):
+        """One shape, `(batch_size, length)`: fixed-length batches (no bucketing)."""
+        return cls((length,), rows=batch_size)
+
+    def batch_size(self, bucket):
+        if self.rows:
+            return self.rows
+        rows = self.batch_tokens // self.boundaries[bucket]
+        return max(self.multiple, rows // self.multiple * self.multiple)
+
+    @property
+    def shapes(self):
+        return [(self.batch_size(b), length) for b, length in enumerate(self.boundaries)]
+
+    def bucket_of(self, lengths):
+        """Each length's bucket (lengths beyond the last boundary go to the last bucket)."""
+        buckets = np.searchsorted(self.boundaries, np.asarray(lengths), side="left")
+        return np.minimum(buckets, len(self.boundaries) - 1)
+
+    def batches(self, lengths, seed=None):
+        """`[(bucket, row indices)]`, every batch of its bucket's size, every row in one.
+
+        Without `seed` (evaluation): in order of bucket and row, each bucket's last
+        batch topped up with `EMPTY` rows. With `seed` (an epoch of training): rows
+        shuffled within their bucket, the last batch filled with other rows of the
+        bucket drawn at random (seen twice this epoch; `EMPTY` only where the bucket is
+        smaller than a batch), and the batches shuffled.
+        """
+        buckets = self.bucket_of(lengths)
+        rng = None if seed is None else np.random.default_rng(seed)
+        batches = []
+        for bucket in range(len(self.boundaries)):
+            rows = np.flatnonzero(buckets == bucket)
+            if rng is not None:
+                rows = rng.permutation(rows)
+            size = self.batch_size(bucket)
+            for start in range(0, len(rows), size):
+                chunk = rows[start:start + size]
+                if rng is not None and len(chunk) < size:
+                    others = rows[:start]  # the bucket's rows not in this batch
+                    chunk = np.concatenate([chunk, rng.permutation(others)[:size - len(chunk)]])
+                batches.append((bucket, topped_up(chunk, size)))
+        if rng is not None:
+            rng.shuffle(batches)
+        return batches
+
+    def padding_share(self, lengths):
+        """The share of the batches' tokens that is padding (top-up rows included)."""
+        lengths = np.asarray(lengths)
+        padded = sum(len(rows) * self.boundaries[bucket] for bucket, rows in self.batches(lengths))
+        return 1.0 - float(np.minimum(lengths, self.boundaries[-1]).sum()) / max(padded, 1)
+
+
+def topped_up(rows, size):
+    """`rows` spread evenly over `size` places, `EMPTY` between them: when devices split
+    a batch into contiguous shards, none gets top-up rows alone."""
+    batch = np.full(size, EMPTY, dtype=np.asarray(rows).dtype if len(rows) else "int64")
+    batch[np.linspace(0, size, len(rows), endpoint=False).astype(int)] = rows
+    return batch
+
+
+def take_rows(rows, indices):
+    """`rows[i]` for each of `indices`."""
+    return [rows[i] for i in indices]
+
+
+def pad_rows(rows, length):
+    """`(len(rows), length)` int32 ids: each row from the left, zeros after it."""
+    batch = np.zeros((len(rows), length), "int32")
+    for i, row in enumerate(rows):
+        batch[i, :len(row)] = row
+    return batch

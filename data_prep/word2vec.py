@@ -14,8 +14,8 @@ from tqdm import tqdm
 
 from data_prep import imdb
 from data_prep.cache import produce_file
+from data_prep.commands import run_main
 from data_prep.gensim_progress import EpochProgress
-from data_prep.runtime import run_main
 from data_prep.text import clean_html
 
 PUNCTUATION = re.compile(f"[{re.escape(string.punctuation)}]")

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from data_prep import glove, imdb
-from data_prep.runtime import run_main
+from data_prep.commands import run_main
 from workflows.core.cli import LessonCLI, read_texts
 from workflows.core.config import Catalog, ConfigError, Lesson, ModelExport
 from workflows.sentiment import doc2vec, encoder, lm_classifier, ngrams, rnn, transformer

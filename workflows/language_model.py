@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from data_prep import corpus, imdb
-from data_prep.runtime import deferred, run_main
+from data_prep.commands import deferred, run_main
 from workflows.causal_lm.presets import (  # noqa: F401  (API)
     CATALOG,
     EXPERIMENT,
@@ -37,7 +37,7 @@ from workflows.core.config import ConfigError, Lesson, ModelExport
 
 # The machinery the steps use, loaded when a step runs (`--help` answers without it).
 mlflow = deferred("mlflow")
-batches = deferred("data_prep.batches")
+devices = deferred("workflows.core.devices")
 layers = deferred("layers")
 runs = deferred("workflows.core.runs")
 training = deferred("workflows.core.training")
@@ -161,7 +161,7 @@ def train(config, imdb_path=None, work_dir=None, retrain=False, tags=None, after
             vocabulary = data.source.vocabulary if data.source else data.prepared.vocabulary()
             model = build_model(config, len(vocabulary), data.source)
             generator = generators.Generator(model, vocabulary)
-            validation = batches.for_backend(data.batches(config, "val",
+            validation = devices.for_backend(data.batches(config, "val",
                                                           windows=config.validation_windows))
             run.start(model, params={"parameters": model.count_params(),
                                      "vocabulary_entries": len(vocabulary)},
@@ -172,7 +172,7 @@ def train(config, imdb_path=None, work_dir=None, retrain=False, tags=None, after
                                  **({"vocabulary_extension.json": data.extension}
                                     if data.extension else {})},
                       metrics=starting_perplexities(data, model, validation))
-            run.fit(lambda epoch: batches.for_backend(data.batches(config, "train", epoch)),
+            run.fit(lambda epoch: devices.for_backend(data.batches(config, "train", epoch)),
                     validation, config.steps_per_epoch * config.batch_size,
                     epoch_end=epoch_scores(config, data, generator),
                     curves=("loss", "perplexity"),
@@ -231,7 +231,7 @@ def evaluate(run_id=None, imdb_path=None, work_dir=None, model_uri=None):
     generator.model.compile(loss=layers.MaskedCrossentropy())
     results = {}
     for split in ("val", "test"):
-        loss = generator.model.evaluate(batches.for_backend(data.batches(config, split)), verbose=0)
+        loss = generator.model.evaluate(devices.for_backend(data.batches(config, split)), verbose=0)
         loss = loss[0] if isinstance(loss, list) else loss
         results.update({f"{split}_{k}": v for k, v in perplexities(data, split, loss).items()})
     runs.log_evaluation(run.info.run_id, {f"final_{k}" if k.startswith("val") else k: v

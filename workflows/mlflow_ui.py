@@ -15,8 +15,7 @@ import os
 import sys
 from pathlib import Path
 
-from data_prep.errors import run_command
-from data_prep.runtime import run_main
+from data_prep.commands import run_command, run_main
 from workflows.core import store
 from workflows.core.servers import add_server_flags, check_can_serve, run_until_stopped
 

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from data_prep import retrieval_corpus
-from data_prep.runtime import run_main
+from data_prep.commands import run_main
 from workflows.core.cli import LessonCLI, add_search_arguments, overrides_from_args, read_texts
 from workflows.core.config import ConfigError, Lesson, ModelExport, describe
 from workflows.retrievers import evaluation
@@ -132,7 +132,7 @@ def fine_tune(config, data, encoder, bm25, folder):
     """Fine-tunes `encoder` in place; returns the training state (history, best epoch)."""
     import mlflow
 
-    from workflows.core import checkpoints, training
+    from workflows.core import training
     from workflows.retrievers import dense
 
     query_ids, query_texts, judged = data.split("train")
@@ -159,7 +159,7 @@ def fine_tune(config, data, encoder, bm25, folder):
     run_id = mlflow.active_run().info.run_id
     if not mlflow.MlflowClient().get_metric_history(run_id, "val_pool_ndcg_at_10"):
         training.log_epoch(-1, {"val_pool_ndcg_at_10": validate()})  # step 0: before training
-    state = checkpoints.fit_resumably(
+    state = training.fit_resumably(
         trainer, epoch_batches, None, folder, config.epochs, config.patience,
         config.checkpoint_every_steps, train_examples=len(pairs),
         epoch_metrics=lambda epoch, metrics: metrics.update(val_pool_ndcg_at_10=validate()),
@@ -184,13 +184,13 @@ def train(config, args, tags=None):
     gets `tags` (a search's trial: its parent run)."""
     import mlflow
 
-    from workflows.core import checkpoints, models, store, training
+    from workflows.core import models, store, training
 
     data = load_data(config, args)
     folder = training.run_folder(LESSON, config, data.fingerprint, args.work_dir)
     with training.training_lock(folder):
-        state = checkpoints.starting_state(folder, args.retrain)
-        checkpoints.remove_partial_files(folder)
+        state = training.starting_state(folder, args.retrain)
+        training.remove_partial_files(folder)
         if state.finished:
             print(f"{config.retriever} with this config is already built: run {state.run_id} "
                   f"({folder}). Pass --retrain to build it again.")
@@ -203,7 +203,7 @@ def train(config, args, tags=None):
                                                **retrieval_corpus.data_flags(args)))
                 mlflow.log_dict(dataclasses.asdict(config), "config.json")
                 state.run_id = mlflow.active_run().info.run_id
-                checkpoints.TrainingFolder(folder).save_state(state)
+                training.TrainingFolder(folder).save_state(state)
             bm25, encoder = None, None
             if reads_bm25(config) or config.epochs:
                 bm25, seconds = build_bm25(config, data)
@@ -227,7 +227,7 @@ def train(config, args, tags=None):
             models.export_and_log_model(ModelExport(
                 EXPORTED, searcher.save, PYFUNC_FILE, ["vitamin D and bone fractures"],
                 packages=("retrievers",), params={"k": 10}, requirements=REQUIREMENTS), folder)
-            checkpoints.TrainingFolder(folder).mark_finished(state)
+            training.TrainingFolder(folder).mark_finished(state)
     print(f"Run {state.run_id}; the retriever is in {folder / EXPORTED}")
     return state.run_id
 

@@ -12,8 +12,7 @@ stops the server and its workers.
 
 import argparse
 
-from data_prep.errors import run_command
-from data_prep.runtime import run_main
+from data_prep.commands import run_command, run_main
 from workflows.core.servers import add_server_arguments, serve
 
 

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from data_prep import cache, spa_eng
-from data_prep.runtime import deferred, run_main
+from data_prep.commands import deferred, run_main
 from workflows.core.cli import LessonCLI, read_texts
 from workflows.core.config import ConfigError, Lesson, ModelExport
 from workflows.seq2seq.metrics import bleu_scores
@@ -54,7 +54,7 @@ from workflows.seq2seq.tokenization import (
 )
 
 # The machinery the steps use, loaded when a step runs (`--help` answers without it).
-batches = deferred("data_prep.batches")
+devices = deferred("workflows.core.devices")
 runs = deferred("workflows.core.runs")
 training = deferred("workflows.core.training")
 models = deferred("workflows.core.models")
@@ -159,8 +159,8 @@ def train(config, spa_eng_path=None, work_dir=None, retrain=False, tags=None,
                       tags={"model_family": config.model, "preset": config.preset,
                             "direction": config.direction},
                       artifacts=vocabulary_artifacts(data.tokenizer))
-            run.fit(lambda epoch: batches.for_backend(data.batches(config, "train", epoch)),
-                    batches.for_backend(data.batches(config, "val",
+            run.fit(lambda epoch: devices.for_backend(data.batches(config, "train", epoch)),
+                    devices.for_backend(data.batches(config, "val",
                                                      limit=config.validation_pairs)),
                     len(data.arrays["train"][0]),
                     epoch_end=validation_sample_scores(config, data, translator),

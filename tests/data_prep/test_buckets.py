@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from data_prep.buckets import EMPTY, BucketPlan, boundaries_up_to, topped_up
+from data_prep.text import EMPTY, BucketPlan, boundaries_up_to, topped_up
 
 
 def test_boundaries_end_at_the_longest_length():

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from data_prep import cache, spa_eng, subwords
+from data_prep import cache, spa_eng, text
 from tests.data_prep.fixtures import SPA_LINES, write_spa_eng_zip
 
 
@@ -92,7 +92,7 @@ def test_wordpiece_vocabularies_are_learned_saved_and_reversible(tmp_path, monke
     assert len(vocabulary) <= 120 and "¿" in vocabulary
     assert prepared.summary["wordpiece_vocabulary_sizes"]["es"] == len(vocabulary)
     assert prepared.wordpiece_vocabulary("source", "es-en") == vocabulary
-    target = subwords.make_wordpiece_tokenizer(prepared.wordpiece_vocabulary("target"))
+    target = text.make_wordpiece_tokenizer(prepared.wordpiece_vocabulary("target"))
     spanish = prepared.pairs("train")[0][1]
     ids = target([spanish])
     assert "[UNK]" not in target.detokenize(ids)[0]

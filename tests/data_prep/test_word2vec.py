@@ -4,7 +4,7 @@ from data_prep import glove, word2vec
 
 
 def test_tokenize_matches_review_standardization():
-    from data_prep.standardize import standardize_review
+    from data_prep.text import standardize_review
 
     text = "You've GOT to see it!<br />Low-budget &amp; fun"
     standardized = standardize_review(tf.constant(text)).numpy().decode()

@@ -3,7 +3,7 @@ tokenizer it replaced (frozen below, computed with it), cased and uncased."""
 
 import pytest
 
-from data_prep.wordpiece import WordPiece
+from data_prep.text import WordPiece
 
 VOCABULARY = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "the", "film", "was", "great", "##ly", "bad",
               "cafe", "café", "naive", "un", "##want", "##ed", ",", ".", "!", "?", "'", "s",

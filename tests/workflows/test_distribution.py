@@ -149,7 +149,7 @@ def test_two_jax_processes_of_two_devices_train_like_one_and_resume_after_a_kill
 
 
 def test_unsupported_placements_are_refused_with_the_way_out(monkeypatch, capsys):
-    from workflows.core.distribution import (
+    from workflows.core.devices import (
         DistributionError,
         _check_process_settings,
         check,
@@ -185,7 +185,7 @@ def test_unsupported_placements_are_refused_with_the_way_out(monkeypatch, capsys
 COMPILES = """
 import logging, sys
 import jax, keras, numpy as np
-from workflows.core.distribution import placed
+from workflows.core.devices import placed
 jax.config.update("jax_log_compiles", True)
 compiles = []
 class CountTrainStepCompiles(logging.Handler):
@@ -220,8 +220,8 @@ def test_data_parallel_on_one_device_compiles_the_train_step_once_per_batch_shap
 def test_batches_are_padded_to_the_device_count_with_zero_weight_rows():
     import numpy as np
 
-    from data_prep.batches import EvenBatches
-    from data_prep.buckets import BucketPlan
+    from data_prep.text import BucketPlan
+    from workflows.core.devices import EvenBatches
     from workflows.seq2seq.batching import PairBatches
 
     rows = [np.arange(1, n + 2, dtype="int32") for n in range(5)]

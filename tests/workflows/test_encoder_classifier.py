@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from data_prep import encoders
-from data_prep.wordpiece import WordPiece
+from data_prep.text import WordPiece
 from tests.data_prep.fixtures import write_tiny_encoder
 from workflows import imdb_sentiment as workflow
 from workflows.core.model_folder import SETTINGS_FILE, ModelFolderError

@@ -16,7 +16,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = """
 import numpy as np, keras
-from data_prep.buckets import BucketPlan
+from data_prep.text import BucketPlan
 from workflows.causal_lm.generator import Generator
 from workflows.causal_lm.sampling import Sampling
 from workflows.causal_lm.models import GPT

@@ -3,7 +3,7 @@
 import keras
 import pytest
 
-from workflows.core import precision
+from workflows.core import devices
 from workflows.seq2seq.presets import build_model, make_config
 
 
@@ -12,7 +12,7 @@ from workflows.seq2seq.presets import build_model, make_config
     (("gpu", "7.0"), "mixed_float16", True),  # V100: float16 with loss scaling
     (("cpu", None), "float32", False)])
 def test_auto_picks_the_precision_of_the_device(monkeypatch, device, policy, loss_scaling):
-    monkeypatch.setattr(precision, "first_device", lambda: device)
+    monkeypatch.setattr(devices, "first_device", lambda: device)
     config = make_config("transformer", "gpu", {"embed_dim": 8, "dense_dim": 8,
                                                 "num_heads": 2, "encoder_layers": 1,
                                                 "decoder_layers": 1})
@@ -24,5 +24,5 @@ def test_auto_picks_the_precision_of_the_device(monkeypatch, device, policy, los
 
 
 def test_auto_on_this_machine_is_what_its_first_device_calls_for():
-    assert precision.resolve("auto") == precision.policy_for(*precision.first_device())
-    assert precision.resolve("mixed_bfloat16") == "mixed_bfloat16"
+    assert devices.resolve_precision("auto") == devices.policy_for(*devices.first_device())
+    assert devices.resolve_precision("mixed_bfloat16") == "mixed_bfloat16"

@@ -14,7 +14,7 @@ HEAVY = ("tensorflow", "keras", "mlflow", "jax", "keras_hub", "gensim", "optuna"
 PROBE = """
 import contextlib, io, json, runpy, sys
 module, cases = sys.argv[1], json.loads(sys.argv[2])
-from data_prep.runtime import loaded
+from data_prep.commands import loaded
 results = []
 for argv in cases:
     sys.argv, err = [module, *argv], io.StringIO()

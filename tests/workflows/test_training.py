@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from workflows.core.checkpoints import TrainingFolder, average_weights, fit_resumably
+from workflows.core.training import TrainingFolder, average_weights, fit_resumably
 
 STEPS = 8  # batches per epoch
 

@@ -8,17 +8,17 @@ from dataclasses import dataclass
 
 import keras
 
-from data_prep.runtime import deferred
-from workflows.core import precision
+from data_prep.commands import deferred
 from workflows.core.config import (
+    DTYPE_POLICIES,
     MAX_BATCH_SIZE,
     MAX_EPOCHS,
     MAX_LEARNING_RATE,
     Catalog,
+    distribution_option,
     option,
     seed_option,
 )
-from workflows.core.distribution import CHOICES
 
 # the model, loaded when one is built (not for `--help`)
 layers = deferred("layers")
@@ -55,10 +55,10 @@ class LMConfig:
     max_train_minutes: float | None = option(60.0, above=0)
     validation_windows: int = option(512, at_least=1)  # fixed val windows, each epoch
     sample_tokens: int = option(30, at_least=1)  # generated from each prompt, each epoch
-    dtype_policy: str = option("mixed_bfloat16", choices=precision.POLICIES)  # auto: precision.py
+    dtype_policy: str = option("mixed_bfloat16", choices=DTYPE_POLICIES)  # auto: core/devices.py
     seed: int = seed_option()
     checkpoint_every_steps: int = option(200, at_least=0)
-    distribution: str = option("none", choices=CHOICES)  # see workflows/core/distribution.py
+    distribution: str = distribution_option()
 
 
 CATALOG = Catalog({"gpt": {
@@ -72,7 +72,9 @@ CATALOG = Catalog({"gpt": {
 
 def build_model(config, vocabulary_size, source=None):
     """A new GPT, or the model to fine-tune; compiled with AdamW and warmup + decay."""
-    precision.use(config.dtype_policy)
+    from workflows.core import devices
+
+    devices.use_precision(config.dtype_policy)
     model = source.model if source else models.GPT(
         vocabulary_size, config.sequence_length, config.embed_dim, config.dense_dim,
         config.num_heads, config.num_layers, config.dropout)

@@ -14,8 +14,7 @@ from collections import Counter
 import keras
 import numpy as np
 
-from data_prep.subwords import make_wordpiece_tokenizer
-from data_prep.text import clean_html
+from data_prep.text import clean_html, make_wordpiece_tokenizer
 from workflows.causal_lm.models import GPT
 
 WORD = re.compile(r"\w+|[^\w\s]")  # WordPiece's own split: words and punctuation, case kept

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import yaml
 
-from data_prep.errors import run_command
-from data_prep.sources import add_location_arguments
-from workflows.core import distribution, search_space
-from workflows.core.config import ConfigError, applicable_fields
+from data_prep.cache import add_location_arguments
+from data_prep.commands import run_command
+from workflows.core import search_space
+from workflows.core.config import DISTRIBUTION_HELP, ConfigError, applicable_fields
 
 
 class LessonCLI:
@@ -31,7 +31,7 @@ class LessonCLI:
     def __init__(self, lesson, module, description, source, shortcuts=None, run_filters=()):
         self.lesson, self.source, self.module = lesson, source, module
         self.argv = []
-        self.shortcuts = {**(shortcuts or {}), "distribution": distribution.HELP}
+        self.shortcuts = {**(shortcuts or {}), "distribution": DISTRIBUTION_HELP}
         self.run_filters = run_filters
         self.parser = argparse.ArgumentParser(prog=f"python -m {module}",
                                               description=description)
@@ -103,21 +103,17 @@ class LessonCLI:
         return run_command(self._run_step, args)
 
     def _run_step(self, args):
-        from workflows.core import compilation, store
+        from workflows.core import store
 
         if getattr(args, "sweep", None) and args.step != "train":
             raise ConfigError("--sweep works with the train step.")
-        if distribution.process_count() > 1 and (args.step in ("run", "search")
-                                                 or getattr(args, "sweep", None)):
-            raise ConfigError(
-                "Several processes (KERAS_DISTRIBUTION_NUM_PROCESSES) train one config: use "
-                "the train step, then evaluate in one process (README: Scale out).")
-        compilation.use_persistent_cache(getattr(args, "work_dir", None))
-        if getattr(args, "verify", False):
-            verify_work_folder(args.work_dir)
         if hasattr(args, "overrides") and args.model is not None:  # a config mistake: first
             self.configs(args, args.model if isinstance(args.model, list) else None,
                          complete=False)
+        if args.step not in MODELLESS_STEPS:
+            self._use_devices(args)
+        if getattr(args, "verify", False):
+            verify_work_folder(args.work_dir)
         if args.step not in STORELESS_STEPS:
             store.check_store()  # before any data is read
         try:
@@ -139,6 +135,18 @@ class LessonCLI:
                 "training resumes from its last checkpoint).") from error
         return 0
 
+    @staticmethod
+    def _use_devices(args):
+        """Refuses what several processes cannot share; opens the compiled-program cache."""
+        from workflows.core import devices
+
+        if devices.process_count() > 1 and (args.step in ("run", "search")
+                                            or getattr(args, "sweep", None)):
+            raise ConfigError(
+                "Several processes (KERAS_DISTRIBUTION_NUM_PROCESSES) train one config: use "
+                "the train step, then evaluate in one process (README: Scale out).")
+        devices.use_persistent_cache(getattr(args, "work_dir", None))
+
     # ## Shared steps
 
     def train(self, args):
@@ -156,11 +164,11 @@ class LessonCLI:
         self.train_config(args, config)
 
     def train_config(self, args, config, parent_run_id=None):
-        from workflows.core import runs, training
+        from workflows.core import devices, runs, training
 
         run_id = self.lesson.train(config, self.data_path(args), args.work_dir, args.retrain,
                                    training.child_tags(parent_run_id))
-        if args.register and distribution.process_index() == 0:
+        if args.register and devices.process_index() == 0:
             runs.register_model(run_id, args.register)
         return run_id
 
@@ -292,6 +300,7 @@ class LessonCLI:
 
 SEARCH_OWN_FLAGS = ("direction",)
 STORELESS_STEPS = ("prepare",)
+MODELLESS_STEPS = ("compare", "register", "serve")  # no Keras, no devices
 
 
 def add_search_arguments(parser):

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from data_prep.errors import UserError
+from data_prep.commands import UserError
 
 
 class ConfigError(UserError):
@@ -49,6 +49,21 @@ def option(default, *, choices=None, at_least=None, above=None, at_most=None, be
               "below": below, "applies": applies}
     return dataclasses.field(default=default, metadata={k: v for k, v in checks.items()
                                                         if v is not None})
+
+
+# How a training spreads over devices (`core/devices.py` runs it)
+DISTRIBUTIONS = ("none", "mirrored", "data_parallel")
+DISTRIBUTION_HELP = (
+    "none | mirrored (TensorFlow: every GPU of this machine) | data_parallel (JAX: every "
+    "device of this machine, or of every process when KERAS_DISTRIBUTION_NUM_PROCESSES > "
+    "1); batch_size is the global batch, split across devices")
+
+DTYPE_POLICIES = ("auto", "float32", "mixed_bfloat16", "mixed_float16")  # precision: `core/devices.py`
+
+
+def distribution_option():
+    """The `distribution` field of every lesson's config."""
+    return option("none", choices=DISTRIBUTIONS)
 
 
 def seed_option(default=1337):

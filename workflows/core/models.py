@@ -13,9 +13,8 @@ import numpy as np
 from tqdm import tqdm
 
 from data_prep.cache import folder_digest
-from data_prep.errors import UserError
+from data_prep.commands import UserError
 from workflows.core.config import ConfigError
-from workflows.core.distribution import on_this_process
 from workflows.core.store import PROJECT_ROOT
 
 
@@ -50,7 +49,7 @@ def log_pyfunc_model(python_model_file, artifacts, input_example, pip_requiremen
     `layers/` and `data_prep/` always travel with the model, and `packages` names the
     subpackages of `workflows/` it needs too (e.g. `seq2seq`), shipped alone as
     `workflows/<package>` with the compiled model calls they use
-    (`workflows/core/compilation.py`): a translator does not carry the IMDB lesson. It loads in a
+    (`workflows/core/devices.py`): a translator does not carry the IMDB lesson. It loads in a
     fresh process that does not have this repository. `params` (name -> default) are
     declared in the signature (inferred with the input example), so callers and the
     model server may pass them. A digest of every file of the logged model is recorded
@@ -118,6 +117,8 @@ def export_and_log_model(export, folder, log=True):
     """Saves the model into the run folder (atomically), then logs it as a pyfunc
     (unless `log` is false: another process than the chief saves its copy, since saving
     weights is a step every process takes together)."""
+    from workflows.core.devices import on_this_process
+
     target = folder / export.artifact
     partial = folder / f".partial-{export.artifact}"
     _remove(partial)

@@ -16,7 +16,7 @@ import time
 
 import mlflow
 
-from data_prep.errors import UserError
+from data_prep.commands import UserError
 from workflows.core import models, runs, store
 
 

@@ -26,8 +26,7 @@ import filelock
 import keras
 import mlflow
 
-from data_prep.errors import UserError
-from data_prep.runtime import cpu_model
+from data_prep.commands import UserError, cpu_model
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_STORE_DIR = PROJECT_ROOT / "mlflow"

@@ -11,7 +11,7 @@ batch of (query, relevant document) pairs, every other query's document, and a h
 negative per query mined from BM25, is a negative; the loss is the cross-entropy of
 picking the right document among them from the scaled cosine similarities.
 
-Shapes stay few: texts are tokenized once (BERT's WordPiece, `data_prep.wordpiece`),
+Shapes stay few: texts are tokenized once (BERT's WordPiece, `data_prep.text`),
 sorted by length and cut into batches of one fixed size at a few fixed lengths (16, 32,
 ... up to the maximum), so a compiler sees a handful of programs.
 """
@@ -25,7 +25,7 @@ import numpy as np
 from tqdm import tqdm
 
 from data_prep import encoders
-from data_prep.wordpiece import WordPiece
+from data_prep.text import WordPiece
 
 ENCODER_FOLDER = "encoder"  # a keras-hub preset (config, weights) and its vocab.txt
 SMALLEST_LENGTH = 16
@@ -35,7 +35,7 @@ SMALLEST_LENGTH = 16
 
 
 class EncoderTokenizer:
-    """The encoder's WordPiece (`data_prep.wordpiece`): `[CLS] text [SEP]`, cut at
+    """The encoder's WordPiece (`data_prep.text`): `[CLS] text [SEP]`, cut at
     `max_length` tokens."""
 
     def __init__(self, folder):
@@ -232,7 +232,7 @@ def document_embeddings(encoder, texts, identity, max_length, batch_size, root=N
     from data_prep import cache
 
     settings = {"encoder": identity, "max_length": max_length,
-                "tokenizer": "data_prep.wordpiece"}
+                "tokenizer": "data_prep.text"}
     directory = cache.prepared_dir("embeddings", settings, root)
     if not cache.is_intact(directory):
         def fill(tmp):

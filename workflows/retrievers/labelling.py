@@ -24,7 +24,7 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 from tqdm import tqdm
 
-from data_prep.errors import UserError
+from data_prep.commands import UserError
 
 CHUNK = 256
 

@@ -84,7 +84,7 @@ def build_model(config, backbone, steps_per_epoch):
 
 
 def token_rows(tokenizer, texts, max_tokens, read="head"):
-    """`[CLS]`, each text's token ids (`data_prep.wordpiece`) cut to fit, `[SEP]`: a text
+    """`[CLS]`, each text's token ids (`data_prep.text`) cut to fit, `[SEP]`: a text
     too long keeps its first tokens (`head`), or its first quarter and last three
     quarters of the room (`head+tail`, the best cut for IMDB in Sun et al. 2019)."""
     first, last = tokenizer.ids["[CLS]"], tokenizer.ids["[SEP]"]
@@ -100,7 +100,7 @@ def token_rows(tokenizer, texts, max_tokens, read="head"):
 
 def padded_length(length, max_tokens):
     """The first of the few padded lengths up to `max_tokens` that holds `length`."""
-    from data_prep.buckets import boundaries_up_to
+    from data_prep.text import boundaries_up_to
 
     return next(width for width in boundaries_up_to(max_tokens, LENGTHS) if width >= length)
 
@@ -109,8 +109,7 @@ def build(config, data):
     """The encoder of `data.encoder` (a folder) under the classifier head, trained on
     the train reviews and their sentence slices read as its WordPiece tokens."""
     from data_prep import encoders
-    from data_prep.buckets import pad_rows
-    from data_prep.wordpiece import WordPiece
+    from data_prep.text import WordPiece, pad_rows
     from workflows.sentiment.shared import Trainable, review_batches, split_texts
 
     vocabulary = encoders.read_vocabulary(data.encoder)
@@ -142,7 +141,7 @@ def build(config, data):
 
 class EncoderClassifier:
     def __init__(self, model, vocabulary, max_review_tokens, lowercase=True, read="head"):
-        from workflows.core.compilation import compiled
+        from workflows.core.devices import compiled
 
         self.model, self.vocabulary = model, list(vocabulary)
         self.max_review_tokens, self.lowercase = max_review_tokens, lowercase
@@ -152,7 +151,7 @@ class EncoderClassifier:
 
     @cached_property
     def tokenizer(self):
-        from data_prep.wordpiece import WordPiece
+        from data_prep.text import WordPiece
 
         return WordPiece(self.vocabulary, self.lowercase)
 

@@ -14,8 +14,14 @@ from functools import cached_property
 
 import numpy as np
 
-from workflows.core import precision
-from workflows.core.config import MAX_BATCH_SIZE, MAX_EPOCHS, MAX_LEARNING_RATE, ConfigError, option
+from workflows.core.config import (
+    DTYPE_POLICIES,
+    MAX_BATCH_SIZE,
+    MAX_EPOCHS,
+    MAX_LEARNING_RATE,
+    ConfigError,
+    option,
+)
 from workflows.sentiment.shared import TrainConfig
 
 LM_ARCHITECTURE = ("vocabulary_size", "sequence_length", "embed_dim", "dense_dim",
@@ -46,7 +52,7 @@ class LMClassifierConfig(TrainConfig):
     dense_dim: int = option(1024, at_least=8)
     num_heads: int = option(4, at_least=1)
     num_layers: int = option(4, at_least=1)
-    dtype_policy: str = option("float32", choices=precision.POLICIES)  # auto: precision.py
+    dtype_policy: str = option("float32", choices=DTYPE_POLICIES)  # auto: core/devices.py
 
 
 MODELS = {"lm_classifier": LMClassifierConfig(model="lm_classifier")}
@@ -75,11 +81,12 @@ def build_model(config, pretrained_gpt, steps_per_epoch):
     layers unfreeze top-down, evenly over the first `unfreeze_epochs`."""
     import layers
     from workflows.causal_lm import models as gpt_models
+    from workflows.core import devices
 
     gpt = pretrained_gpt if config.pretrained else gpt_models.GPT(
         config.vocabulary_size, config.sequence_length, config.embed_dim, config.dense_dim,
         config.num_heads, config.num_layers, dropout=0.1,
-        dtype=precision.resolve(config.dtype_policy))
+        dtype=devices.resolve_precision(config.dtype_policy))
     model = gpt_models.GPTClassifier(gpt, config.dropout)
     names = ["final_norm", *(f"decoder_{i}" for i in reversed(range(config.num_layers))),
              "embedding"]  # top-down
@@ -98,8 +105,7 @@ def build_model(config, pretrained_gpt, steps_per_epoch):
 
 def token_rows(tokenizer, texts, max_tokens, batch_size=512):
     """`[END]` then each review's token ids, cut at `max_tokens`."""
-    from data_prep.subwords import SPECIAL_TOKENS
-    from data_prep.text import clean_html
+    from data_prep.text import SPECIAL_TOKENS, clean_html
 
     end_id = SPECIAL_TOKENS.index("[END]")
     rows = []
@@ -112,7 +118,7 @@ def token_rows(tokenizer, texts, max_tokens, batch_size=512):
 def build(config, data):
     """The language model's GPT and WordPiece vocabulary under the classifier head;
     the reviews read as its subword tokens, batched by length."""
-    from data_prep.buckets import pad_rows
+    from data_prep.text import pad_rows
     from workflows.causal_lm import source as lm_source
     from workflows.sentiment.shared import Trainable, review_batches
 
@@ -142,7 +148,7 @@ def build(config, data):
 
 class SubwordClassifier:
     def __init__(self, model, vocabulary, max_review_tokens):
-        from workflows.core.compilation import compiled
+        from workflows.core.devices import compiled
 
         self.model, self.vocabulary = model, list(vocabulary)
         self.max_review_tokens = max_review_tokens
@@ -151,7 +157,7 @@ class SubwordClassifier:
 
     @cached_property
     def tokenizer(self):
-        from data_prep.subwords import make_wordpiece_tokenizer
+        from data_prep.text import make_wordpiece_tokenizer
 
         return make_wordpiece_tokenizer(self.vocabulary)
 

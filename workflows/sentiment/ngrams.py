@@ -96,11 +96,16 @@ def ngram_vectorizer(config, prepared):
     import keras
 
     from data_prep import imdb
-    from data_prep.standardize import separate_review_punctuation, standardize_review
+    from data_prep.text import (
+        register_standardizations,
+        separate_review_punctuation,
+        standardize_review,
+    )
     from workflows.sentiment.shared import split_texts
 
     print(f"Adapting the 1- to {config.ngrams}-gram vocabulary ({config.max_tokens} entries) "
           "on train")
+    register_standardizations()
     nbsvm = config.model == "nbsvm"
     separate = nbsvm and config.punctuation == "separate"
     vectorizer = keras.layers.TextVectorization(
@@ -184,8 +189,9 @@ class EndToEndClassifier:
 
     @classmethod
     def load(cls, folder):
-        import data_prep.standardize  # noqa: F401  registers the standardization in the model
         import layers  # noqa: F401  registers the custom layers
+        from data_prep.text import register_standardizations
         from workflows.sentiment.shared import read_folder
 
+        register_standardizations()
         return cls(read_folder(folder, "end_to_end", compile=True)[0])

@@ -16,8 +16,14 @@ from typing import Any
 import numpy as np
 
 from data_prep.text import sentence_slices
-from workflows.core.config import MAX_BATCH_SIZE, MAX_EPOCHS, MAX_LEARNING_RATE, option, seed_option
-from workflows.core.distribution import CHOICES
+from workflows.core.config import (
+    MAX_BATCH_SIZE,
+    MAX_EPOCHS,
+    MAX_LEARNING_RATE,
+    distribution_option,
+    option,
+    seed_option,
+)
 
 # ## The config every family extends
 
@@ -53,7 +59,7 @@ class TrainConfig:
     patience: int = option(2, at_least=1)  # epochs without a lower val loss before stopping
     seed: int = seed_option()
     checkpoint_every_steps: int = option(200, at_least=0)  # 0: only at the end of epochs
-    distribution: str = option("none", choices=CHOICES)  # see workflows/core/distribution.py
+    distribution: str = distribution_option()
     # share of the official train reviews held out for validation (early stopping and
     # ensemble weights); members of one ensemble must share it
     val_fraction: float = option(0.2, above=0, below=1)
@@ -119,8 +125,8 @@ def review_batches(config, ids, labels, seed=None, bucketing=True):
     """Token id batches in a few fixed shapes: with `bucketing`, reviews padded to the
     first of `REVIEW_LENGTHS` that holds them, `batch_tokens // length` (or
     `batch_size`) per batch; else every batch `batch_size` x the full length."""
-    from data_prep.batches import LabelledBatches, for_backend
-    from data_prep.buckets import BucketPlan, boundaries_up_to
+    from data_prep.text import BucketPlan, boundaries_up_to
+    from workflows.core.devices import LabelledBatches, for_backend
 
     longest, tokens = ids.shape[1], getattr(config, "batch_tokens", None)
     if bucketing:
@@ -137,7 +143,7 @@ def score_rows(forward, rows, batch_size, width):
     with empty rows, so each width is one shape."""
     import keras
 
-    from data_prep.buckets import pad_rows
+    from data_prep.text import pad_rows
 
     probabilities = np.zeros(len(rows))
     order = np.argsort([len(row) for row in rows], kind="stable")

@@ -13,7 +13,7 @@ import numpy as np
 
 import layers  # noqa: F401  registers the layers a saved model uses
 from data_prep.imdb import ReviewVectorizer
-from workflows.core.compilation import compiled
+from workflows.core.devices import compiled
 from workflows.sentiment.shared import Trainable, read_folder, review_batches, save_folder
 
 KIND = "token_ids"

@@ -2,8 +2,8 @@
 
 import numpy as np
 
-from data_prep.batches import BucketedBatches
-from data_prep.buckets import EMPTY, BucketPlan, boundaries_every, pad_rows, take_rows
+from data_prep.text import EMPTY, BucketPlan, boundaries_every, pad_rows, take_rows
+from workflows.core.devices import BucketedBatches
 
 
 def truncate(rows, max_length, keep_last=False):

@@ -6,8 +6,7 @@ import time
 
 from tqdm import tqdm
 
-from data_prep import batches
-from workflows.core import figures, runs
+from workflows.core import devices, figures, runs
 from workflows.seq2seq.metrics import bleu_scores
 
 
@@ -47,7 +46,7 @@ def score_and_log(run, translator, config, test, beam_width, length_penalty=None
     translator.model.compile(loss=layers.MaskedCrossentropy(config.label_smoothing),
                              weighted_metrics=["accuracy"])
     _, results["test_masked_accuracy"] = translator.model.evaluate(
-        batches.for_backend(data.batches(config, "test")), verbose=0)
+        devices.for_backend(data.batches(config, "test")), verbose=0)
     panels = [(sentence[:40], *translator.cross_attention(sentence)) for sentence in sources[:4]]
     table = {"source": sources[:50], "references": [" | ".join(r) for r in refs[:50]],
              **{name: texts[:50] for name, texts in outputs.items()}}

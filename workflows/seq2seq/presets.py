@@ -8,18 +8,18 @@ from dataclasses import dataclass
 
 import keras
 
-from data_prep.runtime import deferred
-from workflows.core import precision
+from data_prep.commands import deferred
 from workflows.core.config import (
+    DTYPE_POLICIES,
     MAX_BATCH_SIZE,
     MAX_EPOCHS,
     MAX_LEARNING_RATE,
     Catalog,
     ConfigError,
+    distribution_option,
     option,
     seed_option,
 )
-from workflows.core.distribution import CHOICES
 
 # the models and their batches, loaded when a model is built (not for `--help`)
 layers = deferred("layers")
@@ -88,7 +88,7 @@ class TranslationConfig:
     epochs: int = option(30, at_least=1, at_most=MAX_EPOCHS)
     patience: int = option(3, at_least=1)
     max_train_minutes: float | None = option(None, above=0)
-    dtype_policy: str = option("float32", choices=precision.POLICIES)  # auto: precision.py
+    dtype_policy: str = option("float32", choices=DTYPE_POLICIES)  # auto: core/devices.py
     beam_width: int = option(4, at_least=1, at_most=MAX_BEAM_WIDTH)
     validation_pairs: int = option(3000, at_least=1)  # fixed val subset for the val loss
     bleu_sentences: int = option(300, at_least=1)  # val sentences decoded each epoch
@@ -96,7 +96,7 @@ class TranslationConfig:
     checkpoint_every_steps: int = option(200, at_least=0)
     # >1: export the mean of the last N epochs' weights when its val loss is lower
     average_epochs: int = option(0, at_least=0)
-    distribution: str = option("none", choices=CHOICES)  # see workflows/core/distribution.py
+    distribution: str = distribution_option()
 
 
 CPU = {"preset": "cpu", "tokenization": "wordpiece", "sequence_length": 40, "embed_dim": 256,
@@ -149,7 +149,9 @@ def batch_plan(config):
 def build_model(config, source_vocab_size, target_vocab_size):
     """The compiled translator: masked (label-smoothed) cross-entropy, Adam + Noam or
     the tutorial's RMSprop."""
-    precision.use(config.dtype_policy)
+    from workflows.core import devices
+
+    devices.use_precision(config.dtype_policy)
     model = models.build_translator(config, source_vocab_size, target_vocab_size)
     rate = layers.NoamSchedule(config.embed_dim, config.warmup_steps, scale=config.learning_rate) \
         if config.schedule == "noam" else config.learning_rate

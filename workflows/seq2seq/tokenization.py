@@ -29,7 +29,7 @@ from data_prep.spa_eng import (
     mark_target,
     references_by_source,
 )
-from data_prep.subwords import learn_wordpiece, make_wordpiece_tokenizer
+from data_prep.text import learn_wordpiece, make_wordpiece_tokenizer
 
 TOKENIZATIONS = ("word", "wordpiece", "joint_wordpiece")
 SPLITS = ("train", "val", "test")

@@ -13,8 +13,8 @@ import keras
 import numpy as np
 
 import layers  # noqa: F401  registers the layers and the loss a saved model uses
-from data_prep.buckets import BucketPlan, boundaries_up_to, pad_rows
-from workflows.core.compilation import compiled
+from data_prep.text import BucketPlan, boundaries_up_to, pad_rows
+from workflows.core.devices import compiled
 from workflows.core.model_folder import read_folder, save_folder
 from workflows.seq2seq.batching import PairBatches, truncate
 from workflows.seq2seq.decoding import Decoder, rank_hypotheses
