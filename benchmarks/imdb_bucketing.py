@@ -31,10 +31,12 @@ RESULTS = Path(__file__).with_name("results") / "imdb_bucketing.json"
 
 def prepared_batches(config, prepared, split, epoch=None):
     """The batches the RNN family trains on (`sentiment/token_ids.py`)."""
-    from workflows.sentiment.shared import review_batches
+    from workflows.core.devices import token_batches
+    from workflows.sentiment.shared import REVIEW_LENGTHS
 
-    return review_batches(config, prepared.token_ids(split), prepared.labels(split),
-                          None if epoch is None else config.seed + epoch, config.bucketing)
+    return token_batches(prepared.token_ids(split), prepared.labels(split), REVIEW_LENGTHS,
+                         config.batch_size, config.batch_tokens,
+                         None if epoch is None else config.seed + epoch, config.bucketing)
 
 
 def interleaved_runs(config, prepared, matrix, rounds, steps):

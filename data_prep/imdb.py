@@ -30,7 +30,12 @@ from data_prep.cache import (
     resolve,
 )
 from data_prep.commands import run_main
-from data_prep.text import clean_html, register_standardizations, standardize_review
+from data_prep.text import (
+    clean_html,
+    register_standardizations,
+    sentence_slices,
+    standardize_review,
+)
 
 ACL_IMDB = DatasetSource(
     name="aclImdb",
@@ -251,6 +256,17 @@ def vectorize(vectorizer, texts, batch_size=1024):
     chunks = [np.asarray(vectorizer(texts[i : i + batch_size]))
               for i in range(0, len(texts), batch_size)]
     return np.concatenate(chunks).astype("int32")
+
+
+def split_texts(prepared, split, slices=0, seed=0, place="anywhere"):
+    """(texts, labels) of `split`; for train, plus `slices` slices of one or two sentences
+    of each review (`text.sentence_slices`, from `place`), labelled as the review: short
+    text seen in training."""
+    texts, labels = prepared.texts(split), prepared.labels(split)
+    if slices and split == "train":
+        texts = texts + sentence_slices(texts, slices, seed, place)
+        labels = np.concatenate([labels, np.repeat(labels, slices)])
+    return texts, labels
 
 
 def text_dataset(texts, labels, batch_size=32, shuffle=False, seed=0):

@@ -14,6 +14,7 @@ a model that takes raw strings); `python -m workflows.mlflow_ui` shows them side
 """
 
 import dataclasses
+import importlib
 import json
 import re
 import time
@@ -24,7 +25,6 @@ from data_prep import glove, imdb
 from data_prep.commands import run_main
 from workflows.core.cli import LessonCLI, read_texts
 from workflows.core.config import Catalog, ConfigError, Lesson, ModelExport
-from workflows.sentiment import doc2vec, encoder, lm_classifier, ngrams, rnn, transformer
 from workflows.sentiment.ensemble import FIT_ON
 from workflows.sentiment.lexicon import LEXICONS
 
@@ -39,15 +39,28 @@ EXAMPLES = ["A gripping, beautifully shot film.", "Dull, predictable and far too
 # (saved as a folder and loaded back) and `build(config, data)`, which gives `train`
 # the model, its batches and its classifier (`sentiment/shared.py`: `Trainable`).
 
-FAMILIES = {name: family for family in (ngrams, rnn, transformer, doc2vec, encoder,
-                                        lm_classifier) for name in family.MODELS}
-CATALOG = Catalog({name: {"default": family.MODELS[name]} for name, family in FAMILIES.items()})
+FAMILIES = {  # --model -> its module
+    "bow": "ngrams", "nbsvm": "ngrams",
+    "bilstm": "rnn", "bilstm_glove": "rnn", "bilstm_word2vec": "rnn", "lstm": "rnn",
+    "gru": "rnn", "rnn": "rnn",
+    "transformer": "transformer", "transformer_sine": "transformer",
+    "doc2vec": "doc2vec", "encoder": "encoder", "lm_classifier": "lm_classifier",
+}
+
+
+def family(model):
+    """The module of `--model`'s family (imported when first asked for)."""
+    return importlib.import_module(f"workflows.sentiment.{FAMILIES[model]}")
+
+
+CATALOG = Catalog({model: {"default": lambda model=model: family(model).MODELS[model]}
+                   for model in FAMILIES})
 
 
 def complete_config(config):
     """What a config needs from other runs: `lm_classifier`'s language model (its run
     id, architecture, vocabulary and dtype policy); `augment=round_trip`'s translators."""
-    complete = getattr(FAMILIES[config.model], "complete_config", None)
+    complete = getattr(family(config.model), "complete_config", None)
     config = complete(config) if complete else config
     if config.augment == "round_trip":
         from workflows.sentiment import augmentation
@@ -79,6 +92,8 @@ def prepare(imdb_path=None, work_dir=None, word2vec_vectors=True, glove_source=N
     started = time.perf_counter()
     prepared = imdb.prepare(imdb_path, data_settings(), work_dir)
     summary = {"directory": str(prepared.directory), **prepared.summary}
+    from workflows.sentiment import rnn
+
     kinds = ("glove", "word2vec") if word2vec_vectors else ("glove",)
     for kind in kinds:
         vectors = rnn.load_embedding_vectors(kind, prepared, glove_source, glove_dim)
@@ -148,12 +163,12 @@ def train(config, imdb_path=None, work_dir=None, retrain=False, tags=None, after
     """Trains `config` (or resumes it, or finds it trained); returns the MLflow run id."""
     from workflows.core import training
 
-    family = FAMILIES[config.model]
+    model_family = family(config.model)
     with training.TrainingRun(EXPERIMENT, config.model, config, work_dir, retrain, tags,
                               after_epoch) as run:
         data = run.load(lambda: load_data(config, imdb_path, work_dir))
         if run.open(data.fingerprint):
-            trainable = family.build(config, data)
+            trainable = model_family.build(config, data)
             added = {key: value for key, value in data.augmentation.items()
                      if isinstance(value, (int, float))}
             run.start(trainable.model, tags=trainable.tags,
@@ -312,7 +327,8 @@ CLI = LessonCLI(LESSON, "workflows.imdb_sentiment", __doc__.split("\n")[0], imdb
                            "translator": "round_trip: the en-es translation run (default: "
                                          "the latest)",
                            "back_translator": "round_trip: the es-en translation run "
-                                              "(default: the latest)"})
+                                              "(default: the latest)"},
+                switches=("fine_tune_embeddings",))
 _prepare = CLI.step("prepare", "prepare reviews, vocabulary and embeddings", lambda a: prepare(
     a.imdb_path, a.work_dir, not a.skip_word2vec, a.glove, a.glove_dim), data=True)
 _prepare.add_argument("--glove", help="GloVe .txt/.zip or gensim .kv file")

@@ -339,7 +339,7 @@ CLI = LessonCLI(LESSON, "workflows.translation", __doc__.split("\n")[0], spa_eng
                                                                 "would end past this budget",
                            "average_epochs": "checkpoint averaging: export the mean of the "
                                              "last N epochs' weights if its val loss is lower"},
-                run_filters=("direction",))
+                switches=("attention",), run_filters=("direction",))
 CLI.step("prepare", "pairs, splits, vocabularies, token ids of every tokenization (both "
          "directions, or one)",
          lambda a: prepare(a.spa_eng_path, a.work_dir,

@@ -20,7 +20,6 @@ from workflows.core.config import ConfigError
 from workflows.sentiment import calibration, doc2vec, ensemble, shared
 from workflows.sentiment import metrics as workflow_classification
 from workflows.sentiment.metrics import binary_metrics
-from workflows.sentiment.shared import split_texts
 
 runs_by_model = first_runs_by_model
 
@@ -33,6 +32,15 @@ def assert_test_accuracy_is_its_confusion_matrixs(run_id):
     assert matrix.sum() == 48
     assert mlflow.get_run(run_id).data.metrics["test_accuracy"] == pytest.approx(
         np.trace(matrix) / 48)
+
+
+def test_the_family_table_names_each_model_of_each_family_once():
+    import importlib
+
+    for name in set(workflow.FAMILIES.values()):
+        family = importlib.import_module(f"workflows.sentiment.{name}")
+        assert {model: name for model in family.MODELS}.items() <= workflow.FAMILIES.items()
+    assert all(workflow.CATALOG.base(model).model == model for model in workflow.FAMILIES)
 
 
 def test_run_logs_params_metrics_tags_and_artifacts(store):
@@ -251,8 +259,8 @@ def test_nbsvm_scales_ngrams_by_the_log_count_ratios_of_the_train_reviews(store)
     np.testing.assert_allclose(keras.ops.convert_to_numpy(linear.ratios), expected, rtol=1e-5,
                                atol=1e-5)
     assert any(len(term.split()) == 3 for term in vectorizer.get_vocabulary())  # trigrams
-    texts, labels = split_texts(workflow.CATALOG.make("nbsvm", None, {}), prepared,
-                                "train")  # by default, one slice per review too
+    config = workflow.CATALOG.make("nbsvm", None, {})  # by default, one slice per review too
+    texts, labels = imdb.split_texts(prepared, "train", config.sentence_slices, config.seed)
     assert len(texts) == 2 * len(labels) // 2 == 2 * len(prepared.texts("train"))
     assert list(labels) == list(prepared.labels("train")) * 2
 
@@ -352,7 +360,7 @@ def test_lm_classifier_unfreezes_top_down_with_smaller_rates_below():
         "init_from": "x", "num_layers": 2, "embed_dim": 8, "dense_dim": 16, "num_heads": 2,
         "vocabulary_size": 30, "sequence_length": 8, "unfreeze_epochs": 1.0,
         "layer_lr_decay": 0.5, "pretrained": False})
-    model = workflow.FAMILIES["lm_classifier"].build_model(config, None, steps_per_epoch=8)
+    model = workflow.family("lm_classifier").build_model(config, None, steps_per_epoch=8)
     groups = model.optimizer.groups
     assert groups == {"final_norm": (1.0, 0), "decoder_1": (0.5, 2), "decoder_0": (0.25, 4),
                       "embedding": (0.125, 6)}

@@ -62,3 +62,19 @@ def test_a_step_still_loads_what_it_needs():
     (result,) = answers("workflows.translation",
                         [["translate", "--run-id", "0" * 32, "Hello."]])
     assert result["status"] == 2 and "mlflow" in result["loaded"], result
+
+
+@pytest.mark.parametrize("lesson", ["imdb_sentiment", "translation", "language_model"])
+def test_the_shortcuts_of_on_off_fields_are_switches(lesson):
+    import importlib
+    import typing
+
+    cli = importlib.import_module(f"workflows.{lesson}").CLI
+    catalog = cli.lesson.catalog
+    configs = [catalog.base(model, preset) for model in catalog.models
+               for preset in catalog.presets[model]]
+    for name in cli.shortcuts:
+        types = {typing.get_type_hints(type(config))[name] for config in configs
+                 if name in typing.get_type_hints(type(config))}
+        assert types, f"{name}: no config has it"
+        assert (types == {bool}) == (name in cli.switches), name

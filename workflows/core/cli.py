@@ -24,14 +24,17 @@ class LessonCLI:
     """A lesson's steps as subcommands, each with `--help`.
 
     `shortcuts` maps config fields that get a flag of their own (`epochs` ->
-    `--epochs`) to their help text (or None). `run_filters` (a subset) are also flags of
+    `--epochs`) to their help text (or None); `switches` are those of on/off fields
+    (`--attention`, no value). `run_filters` (a subset) are also flags of
     the steps that load a run's model: the latest run trained with that value is taken.
     """
 
-    def __init__(self, lesson, module, description, source, shortcuts=None, run_filters=()):
+    def __init__(self, lesson, module, description, source, shortcuts=None, switches=(),
+                 run_filters=()):
         self.lesson, self.source, self.module = lesson, source, module
         self.argv = []
         self.shortcuts = {**(shortcuts or {}), "distribution": DISTRIBUTION_HELP}
+        self.switches = switches  # the shortcuts of on/off fields: flags without a value
         self.run_filters = run_filters
         self.parser = argparse.ArgumentParser(prog=f"python -m {module}",
                                               description=description)
@@ -285,7 +288,7 @@ class LessonCLI:
             parser.add_argument("--model", required=True, help=f"one of: {names}")
         for name, help_text in self.step_shortcuts(step).items():
             flag = "--" + name.replace("_", "-")
-            if catalog.field_type(name) is bool:
+            if name in self.switches:
                 parser.add_argument(flag, action="store_true", help=help_text)
             else:
                 parser.add_argument(flag, metavar=name.upper(),

@@ -51,6 +51,16 @@ def option(default, *, choices=None, at_least=None, above=None, at_most=None, be
                                                         if v is not None})
 
 
+def when(field, *values):
+    """An `applies` rule: the option means something when `field` is one of `values`."""
+    return lambda config: getattr(config, field) in values
+
+
+def unless(field, *values):
+    """An `applies` rule: the option means something when `field` is none of `values`."""
+    return lambda config: getattr(config, field) not in values
+
+
 # How a training spreads over devices (`core/devices.py` runs it)
 DISTRIBUTIONS = ("none", "mirrored", "data_parallel")
 DISTRIBUTION_HELP = (
@@ -58,7 +68,8 @@ DISTRIBUTION_HELP = (
     "device of this machine, or of every process when KERAS_DISTRIBUTION_NUM_PROCESSES > "
     "1); batch_size is the global batch, split across devices")
 
-DTYPE_POLICIES = ("auto", "float32", "mixed_bfloat16", "mixed_float16")  # precision: `core/devices.py`
+# The precision a model computes in (`core/devices.py`: what "auto" picks)
+DTYPE_POLICIES = ("auto", "float32", "mixed_bfloat16", "mixed_float16")
 
 
 def distribution_option():
@@ -74,7 +85,8 @@ def seed_option(default=1337):
 class Catalog:
     """The configs of a lesson: `{model: {preset: config}}`.
 
-    Lessons without presets give each model one preset, `default`.
+    Lessons without presets give each model one preset, `default`. A config may be given
+    as a function that returns it: its module loads when the model is first asked for.
     """
 
     def __init__(self, presets, default_preset="default", key="model"):
@@ -99,7 +111,10 @@ class Catalog:
         if preset not in self.presets[model]:
             raise ConfigError(f"Unknown --preset {preset!r} for {model}; valid presets: "
                               f"{', '.join(self.presets[model])}.")
-        return self.presets[model][preset]
+        config = self.presets[model][preset]
+        if callable(config):
+            config = self.presets[model][preset] = config()
+        return config
 
     def make(self, model, preset=None, overrides=None):
         """The named config with `overrides` applied; each must apply to it and be valid."""
@@ -112,17 +127,9 @@ class Catalog:
         changed = apply_overrides(base, known, check_applies=False)
         return {key: value for key, value in known.items() if field_applies(changed, key)}
 
-    def field_type(self, name):
-        """The type of the config field `name`, from the first model that has it."""
-        for presets in self.presets.values():
-            hints = typing.get_type_hints(type(next(iter(presets.values()))))
-            if name in hints:
-                return hints[name]
-        raise KeyError(f"no config has a field {name!r}")
-
     def choices(self, name):
         """The values a field accepts (`option(choices=...)`), from any model's config."""
-        config = next(iter(self.presets[self.models[0]].values()))
+        config = self.base(self.models[0], next(iter(self.presets[self.models[0]])))
         return _field(config, name).metadata["choices"]
 
     def from_params(self, params):

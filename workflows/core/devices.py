@@ -34,7 +34,7 @@ import numpy as np
 
 from data_prep import cache
 from data_prep.commands import UserError, loaded
-from data_prep.text import EMPTY
+from data_prep.text import EMPTY, BucketPlan, boundaries_up_to
 
 
 class DistributionError(UserError):
@@ -510,6 +510,21 @@ class BucketedBatches(keras.utils.PyDataset):
     def shapes(self):
         """The distinct input shapes these batches reach a compiler with."""
         return sorted({self.plan.shapes[bucket] for bucket, _ in self.order})
+
+
+def token_batches(ids, labels, lengths, batch_size, batch_tokens=None, seed=None,
+                  bucketing=True):
+    """Labelled token id batches in a few fixed shapes, for this backend: with
+    `bucketing`, rows padded to the first of `lengths` (up to the longest) that holds
+    them, `batch_tokens // length` (or `batch_size`) rows a batch; else every batch
+    `batch_size` rows of the full length."""
+    longest = ids.shape[1]
+    if bucketing:
+        plan = BucketPlan(boundaries_up_to(longest, lengths), batch_tokens,
+                          None if batch_tokens else batch_size)
+    else:
+        plan = BucketPlan.single(longest, batch_size)
+    return for_backend(LabelledBatches(ids, labels, plan, seed))
 
 
 def for_backend(batches):

@@ -24,8 +24,7 @@ class ModelChangedError(UserError):
 
 # what the packages' models import of core: compiled steps, and the configs that the
 # model families' modules declare beside their classifiers
-SHIPPED_CORE = ("__init__.py", "compilation.py", "config.py", "distribution.py",
-                "model_folder.py", "precision.py")
+SHIPPED_CORE = ("__init__.py", "config.py", "devices.py", "model_folder.py")
 DIGEST_TAG = "model_sha256"  # digest of every file of the run's logged model
 
 

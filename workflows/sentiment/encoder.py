@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from data_prep.text import SLICE_PLACES, clean_html
-from workflows.core.config import MAX_BATCH_SIZE, MAX_EPOCHS, MAX_LEARNING_RATE, option
-from workflows.sentiment.shared import TrainConfig, slicing
+from workflows.core.config import MAX_BATCH_SIZE, MAX_EPOCHS, MAX_LEARNING_RATE, option, unless
+from workflows.sentiment.shared import TrainConfig
 
 ENCODER_READS = ("head", "head+tail")  # a long review's start, or its start and its end
 LENGTHS = (32, 64, 128, 192, 256, 384, 512)  # padded lengths of batches: few shapes
@@ -33,7 +33,8 @@ class EncoderConfig(TrainConfig):
     max_review_tokens: int = option(128, at_least=8, at_most=512)  # WordPiece tokens read
     read: str = option("head+tail", choices=ENCODER_READS)
     sentence_slices: int = option(1, at_least=0)  # as NBSVMConfig's
-    slices_from: str = option("anywhere", choices=SLICE_PLACES, applies=slicing)
+    slices_from: str = option("anywhere", choices=SLICE_PLACES,
+                              applies=unless("sentence_slices", 0))
     dropout: float = option(0.1, at_least=0, below=1)
     optimizer: str = option("adam", choices=("adam",))
     # peak, after 10% warmup; linear decay
@@ -108,9 +109,10 @@ def padded_length(length, max_tokens):
 def build(config, data):
     """The encoder of `data.encoder` (a folder) under the classifier head, trained on
     the train reviews and their sentence slices read as its WordPiece tokens."""
-    from data_prep import encoders
+    from data_prep import encoders, imdb
     from data_prep.text import WordPiece, pad_rows
-    from workflows.sentiment.shared import Trainable, review_batches, split_texts
+    from workflows.core.devices import token_batches
+    from workflows.sentiment.shared import REVIEW_LENGTHS, Trainable
 
     vocabulary = encoders.read_vocabulary(data.encoder)
     lowercase = encoders.lowercases(data.encoder)
@@ -118,13 +120,14 @@ def build(config, data):
     print(f"Tokenizing the reviews with the WordPiece vocabulary of {config.encoder}")
     splits = {}
     for split in ("train", "val"):
-        texts, labels = split_texts(config, data.prepared, split)
+        texts, labels = imdb.split_texts(data.prepared, split, config.sentence_slices,
+                                         config.seed, config.slices_from)
         rows = token_rows(tokenizer, texts, config.max_review_tokens, config.read)
         splits[split] = (pad_rows(rows, config.max_review_tokens), labels)
 
     def batches(split, epoch=None):
-        return review_batches(config, *splits[split],
-                              None if epoch is None else config.seed + epoch)
+        return token_batches(*splits[split], REVIEW_LENGTHS, config.batch_size,
+                             seed=None if epoch is None else config.seed + epoch)
 
     backbone = encoders.load_backbone(data.encoder)
     model = build_model(config, backbone, len(batches("train", 0)))

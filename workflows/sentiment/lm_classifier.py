@@ -120,7 +120,8 @@ def build(config, data):
     the reviews read as its subword tokens, batched by length."""
     from data_prep.text import pad_rows
     from workflows.causal_lm import source as lm_source
-    from workflows.sentiment.shared import Trainable, review_batches
+    from workflows.core.devices import token_batches
+    from workflows.sentiment.shared import REVIEW_LENGTHS, Trainable
 
     prepared = data.prepared
     generator = lm_source.load_generator(lm_source.source_run(config.init_from))
@@ -131,8 +132,9 @@ def build(config, data):
         splits[split] = (pad_rows(rows, config.max_review_tokens), prepared.labels(split))
 
     def batches(split, epoch=None):
-        return review_batches(config, *splits[split],
-                              None if epoch is None else config.seed + epoch)
+        return token_batches(*splits[split], REVIEW_LENGTHS, config.batch_size,
+                             getattr(config, "batch_tokens", None),
+                             None if epoch is None else config.seed + epoch)
 
     model = build_model(config, generator.model, len(batches("train", 0)))
     classifier = SubwordClassifier(model, generator.vocabulary, config.max_review_tokens)

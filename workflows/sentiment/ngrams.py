@@ -7,8 +7,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from data_prep.text import SLICE_PLACES
-from workflows.core.config import MAX_BATCH_SIZE, MAX_LEARNING_RATE, option
-from workflows.sentiment.shared import OPTIMIZERS, TrainConfig, slicing
+from workflows.core.config import MAX_BATCH_SIZE, MAX_LEARNING_RATE, option, unless
+from workflows.sentiment.shared import OPTIMIZERS, TrainConfig
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,8 @@ class NBSVMConfig(TrainConfig):
     ngrams: int = option(3, at_least=1)
     punctuation: str = option("separate", choices=("separate", "strip"))  # "!" as a token
     sentence_slices: int = option(1, at_least=0)  # 1-2 sentence slices per train review
-    slices_from: str = option("anywhere", choices=SLICE_PLACES, applies=slicing)
+    slices_from: str = option("anywhere", choices=SLICE_PLACES,
+                              applies=unless("sentence_slices", 0))
     alpha: float = option(1.0, above=0)  # smoothing of the log-count ratios
     beta: float = option(1.0, above=0, at_most=1)
     l2: float = option(0.0, at_least=0)
@@ -51,6 +52,15 @@ MODELS = {"bow": BowConfig(model="bow"), "nbsvm": NBSVMConfig(model="nbsvm")}
 
 
 # ## The models
+
+
+
+def _texts(config, prepared, split):
+    """(texts, labels) of `split`, with the config's sentence slices of train reviews."""
+    from data_prep import imdb
+
+    return imdb.split_texts(prepared, split, getattr(config, "sentence_slices", 0),
+                            config.seed, getattr(config, "slices_from", "anywhere"))
 
 
 def bow_model(config, vocabulary_size):
@@ -101,7 +111,6 @@ def ngram_vectorizer(config, prepared):
         separate_review_punctuation,
         standardize_review,
     )
-    from workflows.sentiment.shared import split_texts
 
     print(f"Adapting the 1- to {config.ngrams}-gram vocabulary ({config.max_tokens} entries) "
           "on train")
@@ -112,7 +121,7 @@ def ngram_vectorizer(config, prepared):
         max_tokens=config.max_tokens, ngrams=config.ngrams,
         standardize=separate_review_punctuation if separate else standardize_review,
         output_mode="multi_hot" if nbsvm else config.output_mode, sparse=nbsvm)
-    vectorizer.adapt(imdb.text_dataset(*split_texts(config, prepared, "train"), 512)
+    vectorizer.adapt(imdb.text_dataset(*_texts(config, prepared, "train"), 512)
                      .map(lambda text, label: text))
     return vectorizer
 
@@ -122,10 +131,9 @@ def class_feature_counts(config, vectorizer, prepared):
     import tensorflow as tf  # n-gram vectorizers are TensorFlow layers
 
     from data_prep import imdb
-    from workflows.sentiment.shared import split_texts
 
     counts = 0
-    for texts, labels in imdb.text_dataset(*split_texts(config, prepared, "train"), 512):
+    for texts, labels in imdb.text_dataset(*_texts(config, prepared, "train"), 512):
         one_hot = tf.one_hot(labels, 2, dtype=tf.float32)
         present = tf.cast(vectorizer(texts), tf.float32)
         counts += tf.sparse.sparse_dense_matmul(present, one_hot, adjoint_a=True)
@@ -141,7 +149,7 @@ def build(config, data):
 
     from data_prep import imdb
     from layers.naive_bayes_linear import log_count_ratios
-    from workflows.sentiment.shared import Trainable, split_texts
+    from workflows.sentiment.shared import Trainable
 
     prepared = data.prepared
     vectorizer, ratios = ngram_vectorizer(config, prepared), None
@@ -149,7 +157,7 @@ def build(config, data):
         negative, positive = class_feature_counts(config, vectorizer, prepared)
         ratios = log_count_ratios(positive, negative, config.alpha)
     model = build_model(config, vectorizer.vocabulary_size(), ratios)
-    texts = {split: split_texts(config, prepared, split) for split in ("train", "val")}
+    texts = {split: _texts(config, prepared, split) for split in ("train", "val")}
 
     def batches(split, epoch=None):
         shuffle, seed = epoch is not None, config.seed + (epoch or 0)

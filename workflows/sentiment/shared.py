@@ -15,7 +15,6 @@ from typing import Any
 
 import numpy as np
 
-from data_prep.text import sentence_slices
 from workflows.core.config import (
     MAX_BATCH_SIZE,
     MAX_EPOCHS,
@@ -23,6 +22,8 @@ from workflows.core.config import (
     distribution_option,
     option,
     seed_option,
+    unless,
+    when,
 )
 
 # ## The config every family extends
@@ -30,21 +31,6 @@ from workflows.core.config import (
 OPTIMIZERS = ("rmsprop", "adam", "adamw", "sgd", "nadam", "adagrad")
 AUGMENTATIONS = ("none", "round_trip", "edit")
 
-
-def _augmentable(config):
-    return type(config).augmentable
-
-
-def _augmenting(config):
-    return config.augment != "none"
-
-
-def _round_trip(config):
-    return config.augment == "round_trip"
-
-
-def slicing(config):
-    return config.sentence_slices > 0
 
 
 @dataclass(frozen=True)
@@ -66,13 +52,14 @@ class TrainConfig:
     # more train rows (`sentiment/augmentation.py`): paraphrases of the train reviews by
     # round-trip translation through the translation lesson's runs, or copies with random
     # word deletions and swaps; validation and test are never augmented
-    augment: str = option("none", choices=AUGMENTATIONS, applies=_augmentable)
-    augment_unit: str = option("slices", choices=("slices", "reviews"), applies=_augmenting)
-    augment_copies: int = option(1, at_least=1, at_most=8, applies=_augmenting)
-    augment_fraction: float = option(1.0, above=0, at_most=1, applies=_augmenting)
+    augment: str = option("none", choices=AUGMENTATIONS, applies=when("augmentable", True))
+    augment_unit: str = option("slices", choices=("slices", "reviews"),
+                               applies=unless("augment", "none"))
+    augment_copies: int = option(1, at_least=1, at_most=8, applies=unless("augment", "none"))
+    augment_fraction: float = option(1.0, above=0, at_most=1, applies=unless("augment", "none"))
     # the en-es and es-en translation runs (id, prefix or model URI); "": the latest
-    translator: str = option("", applies=_round_trip)
-    back_translator: str = option("", applies=_round_trip)
+    translator: str = option("", applies=when("augment", "round_trip"))
+    back_translator: str = option("", applies=when("augment", "round_trip"))
 
 
 def compiled_classifier(model, config):
@@ -102,39 +89,12 @@ class Trainable:
 
 
 # ## What a model trains on
-
-
-def split_texts(config, prepared, split):
-    """(texts, labels) of `split`; for train, plus `sentence_slices` slices of one or two
-    sentences of each review (from `slices_from`), labelled as the review (short text
-    seen in training)."""
-    texts, labels = prepared.texts(split), prepared.labels(split)
-    count = getattr(config, "sentence_slices", 0) if split == "train" else 0
-    if count:
-        sliced = sentence_slices(texts, count, config.seed, config.slices_from)
-        texts, labels = texts + sliced, np.concatenate([labels, np.repeat(labels, count)])
-    return texts, labels
-
+# Reviews and their sentence slices: `data_prep.imdb.split_texts`; token id batches in
+# few shapes: `core.devices.token_batches`, with these lengths.
 
 # Padded review lengths (tokens) batches come in, up to the longest a config reads: a
 # handful of shapes, each compiled once
 REVIEW_LENGTHS = (64, 128, 192, 256, 384, 512, 768, 1024)
-
-
-def review_batches(config, ids, labels, seed=None, bucketing=True):
-    """Token id batches in a few fixed shapes: with `bucketing`, reviews padded to the
-    first of `REVIEW_LENGTHS` that holds them, `batch_tokens // length` (or
-    `batch_size`) per batch; else every batch `batch_size` x the full length."""
-    from data_prep.text import BucketPlan, boundaries_up_to
-    from workflows.core.devices import LabelledBatches, for_backend
-
-    longest, tokens = ids.shape[1], getattr(config, "batch_tokens", None)
-    if bucketing:
-        plan = BucketPlan(boundaries_up_to(longest, REVIEW_LENGTHS), tokens,
-                          None if tokens else config.batch_size)
-    else:
-        plan = BucketPlan.single(longest, config.batch_size)
-    return for_backend(LabelledBatches(ids, labels, plan, seed))
 
 
 def score_rows(forward, rows, batch_size, width):

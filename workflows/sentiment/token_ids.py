@@ -13,8 +13,8 @@ import numpy as np
 
 import layers  # noqa: F401  registers the layers a saved model uses
 from data_prep.imdb import ReviewVectorizer
-from workflows.core.devices import compiled
-from workflows.sentiment.shared import Trainable, read_folder, review_batches, save_folder
+from workflows.core.devices import compiled, token_batches
+from workflows.sentiment.shared import REVIEW_LENGTHS, Trainable, read_folder, save_folder
 
 KIND = "token_ids"
 
@@ -23,8 +23,9 @@ def trainable(config, prepared, model, bucketing, **extra):
     """`model` trained on the prepared token ids (shuffled with a per-epoch seed),
     served by a `TokenClassifier`; `extra`: the `Trainable`'s tags, artifacts, metrics."""
     def batches(split, epoch=None):
-        return review_batches(config, prepared.token_ids(split), prepared.labels(split),
-                              None if epoch is None else config.seed + epoch, bucketing)
+        return token_batches(prepared.token_ids(split), prepared.labels(split), REVIEW_LENGTHS,
+                             config.batch_size, getattr(config, "batch_tokens", None),
+                             None if epoch is None else config.seed + epoch, bucketing)
 
     vocabulary = prepared.vocabulary()
     classifier = TokenClassifier(model, vocabulary, prepared.settings.sequence_length)
