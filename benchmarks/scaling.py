@@ -35,6 +35,7 @@ def main(argv=None):
     from workflows import translation as workflow
     from workflows.core import devices
     from workflows.core.devices import for_backend
+    from workflows.seq2seq.models import build_model
 
     parser = argparse.ArgumentParser(prog="python benchmarks/scaling.py",
                                      description=__doc__.split("\n")[0])
@@ -55,7 +56,7 @@ def main(argv=None):
     for choice in CHOICES[backend]:
         with devices.placed(choice) as placement:
             keras.utils.set_random_seed(config.seed)
-            model = workflow.build_model(config, *data.tokenizer.vocabulary_sizes)
+            model = build_model(config, *data.tokenizer.vocabulary_sizes)
         runs[choice] = {"placement": placement, "model": model, "seconds": []}
     for round_index in range(args.rounds + 1):
         for choice, run in runs.items():

@@ -41,9 +41,10 @@ def main(argv=None):
     import numpy as np
 
     from data_prep import spa_eng
+    from data_prep.spa_eng import normalize
     from workflows import translation as workflow
     from workflows.core.devices import for_backend
-    from workflows.seq2seq.tokenization import normalize
+    from workflows.seq2seq.models import build_model
 
     parser = argparse.ArgumentParser(prog="python benchmarks/translation_throughput.py",
                                      description=__doc__.split("\n")[0])
@@ -65,7 +66,7 @@ def main(argv=None):
         config = workflow.make_config("transformer", preset)
         data = subset_data(config, indices, args.spa_eng_path, args.work_dir)
         keras.utils.set_random_seed(config.seed)
-        model = workflow.build_model(config, *data.tokenizer.vocabulary_sizes)
+        model = build_model(config, *data.tokenizer.vocabulary_sizes)
         runs[preset] = {"config": config, "data": data, "model": model, "seconds": [],
                         "parameters": model.count_params()}
     for round_index in range(args.rounds + 1):

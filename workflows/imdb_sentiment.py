@@ -25,11 +25,14 @@ from data_prep import glove, imdb
 from data_prep.commands import run_main
 from workflows.core.cli import LessonCLI, read_texts
 from workflows.core.config import Catalog, ConfigError, Lesson, ModelExport
-from workflows.sentiment.ensemble import FIT_ON
-from workflows.sentiment.lexicon import LEXICONS
 
 EXPERIMENT = "imdb_sentiment"
 PYFUNC_FILE = Path(__file__).parent / "sentiment" / "pyfunc.py"  # every classifier folder
+# `ensemble`: what the weights are fitted on (the validation reviews, or them and a slice
+# of one or two sentences of each, labelled as its review: weights and confidence for
+# short text), and a general-purpose lexicon to add as a member (`sentiment/lexicon.py`)
+FIT_ON = ("reviews", "reviews+slices")
+LEXICONS = ("none", "vader")
 EXAMPLES = ["A gripping, beautifully shot film.", "Dull, predictable and far too long."]
 
 

@@ -17,7 +17,8 @@ from pathlib import Path
 
 from data_prep.commands import run_command, run_main
 from workflows.core import store
-from workflows.core.servers import add_server_flags, check_can_serve, run_until_stopped
+from workflows.core.cli import add_server_flags
+from workflows.core.servers import check_can_serve, run_until_stopped
 
 
 def server_command(host, port, workers=1):

@@ -13,7 +13,8 @@ stops the server and its workers.
 import argparse
 
 from data_prep.commands import run_command, run_main
-from workflows.core.servers import add_server_arguments, serve
+from workflows.core.cli import add_server_flags
+from workflows.core.servers import serve
 
 
 def main(argv=None):
@@ -21,7 +22,7 @@ def main(argv=None):
                                      description=__doc__.split("\n")[0])
     parser.add_argument("model_uri", help="models:/NAME/latest, models:/NAME@alias, "
                                           "models:/NAME/VERSION or runs:/RUN_ID/model")
-    add_server_arguments(parser)
+    add_server_flags(parser, port=5001)
     args = parser.parse_args(argv)
     return run_command(lambda a: serve(a.model_uri, a.host, a.port, a.workers), args)
 

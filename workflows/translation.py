@@ -29,7 +29,14 @@ from pathlib import Path
 import numpy as np
 
 from data_prep import cache, spa_eng
-from data_prep.commands import deferred, run_main
+from data_prep.commands import run_main
+from data_prep.spa_eng import (
+    TOKENIZATIONS,
+    Tokenizer,
+    load_tokenizer,
+    references,
+    token_arrays,
+)
 from workflows.core.cli import LessonCLI, read_texts
 from workflows.core.config import ConfigError, Lesson, ModelExport
 from workflows.seq2seq.metrics import bleu_scores
@@ -39,28 +46,10 @@ from workflows.seq2seq.presets import (  # noqa: F401  the lesson's API: make_co
     EXPERIMENT,
     MAX_BEAM_WIDTH,
     TranslationConfig,
-    batch_plan,
-    build_model,
     check_beam_width,
     check_length_penalty,
     make_config,
 )
-from workflows.seq2seq.tokenization import (
-    TOKENIZATIONS,
-    Tokenizer,
-    load_tokenizer,
-    references,
-    token_arrays,
-)
-
-# The machinery the steps use, loaded when a step runs (`--help` answers without it).
-devices = deferred("workflows.core.devices")
-runs = deferred("workflows.core.runs")
-training = deferred("workflows.core.training")
-models = deferred("workflows.core.models")
-batching = deferred("workflows.seq2seq.batching")
-seq2seq_translator = deferred("workflows.seq2seq.translator")
-evaluation = deferred("workflows.seq2seq.evaluation")
 
 PYFUNC_FILE = Path(__file__).parent / "seq2seq" / "pyfunc.py"
 EXAMPLES = {
@@ -116,11 +105,13 @@ class TranslationData:
                 f"{cache.settings_key(vocabulary)}")
 
     def batches(self, config, split, epoch=None, limit=None):
+        from workflows.seq2seq.models import PairBatches, batch_plan, truncate
+
         source, target = self.arrays[split]
-        source = batching.truncate(source[:limit], config.sequence_length)
-        target = batching.truncate(target[:limit], config.sequence_length + 1, keep_last=True)
+        source = truncate(source[:limit], config.sequence_length)
+        target = truncate(target[:limit], config.sequence_length + 1, keep_last=True)
         seed = None if epoch is None else config.seed + epoch
-        return batching.PairBatches(source, target, batch_plan(config), seed)
+        return PairBatches(source, target, batch_plan(config), seed)
 
 
 def load_data(config, spa_eng_path=None, work_dir=None):
@@ -131,13 +122,17 @@ def load_data(config, spa_eng_path=None, work_dir=None):
 
 
 # ## Build the model
-# `TranslationConfig`, its presets and `build_model` are `seq2seq/presets.py` (no MLflow
-# or TensorFlow there: a GPU machine trains them from the prepared arrays on JAX).
+# `TranslationConfig` and its presets are `seq2seq/presets.py`; the Keras models and
+# `build_model`, `seq2seq/models.py`; decoding and the saved translator,
+# `seq2seq/translator.py` (no MLflow or TensorFlow there: a GPU machine trains and
+# decodes from the prepared arrays on JAX).
 
 
 def make_translator(config, model, tokenizer):
-    return seq2seq_translator.Translator(model, tokenizer, config.sequence_length,
-                                         config.sequence_length + 1, config.beam_width)
+    from workflows.seq2seq.translator import Translator
+
+    return Translator(model, tokenizer, config.sequence_length, config.sequence_length + 1,
+                      config.beam_width)
 
 
 # ## Train
@@ -149,6 +144,10 @@ def make_translator(config, model, tokenizer):
 def train(config, spa_eng_path=None, work_dir=None, retrain=False, tags=None,
           after_epoch=None):
     """Trains `config` (or resumes it, or finds it trained); returns the MLflow run id."""
+    from workflows.core import devices, training
+    from workflows.seq2seq.models import build_model
+    from workflows.seq2seq.translator import PYFUNC_PARAMS
+
     with training.TrainingRun(EXPERIMENT, LESSON.run_name(config), config, work_dir, retrain,
                               tags, after_epoch) as run:
         data = run.load(lambda: load_data(config, spa_eng_path, work_dir))
@@ -168,7 +167,7 @@ def train(config, spa_eng_path=None, work_dir=None, retrain=False, tags=None,
                     time_budget_seconds=config.max_train_minutes and config.max_train_minutes * 60,
                     average_last_epochs=config.average_epochs)
             run.export(ModelExport("translator", translator.save, PYFUNC_FILE, ["How are you?"],
-                                   packages=("seq2seq",), params=seq2seq_translator.PYFUNC_PARAMS))
+                                   packages=("seq2seq",), params=PYFUNC_PARAMS))
     return run.run_id
 
 
@@ -213,18 +212,23 @@ def split_references(config, split, spa_eng_path=None, work_dir=None, limit=None
 def load_run_translator(run_id=None, model_uri=None, beam_width=None, direction=None):
     """(run, Translator) for a registered `model_uri`, a `run_id`, or the latest run (of
     `direction`, if given)."""
+    from workflows.core import models, runs
+    from workflows.seq2seq.translator import Translator
+
     check_beam_width(beam_width)
     run = runs.model_run(LESSON, run_id, model_uri,
-                              {"direction": direction} if direction else None)
+                         {"direction": direction} if direction else None)
     with models.verified_model(run) as local:
-        folder = local / "artifacts" / "translator"
-        return run, seq2seq_translator.Translator.load(folder, beam_width)
+        return run, Translator.load(local / "artifacts" / "translator", beam_width)
 
 
 def evaluate(run_id=None, spa_eng_path=None, work_dir=None, model_uri=None, limit=None,
              beam_width=None, length_penalty=None, direction=None):
     """Test BLEU/chrF (greedy, beam, and beam re-ranked with `length_penalty` if given),
     masked token accuracy, samples; logged to the run."""
+    from workflows.core import runs
+    from workflows.seq2seq import evaluation
+
     check_beam_width(beam_width)
     check_length_penalty(length_penalty)
     if limit is not None and limit < 1:
@@ -243,6 +247,8 @@ def translate(texts, run_id=None, model_uri=None, beam_width=None, n_best=None,
     unless a run or model is given); with `n_best`, its `n_best` best translations and
     their scores (log-likelihood over Wu et al.'s length penalty with alpha
     `length_penalty`)."""
+    from workflows.core import models
+
     models.check_texts(texts, "sentence")
     if n_best is not None and not 1 <= n_best <= MAX_BEAM_WIDTH:
         raise ConfigError(f"--n-best must be from 1 to {MAX_BEAM_WIDTH}, got {n_best}.")
@@ -277,10 +283,12 @@ def score(lines, run_id=None, model_uri=None, direction=None):
 
 def read_pairs(lines):
     """`(source, target)` from `SOURCE<TAB>TARGET` or `SOURCE ||| TARGET` lines."""
+    from workflows.seq2seq.translator import parse_pair
+
     pairs = []
     for number, line in enumerate(lines, start=1):
         try:
-            pairs.append(seq2seq_translator.parse_pair(line))
+            pairs.append(parse_pair(line))
         except ValueError as error:
             raise ConfigError(f"Pair {number}: {error}.") from None
     return pairs
@@ -300,8 +308,10 @@ def compare(sort_by=None, model=None, since=None, style="text", ascending=False,
             direction=None):
     """Prints this lesson's runs (of `direction`, if given) as a table, best first;
     returns the rows."""
+    from workflows.core import runs
+
     return runs.compare(LESSON, sort_by, model, since, style, ascending,
-                             {"direction": direction} if direction else None)
+                        {"direction": direction} if direction else None)
 
 
 # ## Command line
@@ -309,6 +319,8 @@ def compare(sort_by=None, model=None, since=None, style="text", ascending=False,
 
 def run_lesson(args):
     """`run`: prepare, train, evaluate, translate the examples, compare."""
+    from workflows.core import runs
+
     (config,) = CLI.configs(args)
     prepare(args.spa_eng_path, args.work_dir, (config.tokenization,), (config.direction,),
             config.joint_vocabulary_size)

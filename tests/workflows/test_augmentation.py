@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from data_prep import cache
+from data_prep.spa_eng import Tokenizer
 from data_prep.text import clean_html
 from tests.workflows.conftest import COMMON, first_runs_by_model, in_shared_store
 from workflows import imdb_sentiment as workflow
@@ -18,10 +19,9 @@ from workflows.core import models, runs
 from workflows.core import store as mlflow_store
 from workflows.core.config import ConfigError
 from workflows.sentiment import augmentation
+from workflows.seq2seq.models import build_model
 from workflows.seq2seq.presets import CATALOG as TRANSLATORS
 from workflows.seq2seq.presets import EXPERIMENT as TRANSLATION
-from workflows.seq2seq.presets import build_model
-from workflows.seq2seq.tokenization import Tokenizer
 from workflows.seq2seq.translator import Translator
 
 WORDS = ["a", "gripping", "beautifully", "shot", "film", "loved", "it", "great", "acting",

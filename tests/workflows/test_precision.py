@@ -4,7 +4,8 @@ import keras
 import pytest
 
 from workflows.core import devices
-from workflows.seq2seq.presets import build_model, make_config
+from workflows.seq2seq.models import build_model
+from workflows.seq2seq.presets import make_config
 
 
 @pytest.mark.parametrize("device, policy, loss_scaling", [

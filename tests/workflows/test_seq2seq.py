@@ -4,11 +4,11 @@ folder of an older version gets one line."""
 import numpy as np
 import pytest
 
+from data_prep.spa_eng import Tokenizer
 from workflows.causal_lm.generator import Generator
 from workflows.core.model_folder import ModelFolderError
-from workflows.seq2seq.models import GRUTranslator, TransformerTranslator
-from workflows.seq2seq.presets import build_model, make_config
-from workflows.seq2seq.tokenization import Tokenizer
+from workflows.seq2seq.models import GRUTranslator, TransformerTranslator, build_model
+from workflows.seq2seq.presets import make_config
 from workflows.seq2seq.translator import Translator
 
 WORDS = ["", "[UNK]", "[start]", "[end]", "i", "see", "the", "dog", "you", "is", "big"]

@@ -11,15 +11,15 @@ import numpy as np
 import pytest
 
 from benchmarks import translation_decoding
+from data_prep.spa_eng import normalize, tidy
 from data_prep.text import BucketPlan
 from tests.data_prep.fixtures import generated_spa_lines, write_spa_eng_zip
 from tests.workflows.serving import post, served
 from workflows import translation as workflow
+from workflows.core import runs as core_runs
 from workflows.core import servers
-from workflows.seq2seq.batching import PairBatches
-from workflows.seq2seq.decoding import NEG_INF, Decoder, length_penalty, rank_hypotheses
-from workflows.seq2seq.models import PAD_ID
-from workflows.seq2seq.tokenization import normalize, tidy
+from workflows.seq2seq.models import PAD_ID, PairBatches, build_model
+from workflows.seq2seq.translator import NEG_INF, Decoder, length_penalty, rank_hypotheses
 
 TINY_TRANSFORMER = ["--epochs", "2", "--set", "embed_dim=16", "--set", "dense_dim=32",
                     "--set", "num_heads=2", "--set", "batch_tokens=256",
@@ -183,7 +183,7 @@ def test_cached_decoding_equals_uncached_decoding(model):
                  "sequence_length": 12, "dtype_policy": "float32"}
     config = workflow.make_config(model, "cpu", workflow.CATALOG.applicable_overrides(
         model, "cpu", overrides))
-    translator = workflow.build_model(config, 40, 50)
+    translator = build_model(config, 40, 50)
     source = np.random.default_rng(0).integers(1, 40, (5, 9)).astype("int32")
     source[1, 4:] = 0  # padding in one sentence
     cached = keras.ops.convert_to_numpy(Decoder(translator, 2, 3).generate(source, 13))
@@ -192,7 +192,7 @@ def test_cached_decoding_equals_uncached_decoding(model):
 
 def test_beam_search_with_width_one_equals_greedy():
     keras.utils.set_random_seed(5)
-    model = workflow.build_model(tiny_config(), 40, 50)
+    model = build_model(tiny_config(), 40, 50)
     source = np.random.default_rng(1).integers(1, 40, (6, 7)).astype("int32")
     decoder = Decoder(model, 2, 3)
     greedy = keras.ops.convert_to_numpy(decoder.generate(source, 10))
@@ -221,7 +221,7 @@ def test_a_length_penalty_reranks_beams_as_wu_et_al_write_it():
 
 def test_n_best_gives_distinct_beams_in_score_order_led_by_beam_search():
     keras.utils.set_random_seed(5)
-    model = workflow.build_model(tiny_config(), 40, 50)
+    model = build_model(tiny_config(), 40, 50)
     source = np.random.default_rng(1).integers(1, 40, (4, 7)).astype("int32")
     decoder = Decoder(model, 2, 3)
     tokens, log_probs = decoder.generate_all_beams(source, 10, beam_width=4)
@@ -254,7 +254,7 @@ def test_score_is_the_log_likelihood_that_the_training_loss_averages(translation
     from layers import MaskedCrossentropy
 
     run, translator = workflow.load_run_translator(runs()["transformer"].info.run_id)
-    data = workflow.load_data(workflow.runs.config_of(workflow.LESSON, run))
+    data = workflow.load_data(core_runs.config_of(workflow.LESSON, run))
     pairs = data.prepared.pairs("test")[:12]
     scores = translator.score([s for s, _ in pairs], [t for _, t in pairs])
     tokenizer = translator.tokenizer
@@ -277,7 +277,7 @@ def test_score_is_the_log_likelihood_that_the_training_loss_averages(translation
 
 def test_decoded_rows_stop_at_end_and_never_emit_padding_or_start():
     keras.utils.set_random_seed(7)
-    model = workflow.build_model(tiny_config(), 40, 50)
+    model = build_model(tiny_config(), 40, 50)
     source = np.random.default_rng(2).integers(1, 40, (8, 6)).astype("int32")
     for width in (1, 3):
         rows = keras.ops.convert_to_numpy(Decoder(model, 2, 3).generate(source, 12, width))
@@ -356,10 +356,9 @@ def test_logged_translator_ships_only_the_code_it_needs(translation_store, tmp_p
                                                     dst_path=str(tmp_path)))
     assert sorted(p.name for p in code.iterdir()) == ["data_prep", "layers", "workflows"]
     assert sorted(p.name for p in (code / "workflows").iterdir()) == ["core", "seq2seq"]
-    # of the core, the compiled model calls, the model folder, what the configs use
+    # of the core, the compiled model calls and batches, the model folder, the configs
     assert sorted(p.name for p in (code / "workflows" / "core").iterdir()) == [
-        "__init__.py", "compilation.py", "config.py", "distribution.py", "model_folder.py",
-        "precision.py"]
+        "__init__.py", "config.py", "devices.py", "model_folder.py"]
 
 
 def test_beam_width_param_is_declared_validated_and_reaches_the_decoder(translation_store):

@@ -9,6 +9,7 @@ its traceback).
 """
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -72,8 +73,6 @@ class LessonCLI:
     def shared_steps(self, search=True):
         """`search` (unless a lesson declares its own), `compare`, `register` and `serve`,
         the same in every lesson."""
-        from workflows.core import servers
-
         if search:
             add_search_arguments(self.step(
                 "search", "hyperparameter search with Optuna: trials in parallel, each an "
@@ -97,7 +96,7 @@ class LessonCLI:
                                           "(models:/NAME@ALIAS)")
         step = self.step("serve", "serve a run's model over HTTP (mlflow models serve)",
                          self.serve, model=True)
-        servers.add_server_arguments(step)
+        add_server_flags(step, port=5001)
 
     def main(self, argv=None):
         """Parses `argv` and runs the step; returns the exit status."""
@@ -428,3 +427,26 @@ def verify_work_folder(work_dir=None):
         print(f"Removed {line}")
     print(f"Verified {cache.work_dir(work_dir)}: "
           + (f"{len(removed)} damaged, to be built again." if removed else "every file intact."))
+
+def add_server_flags(parser, port):
+    """`--host`, `--port` and `--workers`, each with its range."""
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="interface to bind (default: loopback; 0.0.0.0 exposes it)")
+    parser.add_argument("--port", type=whole_number(1, 65535), default=port,
+                        help=f"TCP port, 1-65535 (default {port})")
+    most = 4 * (os.cpu_count() or 1)
+    parser.add_argument("--workers", type=whole_number(1, most), default=1,
+                        help=f"server worker processes, 1-{most} (default 1)")
+
+
+def whole_number(low, high):
+    """An argparse type: an int from `low` to `high`, else a one-line usage error."""
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be from {low} to {high}, got {value}")
+        return value
+    return parse

@@ -61,6 +61,11 @@ def unless(field, *values):
     return lambda config: getattr(config, field) not in values
 
 
+def all_of(*rules):
+    """An `applies` rule: the option means something when every one of `rules` says so."""
+    return lambda config: all(rule(config) for rule in rules)
+
+
 # How a training spreads over devices (`core/devices.py` runs it)
 DISTRIBUTIONS = ("none", "mirrored", "data_parallel")
 DISTRIBUTION_HELP = (

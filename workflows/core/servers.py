@@ -2,7 +2,6 @@
 starts (a free port, the program installed), run in its own process group in the
 foreground; Ctrl-C stops all of it."""
 
-import argparse
 import errno
 import importlib.util
 import os
@@ -18,30 +17,6 @@ import mlflow
 
 from data_prep.commands import UserError
 from workflows.core import models, runs, store
-
-
-def add_server_flags(parser, port):
-    """`--host`, `--port` and `--workers`, each with its range."""
-    parser.add_argument("--host", default="127.0.0.1",
-                        help="interface to bind (default: loopback; 0.0.0.0 exposes it)")
-    parser.add_argument("--port", type=whole_number(1, 65535), default=port,
-                        help=f"TCP port, 1-65535 (default {port})")
-    most = 4 * (os.cpu_count() or 1)
-    parser.add_argument("--workers", type=whole_number(1, most), default=1,
-                        help=f"server worker processes, 1-{most} (default 1)")
-
-
-def whole_number(low, high):
-    """An argparse type: an int from `low` to `high`, else a one-line usage error."""
-    def parse(text):
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"must be from {low} to {high}, got {value}")
-        return value
-    return parse
 
 
 def check_can_serve(command, host, port):
@@ -138,6 +113,3 @@ def serve(model_uri, host="127.0.0.1", port=5001, workers=1):
         return run_until_stopped(model_server_command(str(local), host, port, workers),
                                  "Model server", banner, env=server_environment())
 
-
-def add_server_arguments(parser):
-    add_server_flags(parser, port=5001)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from workflows.core.config import MAX_BATCH_SIZE, MAX_EPOCHS, option
+from workflows.core.config import MAX_BATCH_SIZE, MAX_EPOCHS, option, when
 from workflows.sentiment.shared import OPTIMIZERS, TrainConfig
 
 
@@ -27,7 +27,7 @@ class ParagraphVectorConfig(TrainConfig):
     vector_size: int = option(100, at_least=1)
     dm: bool = False  # True: PV-DM instead of PV-DBOW
     # PV-DBOW: train skip-gram word vectors alongside (slower)
-    dbow_words: bool = option(False, applies=lambda c: not c.dm)
+    dbow_words: bool = option(False, applies=when("dm", False))
     window: int = option(10, at_least=1, applies=lambda c: c.dm or c.dbow_words)
     min_count: int = option(2, at_least=1)
     negative: int = option(5, at_least=1)

@@ -9,10 +9,6 @@ import numpy as np
 
 from .calibration import fit_logistic, logit, sigmoid
 
-# what the weights are fitted on: the validation reviews, or them and a slice of one or
-# two sentences of each (labelled as its review: weights and confidence for short text)
-FIT_ON = ("reviews", "reviews+slices")
-
 
 def combine(probabilities, weights, bias):
     """P(positive) from `probabilities` `(texts, models)`: sigmoid(log-odds @ w + b)."""

