@@ -24,28 +24,15 @@ from typing import Any
 import numpy as np
 
 from data_prep import corpus, imdb
-from data_prep.commands import deferred, run_main
+from data_prep.commands import run_main
 from workflows.causal_lm.presets import (  # noqa: F401  (API)
     CATALOG,
     EXPERIMENT,
     LMConfig,
-    build_model,
 )
 from workflows.causal_lm.sampling import PYFUNC_PARAMS, SAMPLERS, Sampling
 from workflows.core.cli import LessonCLI, read_texts
 from workflows.core.config import ConfigError, Lesson, ModelExport
-
-# The machinery the steps use, loaded when a step runs (`--help` answers without it).
-mlflow = deferred("mlflow")
-devices = deferred("workflows.core.devices")
-layers = deferred("layers")
-runs = deferred("workflows.core.runs")
-training = deferred("workflows.core.training")
-models = deferred("workflows.core.models")
-vocabulary_extension = deferred("workflows.causal_lm.vocabulary")
-lm_batching = deferred("workflows.causal_lm.batching")
-generators = deferred("workflows.causal_lm.generator")
-lm_source = deferred("workflows.causal_lm.source")
 
 PYFUNC_FILE = Path(__file__).parent / "causal_lm" / "pyfunc.py"
 PROMPTS = ["The movie was", "I have never seen", "This film is a", "My favourite actor"]
@@ -55,12 +42,16 @@ ARCHITECTURE = ("vocabulary_size", "sequence_length", "embed_dim", "dense_dim", 
 
 
 # ## Configuration
-# `LMConfig`, its presets and `build_model` are `causal_lm/presets.py` (no MLflow or
-# TensorFlow there: a GPU machine trains them from the prepared arrays on JAX).
+# `LMConfig` and its presets are `causal_lm/presets.py`, the GPT and `build_model`
+# `causal_lm/models.py` (no MLflow or TensorFlow there: a GPU machine trains them from
+# the prepared arrays on JAX).
 
 
 def complete_config(config):
     """With `init_from`, the architecture is the source model's (and its run is named)."""
+    from workflows.causal_lm import source as lm_source
+    from workflows.core import runs
+
     if not config.init_from:
         return config
     run = lm_source.source_run(config.init_from)
@@ -94,6 +85,8 @@ class CorpusData:
     def batches(self, config, split, epoch=None, windows=None):
         """An epoch of training batches (`epoch`), a fixed sample of `windows` windows,
         or (neither) every window of the split once."""
+        from workflows.causal_lm import batching as lm_batching
+
         stream = self.prepared.token_ids(split)
         if epoch is not None:
             return lm_batching.WindowBatches(stream, config.sequence_length,
@@ -115,6 +108,10 @@ def prepare(config=None, imdb_path=None, work_dir=None, verbose=True, source=Non
     With `extend` and `config.extend_vocabulary`, words of the new corpus are added to
     that vocabulary and model first (`causal_lm/vocabulary.py`), and the corpus is
     tokenized with the extended vocabulary."""
+    from workflows.causal_lm import generator as generators
+    from workflows.causal_lm import source as lm_source
+    from workflows.causal_lm import vocabulary as vocabulary_extension
+
     config = config or CATALOG.base("gpt")
     if source is None and config.init_from:
         source = lm_source.load_generator(lm_source.source_run(config.init_from))
@@ -154,6 +151,10 @@ def perplexities(data, split, loss):
 
 def train(config, imdb_path=None, work_dir=None, retrain=False, tags=None, after_epoch=None):
     """Trains `config` (or resumes it, or finds it trained); returns the MLflow run id."""
+    from workflows.causal_lm import generator as generators
+    from workflows.causal_lm.models import build_model
+    from workflows.core import devices, training
+
     with training.TrainingRun(EXPERIMENT, LESSON.run_name(config), config, work_dir, retrain,
                               tags, after_epoch) as run:
         data = run.load(lambda: load_data(config, imdb_path, work_dir))
@@ -196,6 +197,8 @@ def starting_perplexities(data, model, validation):
 def epoch_scores(config, data, generator):
     """`epoch_end(epoch, metrics)`: validation perplexities, tokens per second, and the
     continuations of fixed prompts, logged as a table."""
+    import mlflow
+
     def epoch_end(epoch, metrics):
         metrics.update({f"val_{k}": v for k, v in perplexities(
             data, "val", metrics["val_loss"]).items()})
@@ -224,6 +227,10 @@ def sample_table(generator, tokens, prompts=PROMPTS):
 
 def evaluate(run_id=None, imdb_path=None, work_dir=None, model_uri=None):
     """Test and validation perplexity (per token and per word), sample generations."""
+    import layers
+    from workflows.causal_lm import source as lm_source
+    from workflows.core import devices, runs
+
     run = runs.model_run(LESSON, run_id, model_uri)
     generator, config = lm_source.load_generator(run), runs.config_of(LESSON, run)
     data = prepare(config, imdb_path, work_dir, verbose=False,
@@ -244,6 +251,9 @@ def evaluate(run_id=None, imdb_path=None, work_dir=None, model_uri=None):
 
 def generate(prompts, run_id=None, model_uri=None, sampling=DEFAULT_SAMPLING):
     """Prints and returns the continuation of each prompt."""
+    from workflows.causal_lm import source as lm_source
+    from workflows.core import models, runs
+
     models.check_texts(prompts, "prompt")
     try:
         sampling.check()
@@ -267,6 +277,8 @@ LESSON = Lesson(EXPERIMENT, CATALOG, train, load_data, COMPARE_COLUMNS,
 
 def compare(sort_by=None, model=None, since=None, style="text"):
     """Prints this lesson's runs as a table, lowest test perplexity first."""
+    from workflows.core import runs
+
     return runs.compare(LESSON, sort_by, model, since, style)
 
 
@@ -275,6 +287,8 @@ def compare(sort_by=None, model=None, since=None, style="text"):
 
 def run_lesson(args):
     """`run`: prepare, train, evaluate, generate from the example prompts, compare."""
+    from workflows.core import runs
+
     (config,) = CLI.configs(args)
     prepare(config, args.imdb_path, args.work_dir)
     run_id = CLI.train_config(args, config)

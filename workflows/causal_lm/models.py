@@ -4,6 +4,7 @@ a classifier on top of its decoder stack (for transfer to sentiment)."""
 import keras
 from keras import ops
 
+import layers
 from layers import PositionalEmbedding, TransformerDecoder
 
 
@@ -132,3 +133,22 @@ class GPTClassifier(keras.Model):
         config = dict(config)
         backbone = keras.saving.deserialize_keras_object(config.pop("backbone"))
         return cls(backbone, **config)
+
+
+# ## The compiled model, from a config (`causal_lm/presets.py`)
+
+
+def build_model(config, vocabulary_size, source=None):
+    """A new GPT, or the model to fine-tune; compiled with AdamW and warmup + decay."""
+    from workflows.core import devices
+
+    devices.use_precision(config.dtype_policy)
+    model = source.model if source else GPT(
+        vocabulary_size, config.sequence_length, config.embed_dim, config.dense_dim,
+        config.num_heads, config.num_layers, config.dropout)
+    total = max(config.epochs * config.steps_per_epoch, config.warmup_steps + 1)
+    schedule = layers.WarmupLinearDecay(config.learning_rate, config.warmup_steps, total,
+                                        end_learning_rate=config.learning_rate / 10)
+    model.compile(optimizer=keras.optimizers.AdamW(schedule, weight_decay=0.01),
+                  loss=layers.MaskedCrossentropy(), weighted_metrics=["accuracy"])
+    return model

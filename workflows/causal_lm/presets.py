@@ -1,14 +1,13 @@
-"""Language-model configs, presets and the compiled GPT: everything that trains one.
+"""Language-model configs and presets: what `train --preset` picks
+(`causal_lm/models.py` builds them).
 
-Free of MLflow and TensorFlow, so the same presets train from the prepared token
-streams on any backend (a GPU machine with JAX alone included).
+Free of Keras, MLflow and TensorFlow, so `--help` and a config mistake answer at once,
+and the same presets train from the prepared token streams on any backend (a GPU
+machine with JAX alone included).
 """
 
 from dataclasses import dataclass
 
-import keras
-
-from data_prep.commands import deferred
 from workflows.core.config import (
     DTYPE_POLICIES,
     MAX_BATCH_SIZE,
@@ -19,10 +18,6 @@ from workflows.core.config import (
     option,
     seed_option,
 )
-
-# the model, loaded when one is built (not for `--help`)
-layers = deferred("layers")
-models = deferred("workflows.causal_lm.models")
 
 EXPERIMENT = "language_model"  # the MLflow experiment of the language models
 
@@ -68,19 +63,3 @@ CATALOG = Catalog({"gpt": {
                     learning_rate=6e-4, warmup_steps=2000, max_train_minutes=None,
                     dtype_policy="auto"),
 }}, default_preset="cpu")
-
-
-def build_model(config, vocabulary_size, source=None):
-    """A new GPT, or the model to fine-tune; compiled with AdamW and warmup + decay."""
-    from workflows.core import devices
-
-    devices.use_precision(config.dtype_policy)
-    model = source.model if source else models.GPT(
-        vocabulary_size, config.sequence_length, config.embed_dim, config.dense_dim,
-        config.num_heads, config.num_layers, config.dropout)
-    total = max(config.epochs * config.steps_per_epoch, config.warmup_steps + 1)
-    schedule = layers.WarmupLinearDecay(config.learning_rate, config.warmup_steps, total,
-                                        end_learning_rate=config.learning_rate / 10)
-    model.compile(optimizer=keras.optimizers.AdamW(schedule, weight_decay=0.01),
-                  loss=layers.MaskedCrossentropy(), weighted_metrics=["accuracy"])
-    return model
