@@ -3,9 +3,9 @@
 For each command, on tiny generated data in a temporary work folder and store: the
 project files in which a function runs between the command line and Keras' `fit`
 (module bodies, that is imports, not counted; `layers/` not counted), and the modules of
-`workflows/` and `data_prep/` in `sys.modules` when the command exits (deferred ones
-included). Issue 47's targets: at most 12 files for `train --model encoder` (IMDB) and
-translation `train`; at most 25 modules for a tiny `bilstm` training.
+`workflows/` and `data_prep/` in `sys.modules` when the command exits. Issue 47's
+targets: at most 12 files for `train --model encoder` (IMDB) and translation `train`;
+at most 25 modules for a tiny `bilstm` training.
 
     python benchmarks/lesson_paths.py
 """

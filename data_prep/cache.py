@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 import filelock
-import keras
 
 from data_prep.commands import UserError
 
@@ -420,6 +419,8 @@ def download(source, root=None):
     The transfer goes to a partial folder first, so an interrupted download never
     leaves a truncated archive under the real name.
     """
+    import keras
+
     target = work_dir(root) / "downloads" / source.archive_name
     with producing(target):
         if not target.exists():

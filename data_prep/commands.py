@@ -1,21 +1,20 @@
-"""Start-up for command-line entry points: TensorFlow without its log noise, one error policy."""
+"""How every command of the kit starts, stops and fails: TensorFlow without its start-up
+noise, Ctrl-C and SIGTERM as one line, one error policy (`UserError`: one line, status 2).
+"""
 
 import contextlib
 import errno
-import importlib.abc
-import importlib.machinery
 import importlib.util
 import os
 import platform
 import re
 import signal
 import sys
-import threading
-import types
 
 
 def quiet_tensorflow():
-    """Imports TensorFlow with its C++ start-up messages silenced.
+    """Imports TensorFlow (the Keras backend by default) with its C++ start-up messages
+    silenced: what a step that builds or loads a model calls first.
 
     TensorFlow prints oneDNN/CUDA notices to stderr before its logging is configured,
     so no environment variable hides them; stderr is muted during the import and the
@@ -24,6 +23,7 @@ def quiet_tensorflow():
     """
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # its runtime notices too (oneDNN)
     if (os.environ.get("NLPKIT_VERBOSE") or "tensorflow" in sys.modules
+            or os.environ.get("KERAS_BACKEND", "tensorflow") != "tensorflow"
             or importlib.util.find_spec("tensorflow") is None):  # e.g. a JAX-only machine
         return
     with _stderr_muted():
@@ -49,87 +49,9 @@ def _stderr_muted():
         os.close(devnull)
 
 
-# What a command may need but `--help` and a mistyped flag never do: loaded on first use.
-HEAVY_PACKAGES = ("tensorflow", "tensorflow_text", "keras", "keras_hub", "jax", "mlflow",
-                  "matplotlib", "optuna", "gensim", "sklearn", "scipy", "pandas", "sacrebleu")
-
-
-class _DeferredImports(importlib.abc.MetaPathFinder):
-    """Makes `import keras` (and the other `HEAVY_PACKAGES`) give a module that loads on
-    first use; TensorFlow loads with its start-up noise muted (`quiet_tensorflow`)."""
-
-    def find_spec(self, name, path, target=None):
-        if name not in HEAVY_PACKAGES:
-            return None
-        spec = importlib.machinery.PathFinder.find_spec(name, path)
-        if spec is not None and hasattr(spec.loader, "exec_module"):
-            spec.loader = _DeferredLoader(spec.loader, muted=name == "tensorflow")
-        return spec
-
-
-class _DeferredLoader(importlib.abc.Loader):
-    def __init__(self, loader, muted=False, on_import=False):
-        self.loader, self.muted, self.on_import = loader, muted, on_import
-
-    def create_module(self, spec):
-        return self.loader.create_module(spec)
-
-    def exec_module(self, module):
-        # Without `__path__`, importing a submodule first runs the package itself; without
-        # `__spec__` (`on_import`), so does any later `import` of the module.
-        hidden = ("__path__", "__spec__") if self.on_import else ("__path__",)
-        module.__dict__["_deferred"] = (self, {name: module.__dict__.pop(name)
-                                               for name in hidden if name in module.__dict__})
-        module.__class__ = _DeferredModule
-
-
-class _DeferredModule(types.ModuleType):
-    """A module not run yet: any attribute it lacks runs it (once, under a lock)."""
-
-    def __getattr__(self, attr):
-        with _LOADING:
-            if "_deferred" in self.__dict__:
-                deferred, hidden = self.__dict__.pop("_deferred")
-                self.__class__ = types.ModuleType
-                self.__dict__.update(hidden)
-                with _stderr_muted() if deferred.muted else contextlib.nullcontext():
-                    deferred.loader.exec_module(self)
-                    if deferred.muted:
-                        self.config.list_physical_devices()  # CUDA's probe errors muted too
-        return types.ModuleType.__getattribute__(self, attr)
-
-
-_LOADING = threading.RLock()
-
-
-def deferred(name):
-    """The module `name`, run on its first use or when anything imports it: a lesson
-    imports its heavy machinery this way, so `--help` never loads it."""
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.find_spec(name)
-    spec.loader = _DeferredLoader(spec.loader, on_import=True)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    parent, _, child = name.rpartition(".")
-    if parent:
-        setattr(sys.modules[parent], child, module)
-    return module
-
-
-def loaded(name):
-    """Whether module `name` has run (imported, and not merely deferred)."""
-    module = sys.modules.get(name)
-    return module is not None and not isinstance(module, _DeferredModule)
-
-
-def defer_heavy_imports():
-    """Installs the deferred imports (once): a command answers `--help` or a mistake
-    without loading TensorFlow, Keras or MLflow."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # its runtime notices too (oneDNN)
-    if not any(isinstance(finder, _DeferredImports) for finder in sys.meta_path):
-        sys.meta_path.insert(0, _DeferredImports())
+def quiet_start():
+    """What every command does first: TensorFlow's runtime notices (oneDNN) off."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 
 def run_main(main):
@@ -138,8 +60,10 @@ def run_main(main):
     Ctrl-C ends the command with status 130 and one line instead of a traceback;
     SIGTERM and SIGHUP (a scheduler stopping the job, the terminal closed) act as Ctrl-C,
     so a training checkpoints and a search stops its workers before the command ends.
+    Heavy libraries (TensorFlow, Keras, MLflow) are imported inside the steps that use
+    them, so `--help` and a mistyped flag answer at once.
     """
-    defer_heavy_imports()
+    quiet_start()
     for stop_signal in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(stop_signal, _interrupt)
     # Ctrl-C too, even where it was ignored when the command started (a job started

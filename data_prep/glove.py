@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pyarrow.parquet as parquet
 
 from data_prep.commands import UserError, run_main
@@ -98,6 +97,8 @@ def _load_glove_zip(path, dim):
 
 def _parse_glove_text(binary_file, source):
     """Parses `word v1 v2 ...` lines with pandas' C reader (seconds for 400k words)."""
+    import pandas as pd
+
     text = io.TextIOWrapper(binary_file, encoding="utf-8", errors="replace")
     try:
         table = pd.read_csv(text, sep=" ", header=None, quoting=csv.QUOTE_NONE,
@@ -110,7 +111,7 @@ def _parse_glove_text(binary_file, source):
 
 
 def _load_gensim(path):
-    from gensim.models import KeyedVectors  # loaded here: `--help` never needs gensim
+    from gensim.models import KeyedVectors
 
     if path.suffix in (".bin", ".vec"):
         vectors = KeyedVectors.load_word2vec_format(path, binary=path.suffix == ".bin")

@@ -18,7 +18,6 @@ import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import keras
 import numpy as np
 
 from data_prep import cache
@@ -29,7 +28,7 @@ from data_prep.cache import (
     prepared_entry,
     resolve,
 )
-from data_prep.commands import run_main
+from data_prep.commands import quiet_tensorflow, run_main
 from data_prep.text import (
     clean_html,
     register_standardizations,
@@ -105,6 +104,8 @@ def split_train_val(labels, val_fraction, seed):
 
 def make_vectorizer(settings, vocabulary=None):
     """The `TextVectorization` layer of the tutorial, with HTML-aware standardization."""
+    import keras
+
     register_standardizations()
 
     return keras.layers.TextVectorization(
@@ -292,6 +293,7 @@ def main(argv=None):
     parser.add_argument("--include-unlabelled", action="store_true",
                         help="also keep the 50,000 unlabelled reviews (for Word2Vec)")
     args = parser.parse_args(argv)
+    quiet_tensorflow()
     settings = ImdbSettings(args.max_tokens, args.sequence_length, args.val_fraction,
                             args.seed, args.include_unlabelled)
     started = time.perf_counter()

@@ -23,7 +23,6 @@ from gensim.models.doc2vec import Doc2Vec, TaggedDocument
 from tqdm import tqdm
 
 from data_prep import cache
-from data_prep.gensim_progress import EpochProgress
 from data_prep.text import clean_html
 
 TOKEN = re.compile(r"[\w']+|[!?]")  # words, and the punctuation that carries sentiment
@@ -62,6 +61,8 @@ class ParagraphVectors:
 
     @classmethod
     def train(cls, texts, settings=ParagraphVectorSettings(), workers=2):
+        from data_prep.gensim_progress import EpochProgress
+
         documents = [TaggedDocument(tokenize(text), [i]) for i, text in enumerate(texts)]
         model = Doc2Vec(vector_size=settings.vector_size, dm=int(settings.dm),
                         dbow_words=int(settings.dbow_words), window=settings.window,

@@ -20,7 +20,6 @@ from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import keras
 import numpy as np
 from tqdm import tqdm
 
@@ -32,7 +31,7 @@ from data_prep.cache import (
     prepared_entry,
     resolve,
 )
-from data_prep.commands import run_main
+from data_prep.commands import quiet_tensorflow, run_main
 from data_prep.text import (
     SPECIAL_TOKENS,
     learn_wordpiece,
@@ -188,6 +187,8 @@ def make_vectorizers(settings, source_vocabulary=None, target_vocabulary=None,
     tokens. Target: the same, keeping the `[start]`/`[end]` markers, `sequence_length
     + 1` tokens (the decoder input and the labels are this shifted by one).
     """
+    import keras
+
     register_standardizations()
 
     source_language, _ = languages(direction)
@@ -311,6 +312,7 @@ def main(argv=None):
                         default=defaults.subword_vocabulary_size,
                         help="size of each WordPiece vocabulary (learned on the train split)")
     args = parser.parse_args(argv)
+    quiet_tensorflow()
     settings = SpaEngSettings(args.max_tokens, args.sequence_length, defaults.fractions, args.seed,
                               args.subword_vocabulary_size)
     started = time.perf_counter()

@@ -9,13 +9,11 @@ import string
 import time
 from pathlib import Path
 
-from gensim.models import FastText, KeyedVectors, Word2Vec
 from tqdm import tqdm
 
 from data_prep import imdb
 from data_prep.cache import produce_file
-from data_prep.commands import run_main
-from data_prep.gensim_progress import EpochProgress
+from data_prep.commands import quiet_tensorflow, run_main
 from data_prep.text import clean_html
 
 PUNCTUATION = re.compile(f"[{re.escape(string.punctuation)}]")
@@ -35,6 +33,10 @@ def train_word2vec(texts, vector_size=100, window=5, min_count=5, epochs=5, seed
     `algorithm="fasttext"` also learns character n-grams (Bojanowski et al., 2017).
     Shows progress epoch by epoch. `workers=1` makes the vectors reproducible.
     """
+    from gensim.models import FastText, Word2Vec
+
+    from data_prep.gensim_progress import EpochProgress
+
     models = {"word2vec": Word2Vec, "fasttext": FastText}
     if algorithm not in models:
         raise ValueError(f"`algorithm` must be one of {sorted(models)}, got {algorithm!r}.")
@@ -66,6 +68,8 @@ def default_vectors_path(prepared_imdb, algorithm="word2vec", vector_size=100):
 
 def load_or_train(prepared_imdb, path=None, algorithm="word2vec", vector_size=100, epochs=5):
     """The vectors saved at `path`, or trained on the unlabelled + train reviews and saved."""
+    from gensim.models import KeyedVectors
+
     path = Path(path or default_vectors_path(prepared_imdb, algorithm, vector_size))
 
     def train(partial):
@@ -94,6 +98,7 @@ def main(argv=None):
     parser.add_argument("--output", help="where to save the .kv file "
                         "(default: <prepared IMDB folder>/<algorithm>-<size>d.kv)")
     args = parser.parse_args(argv)
+    quiet_tensorflow()
     prepared = imdb.prepare(args.imdb_path, imdb.ImdbSettings(include_unlabelled=True),
                             args.work_dir)
     output = Path(args.output or default_vectors_path(prepared, args.algorithm, args.vector_size))

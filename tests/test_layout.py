@@ -22,8 +22,8 @@ def project_modules():
 
 
 def imported(path, modules):
-    """The project modules `path` imports anywhere in it (a function's import and a
-    `deferred("...")` module count too)."""
+    """The project modules `path` imports anywhere in it (a function's import counts
+    too)."""
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
         names = []
@@ -31,9 +31,6 @@ def imported(path, modules):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
-        elif isinstance(node, ast.Call) and getattr(node.func, "id", None) == "deferred" \
-                and node.args and isinstance(node.args[0], ast.Constant):
-            names = [node.args[0].value]
         found |= {name for name in names if name in modules}
     return found
 

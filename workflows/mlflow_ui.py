@@ -18,7 +18,6 @@ from pathlib import Path
 from data_prep.commands import run_command, run_main
 from workflows.core import store
 from workflows.core.cli import add_server_flags
-from workflows.core.servers import check_can_serve, run_until_stopped
 
 
 def server_command(host, port, workers=1):
@@ -35,6 +34,8 @@ def server_command(host, port, workers=1):
 def serve(host="127.0.0.1", port=5000, workers=1):
     """Runs the UI server until Ctrl-C (or SIGTERM); prints the runs table of each
     experiment in the store."""
+    from workflows.core.servers import check_can_serve, run_until_stopped
+
     store.DEFAULT_STORE_DIR.mkdir(exist_ok=True)
     command = server_command(host, port, workers)
     check_can_serve(command, host, port)

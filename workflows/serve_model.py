@@ -14,7 +14,6 @@ import argparse
 
 from data_prep.commands import run_command, run_main
 from workflows.core.cli import add_server_flags
-from workflows.core.servers import serve
 
 
 def main(argv=None):
@@ -24,6 +23,8 @@ def main(argv=None):
                                           "models:/NAME/VERSION or runs:/RUN_ID/model")
     add_server_flags(parser, port=5001)
     args = parser.parse_args(argv)
+    from workflows.core.servers import serve
+
     return run_command(lambda a: serve(a.model_uri, a.host, a.port, a.workers), args)
 
 

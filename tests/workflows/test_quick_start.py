@@ -14,7 +14,6 @@ HEAVY = ("tensorflow", "keras", "mlflow", "jax", "keras_hub", "gensim", "optuna"
 PROBE = """
 import contextlib, io, json, runpy, sys
 module, cases = sys.argv[1], json.loads(sys.argv[2])
-from data_prep.commands import loaded
 results = []
 for argv in cases:
     sys.argv, err = [module, *argv], io.StringIO()
@@ -25,7 +24,7 @@ for argv in cases:
         except SystemExit as stop:
             status = stop.code
     results.append({"argv": argv, "status": status, "stderr": err.getvalue(),
-                    "loaded": [name for name in HEAVY if loaded(name)]})
+                    "loaded": [name for name in HEAVY if name in sys.modules]})
 print(json.dumps(results))
 """.replace("HEAVY", repr(HEAVY))
 HELP = [["--help"], ["train", "--help"], ["evaluate", "--help"]]

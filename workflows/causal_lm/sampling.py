@@ -3,8 +3,6 @@ keras-hub sampler they make. Light: the command line reads these before any mode
 
 from dataclasses import dataclass
 
-import keras_hub
-
 SAMPLERS = ("greedy", "beam", "random", "top_k", "top_p")
 PYFUNC_PARAMS = {"sampler": "greedy", "max_new_tokens": 40, "temperature": 1.0, "top_k": 10,
                  "top_p": 0.9, "num_beams": 4, "seed": -1}  # the logged model's params schema
@@ -36,6 +34,8 @@ class Sampling:
         return self
 
     def make_sampler(self):
+        import keras_hub
+
         common = {"temperature": self.temperature}
         if self.sampler == "greedy":
             return keras_hub.samplers.GreedySampler(**common)

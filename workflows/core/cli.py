@@ -16,7 +16,7 @@ from pathlib import Path
 import yaml
 
 from data_prep.cache import add_location_arguments
-from data_prep.commands import run_command
+from data_prep.commands import quiet_tensorflow, run_command
 from workflows.core import search_space
 from workflows.core.config import DISTRIBUTION_HELP, ConfigError, applicable_fields
 
@@ -139,7 +139,9 @@ class LessonCLI:
 
     @staticmethod
     def _use_devices(args):
-        """Refuses what several processes cannot share; opens the compiled-program cache."""
+        """TensorFlow (if it is the backend) imported with its start-up noise muted;
+        refuses what several processes cannot share; opens the compiled-program cache."""
+        quiet_tensorflow()
         from workflows.core import devices
 
         if devices.process_count() > 1 and (args.step in ("run", "search")

@@ -25,6 +25,7 @@ backend are refused.
 import collections
 import contextlib
 import os
+import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +34,7 @@ import keras
 import numpy as np
 
 from data_prep import cache
-from data_prep.commands import UserError, loaded
+from data_prep.commands import UserError
 from data_prep.text import EMPTY, BucketPlan, boundaries_up_to
 
 
@@ -338,7 +339,7 @@ def use_persistent_cache(work_dir=None):
                 # every program, however quick to compile: a small model's decoding steps too
                 "jax_persistent_cache_min_compile_time_secs": 0.0,
                 "jax_persistent_cache_min_entry_size_bytes": 0}
-    if loaded("jax"):
+    if "jax" in sys.modules:
         import jax
 
         for name, value in settings.items():

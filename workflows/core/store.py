@@ -23,8 +23,6 @@ import warnings
 from pathlib import Path
 
 import filelock
-import keras
-import mlflow
 
 from data_prep.commands import UserError, cpu_model
 
@@ -69,6 +67,8 @@ def quiet_mlflow():
 
 def existing_experiment(name):
     """The experiment `name` of the tracking store, or None (nothing is created)."""
+    import mlflow
+
     quiet_mlflow()
     uri = tracking_uri()
     mlflow.set_tracking_uri(uri)
@@ -83,6 +83,8 @@ def use_experiment(name):
     inter-process lock beside the database: MLflow's schema migration is not safe when
     two processes run it at once, and two creators of one experiment would collide.
     """
+    import mlflow
+
     quiet_mlflow()
     uri = tracking_uri()
     mlflow.set_tracking_uri(uri)
@@ -128,6 +130,8 @@ def git_commit():
 
 def device_description():
     """The accelerators Keras sees (e.g. `gpu:0`), or the CPU model and core count."""
+    import keras
+
     devices = [d for d in keras.distribution.list_devices() if not d.lower().startswith("cpu")]
     if devices:
         return ", ".join(devices)
@@ -136,6 +140,8 @@ def device_description():
 
 def accelerator_model():
     """The first accelerator's model name (e.g. `NVIDIA H100 80GB HBM3`), or None."""
+    import keras
+
     backend = keras.backend.backend()
     if backend == "jax":
         import jax
@@ -159,6 +165,8 @@ def command_line():
 
 
 def backend_version():
+    import keras
+
     backend = keras.backend.backend()
     module = {"tensorflow": "tensorflow", "jax": "jax", "torch": "torch"}.get(backend)
     return importlib.import_module(module).__version__ if module else None
@@ -166,6 +174,8 @@ def backend_version():
 
 def run_tags(dataset_fingerprint, **extra):
     """Where and how a run was made: commit, command line, backend and device."""
+    import keras
+
     tags = {"git_commit": git_commit(), "command": command_line(),
             "backend": keras.backend.backend(), "backend_version": backend_version(),
             "device": device_description(), "accelerator": accelerator_model(),
@@ -243,6 +253,8 @@ def _check_sqlite_file(database):
 
 def _check_server_answers(uri):
     """One request to the server's MLflow API, with no retry and `STORE_TIMEOUT`."""
+    import mlflow
+
     limits = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0",
               "MLFLOW_HTTP_REQUEST_TIMEOUT": str(STORE_TIMEOUT)}
     saved = {name: os.environ.get(name) for name in limits}
@@ -268,6 +280,7 @@ def _check_server_answers(uri):
 
 def is_store_failure(error):
     """Whether `error` (or what caused it) is the tracking store not answering."""
+    import mlflow
     import requests
 
     while error is not None:

@@ -1,6 +1,5 @@
 """Corpus BLEU and chrF (sacreBLEU) against every reference of each sentence."""
 
-import sacrebleu
 
 from data_prep.spa_eng import normalize
 
@@ -13,6 +12,8 @@ def bleu_scores(hypotheses, references):
     scores lowercase and strip punctuation on both sides first, the form the
     tutorial's word-level models produce.
     """
+    import sacrebleu
+
     depth = max(map(len, references))
     streams = [[refs[k] if k < len(refs) else None for refs in references] for k in range(depth)]
 
