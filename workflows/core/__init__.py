@@ -1,17 +1,19 @@
 """The machinery every lesson shares, one module per concept.
 
-- `config`: typed configs (`option`, `Catalog`), overrides and their checks; what a
-  lesson declares (`Lesson`: its catalog, `train`, comparison; `ModelExport`).
+- `config`: typed configs (`option`, `when`/`unless` rules, `Catalog`), overrides and
+  their checks; what a lesson declares (`Lesson`: its catalog, `train`, comparison;
+  `ModelExport`).
 - `cli`: `LessonCLI`, the command line every lesson declares, and the error policy.
-- `training`: `TrainingRun`, the steps of a training a lesson calls in order: load the
-  data, open the run folder, start or resume the MLflow run, fit, export.
-- `checkpoints`: the resumable `fit` (checkpoints, early stopping, time budget).
+- `training`: `TrainingRun`, the steps of a training a lesson calls in order (load the
+  data, open the run folder, start or resume the MLflow run, fit, export), and the
+  resumable `fit` under it (checkpoints, early stopping, time budget).
+- `devices`: where a run trains and in which precision (processes, mirrored or
+  data-parallel devices), the batches in few fixed shapes that `fit` reads, and what
+  XLA compiled (compiled model calls, counted; shipped with every logged model).
 - `models`: the logged model: exported with its code and digest, loaded verified;
   `model_folder`: the one folder format every trained model is saved in.
 - `runs`: finding, comparing and registering runs; evaluations logged back to them.
 - `store`: the MLflow store, its experiments and run tags; whether it answers.
-- `distribution`, `precision`, `compilation`: where a run trains, in which precision,
-  and what XLA compiled (with compiled model calls, shipped with every logged model).
 - `search`, `search_space`, `search_summary`: Optuna studies of configs (and `--sweep`,
   a grid search).
 - `figures`, `servers`: the plots runs log; the HTTP servers of models and the UI.
