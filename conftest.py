@@ -41,6 +41,7 @@ INTEGRATION_TESTS = (  # file::test (any parameters): each starts other processe
     "tests/workflows/test_outside_failures.py::test_search_workers_are_capped_by_the_cores",
     "tests/workflows/test_outside_failures.py::test_a_store_that_never_answers_is_reported",
     "tests/workflows/test_outside_failures.py::test_sigterm_to_a_search_stops_its_workers",
+    "tests/workflows/test_outside_failures.py::test_sigterm_to_an_encoder_training_ends_it",
     "tests/workflows/test_reliability.py::test_data_prep_commands_report_a_bad_archive",
     "tests/workflows/test_retrieval.py::test_the_logged_model_answers_in_a_fresh_process",
     "tests/workflows/test_retrieval.py::test_label_writes_every_line_in_order_and_resumes[2]",

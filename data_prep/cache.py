@@ -10,6 +10,9 @@ a file whose size and time are as recorded is trusted and any other is hashed ag
 missing or damaged file makes the entry be built again. A file changed without
 changing its size, its time set back, passes that check: `verify_work_folder` (the
 lessons' `prepare --verify`) hashes every file again.
+
+Below: how a dataset is found (an explicit local path, a cached copy, or the official
+download, verified) and extracted (safely, and read to the archive's real end).
 """
 
 import bz2

@@ -1,4 +1,13 @@
-"""Text cleaning in plain Python (no TensorFlow import)."""
+"""From text to token ids, in few fixed shapes; importing it loads no TensorFlow.
+
+- Cleaning (HTML tags and entities) and sentence slices of reviews, in plain Python.
+- The standardizations of the kit's `TextVectorization` layers (TensorFlow ops run
+  inside the layer; registered with Keras on first use, so saved models load).
+- WordPiece: a pretrained encoder's tokenizer (Hugging Face `tokenizers`), and
+  vocabularies learned with keras-hub that keep case, accents and punctuation.
+- Padded rows and length buckets under a token budget: the few batch shapes a
+  compiler sees (`core/devices.py` turns them into batches for `fit`).
+"""
 
 import html
 import random

@@ -280,6 +280,30 @@ def test_sigterm_to_a_search_stops_its_workers_and_marks_its_run_killed(own_stor
     assert search_run.info.status == "KILLED"
 
 
+def test_sigterm_to_an_encoder_training_ends_it_within_seconds(own_store, tmp_path):
+    from tests.data_prep.fixtures import write_tiny_encoder
+
+    encoder = write_tiny_encoder(tmp_path / "encoder")
+    command = [sys.executable, "-m", "workflows.imdb_sentiment", "train", "--model", "encoder",
+               "--epochs", "100", "--set", "patience=100", "--set", f"encoder={encoder}",
+               "--set", "batch_size=4", "--set", "max_review_tokens=16"]
+    training_process = subprocess.Popen(command, stdout=subprocess.PIPE,
+                                        stderr=subprocess.STDOUT, text=True,
+                                        env=dict(os.environ), start_new_session=True)
+    for line in training_process.stdout:
+        if line.startswith("Epoch 2/"):
+            break
+    time.sleep(1)
+    os.kill(training_process.pid, signal.SIGTERM)
+    stopped = time.monotonic()
+    output = training_process.communicate(timeout=60)[0]
+    assert time.monotonic() - stopped < 10
+    assert training_process.returncode == 130, output[-2000:]
+    assert "Rerun the same command to resume." in output and "Traceback" not in output
+    (run,) = runs_of(os.environ["MLFLOW_TRACKING_URI"])
+    assert run.info.status == "KILLED"
+
+
 def worker_pids(parent_pid):
     """The children of `parent_pid`, from /proc (no `ps` needed)."""
     children = []

@@ -1,4 +1,7 @@
-"""Data parallelism on Keras' own engines, chosen per run (`--distribution`).
+"""Where and how a run computes: its devices and processes, its precision, what XLA
+compiled, and the batches of few fixed shapes that `fit` reads.
+
+Data parallelism runs on Keras' own engines, chosen per run (`--distribution`):
 
 - `none`: the default device.
 - `mirrored`: TensorFlow's `MirroredStrategy` over this machine's GPUs (or its logical

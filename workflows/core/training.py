@@ -13,10 +13,11 @@ A lesson's `train` reads top to bottom:
 
 `TrainingRun` does what is the same everywhere: join the other processes and place the
 model on the devices (`devices.py`), find the run folder and lock it, start or
-resume the MLflow run, fit resumably (`py`), log the setup, each epoch (and
+resume the MLflow run, fit resumably (`fit_resumably`, below), log the setup, each epoch (and
 those a crash left unlogged), the summary, curves and schedule, choose between the best
 epoch and the average of the last ones, refuse non-finite weights, export and log the
-model, mark the run finished.
+model, mark the run finished. Under it, `fit_resumably` checkpoints every epoch and every
+N batches, stops early, keeps a time budget and resumes mid-epoch.
 """
 
 import contextlib

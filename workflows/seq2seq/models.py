@@ -5,7 +5,8 @@ logits) that trains with `fit` and saves as a `.keras` file. Like keras-hub's ca
 LMs, it keeps typed references to its sublayers and offers what cached decoding
 needs: `initial_cache(source, max_length)` runs the encoder once, and
 `call_with_cache(token, cache, index)` returns the logits of the next token from the
-newest one. Backend-agnostic (`keras.ops` only).
+newest one. Backend-agnostic (`keras.ops` only). Below them: the teacher-forcing
+batches they train on (`PairBatches`) and `build_model`, a config's compiled model.
 """
 
 import keras

@@ -5,6 +5,7 @@ model, both vocabularies, the settings); `Translator.load(folder)` gives back an
 `translate(["How are you?"])` returns `["¿Cómo estás?"]` (an `en-es` translator) and
 whose `score` gives the log-likelihood of sentence pairs. The MLflow pyfunc
 (`pyfunc.py`) and the lesson's `evaluate`/`translate`/`score` steps all go through it.
+Its `Decoder` (below) runs batched greedy and beam search on the model's cached steps.
 """
 
 import logging
