@@ -35,7 +35,7 @@ def main(argv=None):
     from workflows import translation as workflow
     from workflows.core import devices
     from workflows.core.devices import for_backend
-    from workflows.seq2seq.models import build_model
+    from workflows.translation import build_model
 
     parser = argparse.ArgumentParser(prog="python benchmarks/scaling.py",
                                      description=__doc__.split("\n")[0])

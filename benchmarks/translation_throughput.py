@@ -44,7 +44,7 @@ def main(argv=None):
     from data_prep.spa_eng import normalize
     from workflows import translation as workflow
     from workflows.core.devices import for_backend
-    from workflows.seq2seq.models import build_model
+    from workflows.translation import build_model
 
     parser = argparse.ArgumentParser(prog="python benchmarks/translation_throughput.py",
                                      description=__doc__.split("\n")[0])

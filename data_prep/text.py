@@ -274,9 +274,12 @@ def take_rows(rows, indices):
     return [rows[i] for i in indices]
 
 
+PAD_ID = 0  # the padding id of every vocabulary of the kit
+
+
 def pad_rows(rows, length):
-    """`(len(rows), length)` int32 ids: each row from the left, zeros after it."""
-    batch = np.zeros((len(rows), length), "int32")
+    """`(len(rows), length)` int32 ids: each row from the left, `PAD_ID` after it."""
+    batch = np.full((len(rows), length), PAD_ID, "int32")
     for i, row in enumerate(rows):
         batch[i, :len(row)] = row
     return batch

@@ -22,6 +22,7 @@ split (all references of each source sentence) with greedy and beam decoding.
 The machinery (tokenization, batches, models, cached decoding) is `workflows/seq2seq/`.
 """
 
+import importlib
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,7 +106,7 @@ class TranslationData:
                 f"{cache.settings_key(vocabulary)}")
 
     def batches(self, config, split, epoch=None, limit=None):
-        from workflows.seq2seq.models import PairBatches, batch_plan, truncate
+        from workflows.seq2seq.translator import PairBatches, batch_plan, truncate
 
         source, target = self.arrays[split]
         source = truncate(source[:limit], config.sequence_length)
@@ -122,10 +123,32 @@ def load_data(config, spa_eng_path=None, work_dir=None):
 
 
 # ## Build the model
-# `TranslationConfig` and its presets are `seq2seq/presets.py`; the Keras models and
-# `build_model`, `seq2seq/models.py`; decoding and the saved translator,
-# `seq2seq/translator.py` (no MLflow or TensorFlow there: a GPU machine trains and
-# decodes from the prepared arrays on JAX).
+# One module of `seq2seq/` per model family, its Keras model and `build(config, ...)`;
+# `TranslationConfig` and its presets are `seq2seq/presets.py`; decoding, the saved
+# translator and the batches both train on, `seq2seq/translator.py` (no MLflow or
+# TensorFlow there: a GPU machine trains and decodes from the prepared arrays on JAX).
+
+FAMILIES = {"transformer": "transformer", "gru_seq2seq": "gru"}  # --model -> its module
+
+
+def build_model(config, source_vocab_size, target_vocab_size):
+    """The compiled translator: masked (label-smoothed) cross-entropy, Adam with the
+    Noam schedule or the tutorial's RMSprop, in the config's precision."""
+    import keras
+
+    import layers
+    from workflows.core import devices
+
+    devices.use_precision(config.dtype_policy)
+    family = importlib.import_module(f"workflows.seq2seq.{FAMILIES[config.model]}")
+    model = family.build(config, source_vocab_size, target_vocab_size)
+    rate = layers.NoamSchedule(config.embed_dim, config.warmup_steps, scale=config.learning_rate) \
+        if config.schedule == "noam" else config.learning_rate
+    optimizer = keras.optimizers.Adam(rate, beta_1=0.9, beta_2=0.98, epsilon=1e-9) \
+        if config.optimizer == "adam" else keras.optimizers.RMSprop(rate)
+    model.compile(optimizer=optimizer, loss=layers.MaskedCrossentropy(config.label_smoothing),
+                  weighted_metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")])
+    return model
 
 
 def make_translator(config, model, tokenizer):
@@ -145,7 +168,6 @@ def train(config, spa_eng_path=None, work_dir=None, retrain=False, tags=None,
           after_epoch=None):
     """Trains `config` (or resumes it, or finds it trained); returns the MLflow run id."""
     from workflows.core import devices, training
-    from workflows.seq2seq.models import build_model
     from workflows.seq2seq.translator import PYFUNC_PARAMS
 
     with training.TrainingRun(EXPERIMENT, LESSON.run_name(config), config, work_dir, retrain,

@@ -19,10 +19,10 @@ from workflows.core import models, runs
 from workflows.core import store as mlflow_store
 from workflows.core.config import ConfigError
 from workflows.sentiment import augmentation
-from workflows.seq2seq.models import build_model
 from workflows.seq2seq.presets import CATALOG as TRANSLATORS
 from workflows.seq2seq.presets import EXPERIMENT as TRANSLATION
 from workflows.seq2seq.translator import Translator
+from workflows.translation import build_model
 
 WORDS = ["a", "gripping", "beautifully", "shot", "film", "loved", "it", "great", "acting",
          "story", "wonderful", "and", "moving", "dull", "far", "too", "long", "skip", "awful",

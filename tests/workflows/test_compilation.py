@@ -15,8 +15,9 @@ from tests.data_prep.fixtures import generated_spa_lines, write_spa_eng_zip
 from tests.workflows.jax_only import hits, programs, run_steps
 from workflows import translation as workflow
 from workflows.core.devices import for_backend
-from workflows.seq2seq.models import PairBatches, build_model, pair_plan
 from workflows.seq2seq.presets import make_config
+from workflows.seq2seq.translator import PairBatches, pair_plan
+from workflows.translation import build_model
 
 TINY = ["--preset", "cpu", "--epochs", "1", "--set", "embed_dim=16", "--set", "dense_dim=32",
         "--set", "num_heads=2", "--set", "encoder_layers=1", "--set", "decoder_layers=1",

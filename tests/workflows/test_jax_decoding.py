@@ -20,9 +20,9 @@ from data_prep.text import BucketPlan
 from workflows.causal_lm.generator import Generator
 from workflows.causal_lm.sampling import Sampling
 from workflows.causal_lm.models import GPT
-from workflows.seq2seq.models import PairBatches
+from workflows.seq2seq.translator import PairBatches
 from workflows.seq2seq.presets import make_config
-from workflows.seq2seq.models import build_model
+from workflows.translation import build_model
 from data_prep.spa_eng import Tokenizer
 from workflows.seq2seq.translator import Translator
 

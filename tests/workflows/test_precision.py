@@ -4,8 +4,8 @@ import keras
 import pytest
 
 from workflows.core import devices
-from workflows.seq2seq.models import build_model
 from workflows.seq2seq.presets import make_config
+from workflows.translation import build_model
 
 
 @pytest.mark.parametrize("device, policy, loss_scaling", [

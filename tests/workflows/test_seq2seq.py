@@ -7,9 +7,11 @@ import pytest
 from data_prep.spa_eng import Tokenizer
 from workflows.causal_lm.generator import Generator
 from workflows.core.model_folder import ModelFolderError
-from workflows.seq2seq.models import GRUTranslator, TransformerTranslator, build_model
+from workflows.seq2seq.gru import GRUTranslator
 from workflows.seq2seq.presets import make_config
+from workflows.seq2seq.transformer import TransformerTranslator
 from workflows.seq2seq.translator import Translator
+from workflows.translation import build_model
 
 WORDS = ["", "[UNK]", "[start]", "[end]", "i", "see", "the", "dog", "you", "is", "big"]
 

@@ -12,14 +12,20 @@ import pytest
 
 from benchmarks import translation_decoding
 from data_prep.spa_eng import normalize, tidy
-from data_prep.text import BucketPlan
+from data_prep.text import PAD_ID, BucketPlan
 from tests.data_prep.fixtures import generated_spa_lines, write_spa_eng_zip
 from tests.workflows.serving import post, served
 from workflows import translation as workflow
 from workflows.core import runs as core_runs
 from workflows.core import servers
-from workflows.seq2seq.models import PAD_ID, PairBatches, build_model
-from workflows.seq2seq.translator import NEG_INF, Decoder, length_penalty, rank_hypotheses
+from workflows.seq2seq.translator import (
+    NEG_INF,
+    Decoder,
+    PairBatches,
+    length_penalty,
+    rank_hypotheses,
+)
+from workflows.translation import build_model
 
 TINY_TRANSFORMER = ["--epochs", "2", "--set", "embed_dim=16", "--set", "dense_dim=32",
                     "--set", "num_heads=2", "--set", "batch_tokens=256",
@@ -53,6 +59,18 @@ def runs(direction="en-es"):
         [experiment.experiment_id], output_format="list")
         if run.data.params["direction"] == direction}
 
+
+
+def test_every_model_has_a_family_module_that_builds_it():
+    import importlib
+
+    assert set(workflow.FAMILIES) == set(workflow.CATALOG.models)
+    for model, name in workflow.FAMILIES.items():
+        family = importlib.import_module(f"workflows.seq2seq.{name}")
+        tiny = {"embed_dim": 8, "dense_dim": 8, "num_heads": 2} if model == "transformer" \
+            else {"embed_dim": 8, "latent_dim": 8}
+        config = workflow.make_config(model, None, tiny)
+        assert family.build(config, 30, 40).count_params() > 0
 
 def test_run_logs_params_metrics_and_artifacts(translation_store):
     import mlflow

@@ -1,5 +1,5 @@
-"""Translation configs and presets: what `train --preset` picks (`seq2seq/models.py`
-builds them).
+"""Translation configs and presets: what `train --preset` picks (`seq2seq/transformer.py`
+and `seq2seq/gru.py` build them).
 
 Free of Keras, MLflow and TensorFlow, so `--help` and a config mistake answer at once,
 and the same presets train from the prepared token arrays on any backend (a GPU

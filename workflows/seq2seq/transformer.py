@@ -1,35 +1,20 @@
-"""Translators built from `layers/`, with typed sublayers and cached one-token steps.
+"""The Transformer translator (Vaswani et al.; the tutorial's, by default): one model
+family of the translation lesson, built from `layers/`.
 
-Each model is a functional Keras model (`{"source": ids, "target": ids}` -> next-token
-logits) that trains with `fit` and saves as a `.keras` file. Like keras-hub's causal
-LMs, it keeps typed references to its sublayers and offers what cached decoding
-needs: `initial_cache(source, max_length)` runs the encoder once, and
+A functional Keras model (`{"source": ids, "target": ids}` -> next-token logits) that
+trains with `fit` and saves as a `.keras` file. Like keras-hub's causal LMs, it keeps
+typed references to its sublayers and offers what cached decoding needs:
+`initial_cache(source, max_length)` runs the encoder once, and
 `call_with_cache(token, cache, index)` returns the logits of the next token from the
-newest one. Backend-agnostic (`keras.ops` only). Below them: the teacher-forcing
-batches they train on (`PairBatches`) and `build_model`, a config's compiled model.
+newest one. Backend-agnostic (`keras.ops` only). `build(config, ...)` makes one from a
+`TranslationConfig` (`seq2seq/presets.py`).
 """
 
 import keras
-import numpy as np
 from keras import ops
 
-import layers
-from data_prep.text import EMPTY, BucketPlan, boundaries_every, pad_rows, take_rows
-from layers import (
-    GRUSeq2SeqDecoder,
-    GRUSeq2SeqEncoder,
-    PositionalEmbedding,
-    TransformerDecoder,
-    TransformerEncoder,
-)
-from workflows.core.devices import BucketedBatches
-
-PAD_ID = 0
-
-
-def _translator_inputs():
-    return (keras.Input((None,), dtype="int32", name="source"),
-            keras.Input((None,), dtype="int32", name="target"))
+from data_prep.text import PAD_ID
+from layers import PositionalEmbedding, TransformerDecoder, TransformerEncoder
 
 
 @keras.saving.register_keras_serializable(package="nlpkit")
@@ -91,7 +76,8 @@ class TransformerTranslator(keras.Model):
             target_vocabulary_size, dtype="float32", name="logits")
 
         # === Functional model ===
-        source, target = _translator_inputs()
+        source = keras.Input((None,), dtype="int32", name="source")
+        target = keras.Input((None,), dtype="int32", name="target")
         x = keras.layers.Dropout(dropout, dtype=dtype, name="source_dropout")(
             source_embedding(source))
         for encoder in encoder_blocks:
@@ -190,159 +176,11 @@ class TransformerTranslator(keras.Model):
         return cls(**config)
 
 
-@keras.saving.register_keras_serializable(package="nlpkit")
-class GRUTranslator(keras.Model):
-    """The tutorial's RNN translator: bidirectional GRU encoder, GRU decoder, optionally
-    with additive attention (Bahdanau et al., 2015).
-
-    Args:
-        source_vocabulary_size, target_vocabulary_size: int.
-        embed_dim, latent_dim: int. Embedding and GRU sizes.
-        attention: bool. Additive attention over the encoder outputs.
-        output_dropout: float. Before the output layer.
-        dtype: dtype policy of every sublayer.
-    """
-
-    def __init__(self, source_vocabulary_size, target_vocabulary_size, embed_dim=256,
-                 latent_dim=1024, attention=False, output_dropout=0.5, dtype=None, **kwargs):
-        encoder = GRUSeq2SeqEncoder(source_vocabulary_size, embed_dim, latent_dim, dtype=dtype,
-                                    name="encoder")
-        decoder = GRUSeq2SeqDecoder(target_vocabulary_size, embed_dim, latent_dim,
-                                    attention=attention, dropout=output_dropout, dtype=dtype,
-                                    name="decoder")
-        source, target = _translator_inputs()
-        sequence, state = encoder(source)
-        logits = decoder(target, state, sequence)
-        kwargs.setdefault("name", "gru_seq2seq")
-        super().__init__({"source": source, "target": target}, logits, **kwargs)
-        self.encoder, self.decoder = encoder, decoder
-        self.source_vocabulary_size = source_vocabulary_size
-        self.target_vocabulary_size = target_vocabulary_size
-        self.embed_dim, self.latent_dim = embed_dim, latent_dim
-        self.attention, self.output_dropout = attention, output_dropout
-        self.sublayer_dtype = encoder.dtype_policy
-
-    def initial_cache(self, source, max_length):
-        """The encoder's outputs and final state: all the GRU decoder carries."""
-        sequence, state = self.encoder(source)
-        return state, sequence, ops.not_equal(source, PAD_ID)
-
-    def call_with_cache(self, token, cache, index):
-        state, sequence, source_mask = cache
-        logits, state = self.decoder(token, state, sequence, encoder_sequence_mask=source_mask,
-                                     return_state=True)
-        return ops.cast(logits, "float32")[:, 0, :], (state, sequence, source_mask)
-
-    def attention_weights(self, source, target):
-        """Additive attention weights `(target, source)` for the first sentence (zeros
-        without attention)."""
-        if not self.attention:
-            return ops.zeros((ops.shape(target)[1], ops.shape(source)[1]))
-        sequence, state = self.encoder(source)
-        hidden, _ = self.decoder.gru(self.decoder.embedding(target), initial_state=state)
-        _, weights = self.decoder.attention_layer(hidden, sequence, return_attention_scores=True)
-        return weights[0]
-
-    def get_config(self):
-        return {"name": self.name, "dtype": keras.dtype_policies.serialize(self.sublayer_dtype),
-                "source_vocabulary_size": self.source_vocabulary_size,
-                "target_vocabulary_size": self.target_vocabulary_size,
-                "embed_dim": self.embed_dim, "latent_dim": self.latent_dim,
-                "attention": self.attention, "output_dropout": self.output_dropout}
-
-    @classmethod
-    def from_config(cls, config):
-        return cls(**config)
-
-
-def build_translator(config, source_vocabulary_size, target_vocabulary_size):
-    """The translator a lesson config describes (its field names are the arguments')."""
-    if config.model == "gru_seq2seq":
-        return GRUTranslator(source_vocabulary_size, target_vocabulary_size, config.embed_dim,
-                             config.latent_dim, config.attention, config.output_dropout)
+def build(config, source_vocabulary_size, target_vocabulary_size):
+    """The Transformer a config describes (its field names are the arguments')."""
     return TransformerTranslator(
         source_vocabulary_size, target_vocabulary_size, config.sequence_length,
         config.embed_dim, config.dense_dim, config.num_heads, config.key_dim,
         config.encoder_layers, config.decoder_layers, config.dropout, config.output_dropout,
         config.norm_first, config.position, config.tie_embeddings, config.scale_embeddings,
         share_embeddings=config.share_embeddings)
-
-
-# ## Teacher-forcing batches of token id pairs in a few fixed shapes, for any backend
-
-def truncate(rows, max_length, keep_last=False):
-    """Rows cut to `max_length` ids (a target keeps its `[end]` when `keep_last`)."""
-    cut = []
-    for row in rows:
-        if len(row) > max_length:
-            row = np.concatenate([row[:max_length - 1], row[-1:]]) if keep_last \
-                else row[:max_length]
-        cut.append(row)
-    return cut
-
-
-def pair_plan(max_length, batch_tokens=None, batch_size=None, bucket_width=8):
-    """Length buckets every `bucket_width` tokens up to `max_length` with batches from
-    the `batch_tokens` budget, or one `(batch_size, max_length)` shape (the tutorial's
-    fixed-length batches)."""
-    if batch_tokens is None:
-        return BucketPlan.single(max_length, batch_size)
-    return BucketPlan(boundaries_every(bucket_width, max_length), batch_tokens)
-
-
-class PairBatches(BucketedBatches):
-    """Teacher-forcing batches: `({"source", "target": ids[:-1]}, ids[1:], label mask)`.
-
-    A pair goes to the bucket that holds both its source and its target input
-    (`len(target) - 1`); both are padded to the bucket's length. Top-up rows repeat
-    a real pair of the batch with labels that weigh 0, so the loss and metrics are
-    unchanged (and no row is all padding).
-    """
-
-    def __init__(self, source, target, plan, seed=None, order=None):
-        self.source, self.target = source, target
-        lengths = [max(len(s), len(t) - 1) for s, t in zip(source, target, strict=True)]
-        super().__init__(plan, lengths, seed, order)
-
-    def make(self, bucket, rows):
-        length = self.plan.boundaries[bucket]
-        real = rows != EMPTY
-        rows = np.where(real, rows, rows[real][0])  # top-up rows: a real pair that weighs 0
-        target = pad_rows(take_rows(self.target, rows), length + 1)
-        labels = target[:, 1:]
-        weights = (labels != 0) & real[:, None]
-        return ({"source": pad_rows(take_rows(self.source, rows), length),
-                 "target": target[:, :-1]}, labels, weights.astype("float32"))
-
-    def with_order(self, order):
-        return PairBatches(self.source, self.target, self.plan, order=order)
-
-    def target_tokens(self):
-        """Target tokens predicted in an epoch (padding left out)."""
-        return int(sum(len(self.target[i]) - 1 for i in self.rows()))
-
-
-# ## The compiled model and its batch shapes, from a config (`seq2seq/presets.py`)
-
-
-def batch_plan(config):
-    """The fixed batch shapes of a config (`pair_plan`)."""
-    return pair_plan(config.sequence_length,
-                              config.batch_tokens if config.bucketing else None,
-                              config.batch_size, config.bucket_width)
-
-
-def build_model(config, source_vocab_size, target_vocab_size):
-    """The compiled translator: masked (label-smoothed) cross-entropy, Adam + Noam or
-    the tutorial's RMSprop."""
-    from workflows.core import devices
-
-    devices.use_precision(config.dtype_policy)
-    model = build_translator(config, source_vocab_size, target_vocab_size)
-    rate = layers.NoamSchedule(config.embed_dim, config.warmup_steps, scale=config.learning_rate) \
-        if config.schedule == "noam" else config.learning_rate
-    optimizer = keras.optimizers.Adam(rate, beta_1=0.9, beta_2=0.98, epsilon=1e-9) \
-        if config.optimizer == "adam" else keras.optimizers.RMSprop(rate)
-    model.compile(optimizer=optimizer, loss=layers.MaskedCrossentropy(config.label_smoothing),
-                  weighted_metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")])
-    return model
