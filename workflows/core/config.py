@@ -274,9 +274,6 @@ def describe(config):
     return "\n".join(f"  {key:<{width}} = {value}" for key, value in values.items())
 
 
-# ## Reading overrides from the command line
-
-
 # ## What a lesson declares: its catalog, training and comparison, and how a trained
 # model leaves its run
 

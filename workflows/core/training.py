@@ -329,9 +329,6 @@ def child_tags(parent_run_id):
     return {"mlflow.parentRunId": parent_run_id} if parent_run_id else {}
 
 
-# ## Find, evaluate and register
-
-
 # ## What a run logs, and which weights it exports
 
 
