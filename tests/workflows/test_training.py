@@ -65,6 +65,25 @@ def test_interrupted_training_resumes_mid_epoch_without_redoing_batches(tmp_path
         [saved["checkpoint"], previous["checkpoint"]])
 
 
+def test_an_interruption_between_epochs_keeps_the_last_checkpoint_and_says_so(
+        tmp_path, capsys):
+    def stop_after_the_second_epoch(epoch, metrics):  # the lesson's epoch-end work
+        if epoch == 1:
+            raise KeyboardInterrupt
+
+    validation = epoch_dataset(99)
+    with pytest.raises(KeyboardInterrupt):
+        fit_resumably(small_model(), epoch_dataset, validation, tmp_path, epochs=3, patience=9,
+                      epoch_metrics=stop_after_the_second_epoch, verbose=0)
+    assert capsys.readouterr().out.endswith(
+        "Interrupted: the last checkpoint (epoch 2, after batch 0) is kept. Rerun the same "
+        "command to resume.\n")
+    CountBatches.count = 0
+    state = fit_resumably(small_model(), epoch_dataset, validation, tmp_path, epochs=3,
+                          patience=9, callbacks=[CountBatches()], verbose=0)
+    assert CountBatches.count == 2 * STEPS and len(state.history) == 3  # epochs 2 and 3
+
+
 def test_rerun_after_the_last_epoch_trains_nothing_and_restores_the_best_weights(tmp_path):
     trained = small_model()
     fit_resumably(trained, epoch_dataset, epoch_dataset(99), tmp_path, epochs=2, patience=9,

@@ -752,46 +752,55 @@ def fit_resumably(model, epoch_dataset, validation_data, folder, epochs, patienc
     folder = folder if isinstance(folder, TrainingFolder) else TrainingFolder(folder)
     folder.output.mkdir(parents=True, exist_ok=True)
     state = folder.restore(model, folder.load_state())
-    while agree(state.epoch < epochs and state.epochs_without_improvement < patience
-                and _within_budget(state, time_budget_seconds)):
-        resumed_at = state.step
-        print(f"Epoch {state.epoch + 1}/{epochs}"
-              + (f" (resuming after batch {resumed_at})" if resumed_at else ""), flush=True)
-        dataset = epoch_dataset(state.epoch)
-        if resumed_at:
-            dataset = dataset.skip(resumed_at)
-        started = time.perf_counter()
-        timer, checkpoints = _EpochTimer(), _BatchCheckpoint(folder, state,
-                                                             checkpoint_every_steps)
-        try:
-            logs = model.fit(dataset, validation_data=validation_data, epochs=1, verbose=verbose,
-                             shuffle=False, callbacks=[checkpoints, timer, *callbacks])
-        except KeyboardInterrupt:
+    try:
+        while agree(state.epoch < epochs and state.epochs_without_improvement < patience
+                    and _within_budget(state, time_budget_seconds)):
+            resumed_at = state.step
+            print(f"Epoch {state.epoch + 1}/{epochs}"
+                  + (f" (resuming after batch {resumed_at})" if resumed_at else ""), flush=True)
+            dataset = epoch_dataset(state.epoch)
+            if resumed_at:
+                dataset = dataset.skip(resumed_at)
+            started = time.perf_counter()
+            timer, checkpoints = _EpochTimer(), _BatchCheckpoint(folder, state,
+                                                                 checkpoint_every_steps)
+            try:
+                logs = model.fit(dataset, validation_data=validation_data, epochs=1,
+                                 verbose=verbose, shuffle=False,
+                                 callbacks=[checkpoints, timer, *callbacks])
+            except KeyboardInterrupt as stop:
+                state.train_seconds += time.perf_counter() - started
+                folder.checkpoint(model, state)
+                print(f"\nInterrupted: checkpoint saved after batch {state.step} of epoch "
+                      f"{state.epoch + 1}. Rerun the same command to resume.", flush=True)
+                stop.checkpointed = True
+                raise
+            metrics = {name: float(values[-1]) for name, values in logs.history.items()}
             state.train_seconds += time.perf_counter() - started
+            if not resumed_at:
+                metrics["epoch_seconds"] = timer.training - checkpoints.seconds
+                if train_examples:
+                    metrics["examples_per_second"] = train_examples / metrics["epoch_seconds"]
+            metrics.update(validation_seconds=timer.validation,
+                           checkpoint_seconds=checkpoints.seconds)
+            if epoch_metrics:
+                epoch_metrics(state.epoch, metrics)
+            if not resumed_at:  # the whole epoch, the lesson's own epoch-end work included
+                metrics["epoch_wall_seconds"] = time.perf_counter() - started
+            _update_early_stopping(model, folder, state, metrics, monitor, higher_is_better)
+            state.history.append(metrics)
+            state.epoch, state.step = state.epoch + 1, 0
+            if keep_epoch_weights:  # before the state: an epoch done is an epoch kept
+                folder.save_epoch_weights(model, state.epoch, keep_epoch_weights, state)
             folder.checkpoint(model, state)
-            print(f"\nInterrupted: checkpoint saved after batch {state.step} of epoch "
-                  f"{state.epoch + 1}. Rerun the same command to resume.", flush=True)
-            raise
-        metrics = {name: float(values[-1]) for name, values in logs.history.items()}
-        state.train_seconds += time.perf_counter() - started
-        if not resumed_at:
-            metrics["epoch_seconds"] = timer.training - checkpoints.seconds
-            if train_examples:
-                metrics["examples_per_second"] = train_examples / metrics["epoch_seconds"]
-        metrics.update(validation_seconds=timer.validation,
-                       checkpoint_seconds=checkpoints.seconds)
-        if epoch_metrics:
-            epoch_metrics(state.epoch, metrics)
-        if not resumed_at:  # the whole epoch, the lesson's own epoch-end work included
-            metrics["epoch_wall_seconds"] = time.perf_counter() - started
-        _update_early_stopping(model, folder, state, metrics, monitor, higher_is_better)
-        state.history.append(metrics)
-        state.epoch, state.step = state.epoch + 1, 0
-        if keep_epoch_weights:  # before the state: an epoch done is an epoch kept
-            folder.save_epoch_weights(model, state.epoch, keep_epoch_weights, state)
-        folder.checkpoint(model, state)
-        if on_epoch_end:
-            on_epoch_end(state.epoch - 1, metrics)
+            if on_epoch_end:
+                on_epoch_end(state.epoch - 1, metrics)
+    except KeyboardInterrupt as stop:  # outside an epoch's batches: its last checkpoint holds
+        if not getattr(stop, "checkpointed", False):
+            saved = folder.load_state()
+            print(f"\nInterrupted: the last checkpoint (epoch {saved.epoch + 1}, after batch "
+                  f"{saved.step}) is kept. Rerun the same command to resume.", flush=True)
+        raise
     folder.synchronize("trained")
     folder.load_best_weights(model, state)
     return state
