@@ -391,6 +391,9 @@ class RetrievalCLI(LessonCLI):
             if args.register:
                 runs.register_model(summary["best_run_id"], args.register)
 
+    def check_config(self, args):
+        self.config(args)
+
     def config(self, args):
         overrides = overrides_from_args(args)
         if getattr(args, "epochs", None) is not None:

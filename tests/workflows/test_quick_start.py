@@ -63,6 +63,14 @@ def test_a_step_still_loads_what_it_needs():
     assert result["status"] == 2 and "mlflow" in result["loaded"], result
 
 
+def test_the_search_lessons_help_and_mistakes_load_no_heavy_library():
+    mistakes = [["train", "--no-such-flag"], ["train", "--set", "no_such_field=1"],
+                ["train", "--retriever", "no_such_retriever"], ["train", "--set", "k1=-1"]]
+    for result in answers("workflows.retrieval", HELP + mistakes):
+        assert result["loaded"] == [], result
+        assert result["status"] == (0 if result["argv"] in HELP else 2), result
+
+
 @pytest.mark.parametrize("lesson", ["imdb_sentiment", "translation", "language_model"])
 def test_the_shortcuts_of_on_off_fields_are_switches(lesson):
     import importlib

@@ -109,9 +109,8 @@ class LessonCLI:
 
         if getattr(args, "sweep", None) and args.step != "train":
             raise ConfigError("--sweep works with the train step.")
-        if hasattr(args, "overrides") and args.model is not None:  # a config mistake: first
-            self.configs(args, args.model if isinstance(args.model, list) else None,
-                         complete=False)
+        if hasattr(args, "overrides"):  # a config mistake is reported first
+            self.check_config(args)
         if args.step not in MODELLESS_STEPS:
             self._use_devices(args)
         if getattr(args, "verify", False):
@@ -136,6 +135,13 @@ class LessonCLI:
                 "stopped answering. Nothing is lost: once it is back, rerun the same command (a "
                 "training resumes from its last checkpoint).") from error
         return 0
+
+    def check_config(self, args):
+        """Builds the step's configs (not completed from other runs): a mistake in them
+        is one line before anything is loaded."""
+        if args.model is not None:
+            self.configs(args, args.model if isinstance(args.model, list) else None,
+                         complete=False)
 
     @staticmethod
     def _use_devices(args):
