@@ -132,7 +132,7 @@ def fine_tune(config, data, encoder, bm25, folder):
     """Fine-tunes `encoder` in place; returns the training state (history, best epoch)."""
     import mlflow
 
-    from workflows.core import training
+    from workflows.core import store, training
     from workflows.retrievers import dense
 
     query_ids, query_texts, judged = data.split("train")
@@ -158,12 +158,12 @@ def fine_tune(config, data, encoder, bm25, folder):
     validate = evaluation.validation_ndcg(config, data, encoder, bm25)
     run_id = mlflow.active_run().info.run_id
     if not mlflow.MlflowClient().get_metric_history(run_id, "val_pool_ndcg_at_10"):
-        training.log_epoch(-1, {"val_pool_ndcg_at_10": validate()})  # step 0: before training
+        store.log_epoch(-1, {"val_pool_ndcg_at_10": validate()})  # step 0: before training
     state = training.fit_resumably(
         trainer, epoch_batches, None, folder, config.epochs, config.patience,
         config.checkpoint_every_steps, train_examples=len(pairs),
         epoch_metrics=lambda epoch, metrics: metrics.update(val_pool_ndcg_at_10=validate()),
-        on_epoch_end=training.log_epoch, verbose=training.progress_verbosity(),
+        on_epoch_end=store.log_epoch, verbose=store.progress_verbosity(),
         time_budget_seconds=config.max_train_minutes * 60,
         monitor="val_pool_ndcg_at_10", higher_is_better=True)
     best = -state.best_val_loss
@@ -196,7 +196,7 @@ def train(config, args, tags=None):
                   f"({folder}). Pass --retrain to build it again.")
             return state.run_id
         print(f"Building {config.retriever}:\n{describe(config)}")
-        with training.tracked_run(EXPERIMENT, config.retriever, state.run_id, tags):
+        with store.tracked_run(EXPERIMENT, config.retriever, state.run_id, tags):
             if not state.run_id:
                 mlflow.log_params(store.flat_params(config))
                 mlflow.set_tags(store.run_tags(data.fingerprint, run_folder=str(folder),
@@ -368,7 +368,7 @@ class RetrievalCLI(LessonCLI):
     def tune(self, args):
         """`tune`: an Optuna study of validation nDCG@10 (the core's search), each trial
         one child run of the study's parent run."""
-        from workflows.core import runs, search, search_space, training
+        from workflows.core import runs, search, search_space, store
         from workflows.core.cli import search_block
 
         config = self.config(args)
@@ -382,7 +382,7 @@ class RetrievalCLI(LessonCLI):
             load_data(config, args)
 
         def train_trial(trial_config, parent_run_id, tags, after_epoch):
-            return train(trial_config, args, {**training.child_tags(parent_run_id), **tags})
+            return train(trial_config, args, {**store.child_tags(parent_run_id), **tags})
 
         summary = search.search(LESSON, config, settings, train_trial, args.work_dir,
                                 [sys.executable, "-m", self.module, *self.argv], args.worker)

@@ -13,7 +13,8 @@
 - `models`: the logged model: exported with its code and digest, loaded verified;
   `model_folder`: the one folder format every trained model is saved in.
 - `runs`: finding, comparing and registering runs; evaluations logged back to them.
-- `store`: the MLflow store, its experiments and run tags; whether it answers.
+- `store`: the MLflow store, its experiments and run tags, whether it answers, and what a
+  training run logs there.
 - `search`, `search_space`, `search_summary`: Optuna studies of configs (and `--sweep`,
   a grid search).
 - `figures`, `servers`: the plots runs log; the HTTP servers of models and the UI.

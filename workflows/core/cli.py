@@ -174,10 +174,10 @@ class LessonCLI:
         self.train_config(args, config)
 
     def train_config(self, args, config, parent_run_id=None):
-        from workflows.core import devices, runs, training
+        from workflows.core import devices, runs, store
 
         run_id = self.lesson.train(config, self.data_path(args), args.work_dir, args.retrain,
-                                   training.child_tags(parent_run_id))
+                                   store.child_tags(parent_run_id))
         if args.register and devices.process_index() == 0:
             runs.register_model(run_id, args.register)
         return run_id
@@ -200,11 +200,11 @@ class LessonCLI:
 
     def _search(self, args, config, settings, worker=None):
         """Runs (or joins) the study of `settings`; `--register` its best trial."""
-        from workflows.core import runs, search, training
+        from workflows.core import runs, search, store
 
         def train_trial(trial_config, parent_run_id, tags, after_epoch):
             return self.lesson.train(trial_config, self.data_path(args), args.work_dir,
-                                     tags={**training.child_tags(parent_run_id), **tags},
+                                     tags={**store.child_tags(parent_run_id), **tags},
                                      after_epoch=after_epoch)
 
         summary = search.search(self.lesson, config, settings, train_trial, args.work_dir,

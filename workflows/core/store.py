@@ -1,5 +1,6 @@
-"""The MLflow store: where it is, its experiments, what every run is tagged with, and
-whether it answers.
+"""The MLflow store: where it is, its experiments, what every run is tagged with,
+whether it answers, and what a training run logs there (`tracked_run`, its setup, each
+epoch, its summary and curves).
 
 The default store is a SQLite database under the project's `mlflow/` folder (an
 absolute path, so every workflow and the UI see the same runs whatever the current
@@ -69,6 +70,7 @@ def existing_experiment(name):
     """The experiment `name` of the tracking store, or None (nothing is created)."""
     import mlflow
 
+
     quiet_mlflow()
     uri = tracking_uri()
     mlflow.set_tracking_uri(uri)
@@ -84,6 +86,7 @@ def use_experiment(name):
     two processes run it at once, and two creators of one experiment would collide.
     """
     import mlflow
+
 
     quiet_mlflow()
     uri = tracking_uri()
@@ -167,6 +170,7 @@ def command_line():
 def backend_version():
     import keras
 
+
     backend = keras.backend.backend()
     module = {"tensorflow": "tensorflow", "jax": "jax", "torch": "torch"}.get(backend)
     return importlib.import_module(module).__version__ if module else None
@@ -175,6 +179,7 @@ def backend_version():
 def run_tags(dataset_fingerprint, **extra):
     """Where and how a run was made: commit, command line, backend and device."""
     import keras
+
 
     tags = {"git_commit": git_commit(), "command": command_line(),
             "backend": keras.backend.backend(), "backend_version": backend_version(),
@@ -255,6 +260,7 @@ def _check_server_answers(uri):
     """One request to the server's MLflow API, with no retry and `STORE_TIMEOUT`."""
     import mlflow
 
+
     limits = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0",
               "MLFLOW_HTTP_REQUEST_TIMEOUT": str(STORE_TIMEOUT)}
     saved = {name: os.environ.get(name) for name in limits}
@@ -265,7 +271,7 @@ def _check_server_answers(uri):
         if is_store_failure(error):
             raise StoreError(f"The tracking store {redacted(uri)} did not answer within "
                              f"{STORE_TIMEOUT} s: check the server, or unset "
-                             "MLFLOW_TRACKING_URI to use the local store.") from error
+                             "MLFLOW_TRACKING_URI to use the local ") from error
         reason = str(error).strip().splitlines()[0][:120] if str(error).strip() else \
             type(error).__name__
         raise StoreError(f"{redacted(uri)} did not answer as an MLflow tracking server "
@@ -305,3 +311,127 @@ def redacted(uri):
     if parsed.password:
         return uri.replace(f":{parsed.password}@", ":***@")
     return uri
+
+
+# ## A tracked run and what it logs
+
+
+def log_compilations(compiled):
+    """What XLA compiled for this session's `fit` calls (JAX): train and test steps, and
+    the seconds spent compiling or loading them from the persistent cache."""
+    import mlflow
+
+    if not compiled.counts:
+        return
+    metrics = {"train_step_programs": compiled.of("jit(train_step)"),
+               "test_step_programs": compiled.of("jit(test_step)"),
+               "compile_seconds": compiled.seconds,
+               "compile_cache_hits": sum(compiled.cache_hits.values())}
+    mlflow.log_metrics(metrics)
+    print(f"Compiled {metrics['train_step_programs']} train step and "
+          f"{metrics['test_step_programs']} test step programs in {compiled.seconds:.1f} s "
+          f"({metrics['compile_cache_hits']} from the compilation cache)")
+
+
+@contextlib.contextmanager
+def tracked_run(experiment_name, name, run_id=None, tags=None):
+    """The MLflow run `run_id` resumed, or a new run `name`: ended FINISHED, KILLED on
+    Ctrl-C or SIGTERM, FAILED on an error (without waiting on a store that is down)."""
+    import mlflow
+
+    experiment = use_experiment(experiment_name)
+    mlflow.start_run(run_id=run_id or None, run_name=None if run_id else name,
+                     experiment_id=experiment.experiment_id, tags=tags or None)
+    try:
+        yield
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (run_main): stopped, not failed
+        mlflow.end_run("KILLED")
+        raise
+    except BaseException as error:
+        if is_store_failure(error):
+            give_up_on_store()  # ending the run there would wait for nothing
+            with contextlib.suppress(Exception):
+                mlflow.end_run("FAILED")
+        else:
+            mlflow.end_run("FAILED")
+        raise
+    mlflow.end_run()
+
+
+def progress_verbosity():
+    """Keras progress bars in a terminal; one line per epoch in a log file."""
+    return 1 if sys.stdout.isatty() else 2
+
+
+def child_tags(parent_run_id):
+    """Tags that nest a new run under `parent_run_id` in the MLflow UI (none without one)."""
+    return {"mlflow.parentRunId": parent_run_id} if parent_run_id else {}
+
+
+def log_epoch(epoch, metrics, after_epoch=None):
+    import mlflow
+
+    mlflow.log_metrics(metrics, step=epoch + 1)
+    if after_epoch:
+        after_epoch(epoch, metrics)
+
+
+def log_run_setup(config, params, tags, artifacts, metrics, folder, fingerprint):
+    import mlflow
+
+    from workflows.core import devices
+
+    mlflow.log_params({**flat_params(config), **params})
+    mlflow.set_tags(run_tags(fingerprint, run_folder=str(folder), **tags))
+    if hasattr(config, "dtype_policy"):  # "auto" as this device resolved it
+        mlflow.set_tag("dtype_policy_used", devices.resolve_precision(config.dtype_policy))
+    mlflow.log_dict(dataclasses.asdict(config), "config.json")
+    for name, content in artifacts.items():
+        (mlflow.log_dict if isinstance(content, dict) else mlflow.log_text)(content, name)
+    if metrics:
+        mlflow.log_metrics(metrics)
+
+
+def log_missing_epochs(run_id, history):
+    """Logs the epochs the run folder has but the run lacks (a crash or an unreachable
+    server between a checkpoint and its logging); each epoch is logged once."""
+    import mlflow
+
+    logged = {m.step for m in mlflow.MlflowClient().get_metric_history(run_id, "loss")}
+    for epoch, metrics in enumerate(history, start=1):
+        if epoch not in logged:
+            mlflow.log_metrics(metrics, step=epoch)
+
+
+def log_training_summary(model, state, curves):
+    """Best epoch, its validation metrics, mean timings and rates; curves and schedule."""
+    import keras
+    import matplotlib.pyplot as plt
+    import mlflow
+    import numpy as np
+
+    from workflows.core import figures
+
+    best = state.history[state.best_epoch - 1]
+    summary = {"best_epoch": state.best_epoch, "trained_epochs": len(state.history),
+               "best_val_loss": state.best_val_loss, "train_minutes": state.train_seconds / 60}
+    summary.update({f"best_{name}": value for name, value in best.items()
+                    if name.startswith("val_") and name != "val_loss"})
+    timed = [epoch for epoch in state.history if "epoch_seconds" in epoch]
+    rates = sorted({name for epoch in timed for name in epoch if name.endswith("_per_second")})
+    for name in ("epoch_seconds", *rates):
+        values = [epoch[name] for epoch in timed if name in epoch]
+        if values:
+            summary[f"mean_{name}"] = float(np.mean(values))
+        if len(values) > 1 and timed[0] is state.history[0]:  # epoch 1 compiled the steps
+            summary[f"steady_{name}"] = float(np.mean(values[1:]))
+    mlflow.log_metrics(summary)
+    figure = figures.learning_curves(state.history, curves)
+    mlflow.log_figure(figure, "learning_curves.png")
+    plt.close(figure)
+    schedule = model.optimizer.get_config()["learning_rate"]
+    if isinstance(schedule, dict):  # a serialized LearningRateSchedule, not a constant
+        schedule = keras.optimizers.schedules.deserialize(schedule)
+        mlflow.log_figure(figures.learning_rate_schedule(
+            schedule, keras.ops.convert_to_numpy(model.optimizer.iterations),
+            type(schedule).__name__), "lr_schedule.png")

@@ -27,7 +27,6 @@ import json
 import math
 import os
 import shutil
-import sys
 import tempfile
 import time
 import uuid
@@ -37,14 +36,13 @@ from pathlib import Path
 
 import filelock
 import keras
-import matplotlib.pyplot as plt
 import mlflow
 import numpy as np
 
 from data_prep import cache
 from data_prep.cache import sha256_of
 from data_prep.commands import UserError
-from workflows.core import devices, figures, store
+from workflows.core import devices, store
 from workflows.core.config import describe
 from workflows.core.models import export_and_log_model
 from workflows.core.runs import RunNotFoundError, stored_run
@@ -65,7 +63,7 @@ def _run_folder(experiment, name, config, fingerprint, work_dir=None):
 
 class TrainingRun:
     """One training run of `config`, as MLflow run `name` of `experiment`: a new run
-    gets `tags` (`child_tags` nests it under a search); `after_epoch(epoch, metrics)` is
+    gets `tags` (`store.child_tags` nests it under a search); `after_epoch(epoch, metrics)` is
     called once each epoch is checkpointed and logged (a search's pruner). With several
     processes every process runs the same steps; only the chief (process 0) writes the
     run folder and the store."""
@@ -134,7 +132,7 @@ class TrainingRun:
         self.model = model
         print(f"{model.count_params():,} parameters")
         if self.is_chief:
-            self._steps.enter_context(tracked_run(self.experiment, self.name, self.run_id,
+            self._steps.enter_context(store.tracked_run(self.experiment, self.name, self.run_id,
                                                   self.tags))
         self.training_folder = self._steps.enter_context(
             _training_folder(self.folder, self.processes))
@@ -142,9 +140,9 @@ class TrainingRun:
             return
         if self.run_id:
             print(f"Resuming run {self.run_id} from {self.folder}")
-            log_missing_epochs(self.run_id, self.state.history)
+            store.log_missing_epochs(self.run_id, self.state.history)
             return
-        log_run_setup(self.config, params or {}, tags or {}, artifacts or {}, metrics or {},
+        store.log_run_setup(self.config, params or {}, tags or {}, artifacts or {}, metrics or {},
                       self.folder, self.fingerprint)
         mlflow.set_tag("devices", ", ".join(map(str, self.placement.devices)))
         self.state.run_id = self.run_id = mlflow.active_run().info.run_id
@@ -174,15 +172,15 @@ class TrainingRun:
                 self.validation_batches, self.training_folder, config.epochs,
                 config.patience, config.checkpoint_every_steps, train_examples=train_examples,
                 epoch_metrics=epoch_metrics,
-                on_epoch_end=(lambda epoch, metrics: log_epoch(epoch, metrics,
+                on_epoch_end=(lambda epoch, metrics: store.log_epoch(epoch, metrics,
                                                                self.after_epoch))
                 if chief else None,
-                verbose=progress_verbosity() if chief else 0,
+                verbose=store.progress_verbosity() if chief else 0,
                 time_budget_seconds=time_budget_seconds,
                 keep_epoch_weights=average_last_epochs, agree=self.processes.chiefs_word)
         if chief:
-            log_training_summary(self.model, self.state, curves)
-            log_compilations(compiled)
+            store.log_training_summary(self.model, self.state, curves)
+            store.log_compilations(compiled)
         if average_last_epochs > 1:
             self._choose_averaged_weights(average_last_epochs)
         return self.state
@@ -259,21 +257,6 @@ def _check_run_is_in_this_store(run_id, folder):
             "or set MLFLOW_TRACKING_URI to the store that has it.")
 
 
-def log_compilations(compiled):
-    """What XLA compiled for this session's `fit` calls (JAX): train and test steps, and
-    the seconds spent compiling or loading them from the persistent cache."""
-    if not compiled.counts:
-        return
-    metrics = {"train_step_programs": compiled.of("jit(train_step)"),
-               "test_step_programs": compiled.of("jit(test_step)"),
-               "compile_seconds": compiled.seconds,
-               "compile_cache_hits": sum(compiled.cache_hits.values())}
-    mlflow.log_metrics(metrics)
-    print(f"Compiled {metrics['train_step_programs']} train step and "
-          f"{metrics['test_step_programs']} test step programs in {compiled.seconds:.1f} s "
-          f"({metrics['compile_cache_hits']} from the compilation cache)")
-
-
 def _starting_state(folder, retrain, processes):
     """The run folder's state; the chief first clears it (`retrain`) and its partial
     files."""
@@ -282,29 +265,6 @@ def _starting_state(folder, retrain, processes):
         remove_partial_files(folder)
         return state
     return TrainingFolder(folder).load_state()
-
-
-@contextlib.contextmanager
-def tracked_run(experiment_name, name, run_id=None, tags=None):
-    """The MLflow run `run_id` resumed, or a new run `name`: ended FINISHED, KILLED on
-    Ctrl-C or SIGTERM, FAILED on an error (without waiting on a store that is down)."""
-    experiment = store.use_experiment(experiment_name)
-    mlflow.start_run(run_id=run_id or None, run_name=None if run_id else name,
-                     experiment_id=experiment.experiment_id, tags=tags or None)
-    try:
-        yield
-    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (run_main): stopped, not failed
-        mlflow.end_run("KILLED")
-        raise
-    except BaseException as error:
-        if store.is_store_failure(error):
-            store.give_up_on_store()  # ending the run there would wait for nothing
-            with contextlib.suppress(Exception):
-                mlflow.end_run("FAILED")
-        else:
-            mlflow.end_run("FAILED")
-        raise
-    mlflow.end_run()
 
 
 @contextlib.contextmanager
@@ -319,71 +279,7 @@ def _training_folder(folder, processes):
                              processes.barrier)
 
 
-def progress_verbosity():
-    """Keras progress bars in a terminal; one line per epoch in a log file."""
-    return 1 if sys.stdout.isatty() else 2
-
-
-def child_tags(parent_run_id):
-    """Tags that nest a new run under `parent_run_id` in the MLflow UI (none without one)."""
-    return {"mlflow.parentRunId": parent_run_id} if parent_run_id else {}
-
-
-# ## What a run logs, and which weights it exports
-
-
-def log_epoch(epoch, metrics, after_epoch=None):
-    mlflow.log_metrics(metrics, step=epoch + 1)
-    if after_epoch:
-        after_epoch(epoch, metrics)
-
-
-def log_run_setup(config, params, tags, artifacts, metrics, folder, fingerprint):
-    mlflow.log_params({**store.flat_params(config), **params})
-    mlflow.set_tags(store.run_tags(fingerprint, run_folder=str(folder), **tags))
-    if hasattr(config, "dtype_policy"):  # "auto" as this device resolved it
-        mlflow.set_tag("dtype_policy_used", devices.resolve_precision(config.dtype_policy))
-    mlflow.log_dict(dataclasses.asdict(config), "config.json")
-    for name, content in artifacts.items():
-        (mlflow.log_dict if isinstance(content, dict) else mlflow.log_text)(content, name)
-    if metrics:
-        mlflow.log_metrics(metrics)
-
-
-def log_missing_epochs(run_id, history):
-    """Logs the epochs the run folder has but the run lacks (a crash or an unreachable
-    server between a checkpoint and its logging); each epoch is logged once."""
-    logged = {m.step for m in mlflow.MlflowClient().get_metric_history(run_id, "loss")}
-    for epoch, metrics in enumerate(history, start=1):
-        if epoch not in logged:
-            mlflow.log_metrics(metrics, step=epoch)
-
-
-def log_training_summary(model, state, curves):
-    """Best epoch, its validation metrics, mean timings and rates; curves and schedule."""
-    best = state.history[state.best_epoch - 1]
-    summary = {"best_epoch": state.best_epoch, "trained_epochs": len(state.history),
-               "best_val_loss": state.best_val_loss, "train_minutes": state.train_seconds / 60}
-    summary.update({f"best_{name}": value for name, value in best.items()
-                    if name.startswith("val_") and name != "val_loss"})
-    timed = [epoch for epoch in state.history if "epoch_seconds" in epoch]
-    rates = sorted({name for epoch in timed for name in epoch if name.endswith("_per_second")})
-    for name in ("epoch_seconds", *rates):
-        values = [epoch[name] for epoch in timed if name in epoch]
-        if values:
-            summary[f"mean_{name}"] = float(np.mean(values))
-        if len(values) > 1 and timed[0] is state.history[0]:  # epoch 1 compiled the steps
-            summary[f"steady_{name}"] = float(np.mean(values[1:]))
-    mlflow.log_metrics(summary)
-    figure = figures.learning_curves(state.history, curves)
-    mlflow.log_figure(figure, "learning_curves.png")
-    plt.close(figure)
-    schedule = model.optimizer.get_config()["learning_rate"]
-    if isinstance(schedule, dict):  # a serialized LearningRateSchedule, not a constant
-        schedule = keras.optimizers.schedules.deserialize(schedule)
-        mlflow.log_figure(figures.learning_rate_schedule(
-            schedule, keras.ops.convert_to_numpy(model.optimizer.iterations),
-            type(schedule).__name__), "lr_schedule.png")
+# ## Which weights a run exports
 
 
 def _average_if_better(model, validation_batches, folder, state, last_epochs, epoch_end):
