@@ -87,6 +87,7 @@ def printed_link(launcher, prefix):
 def test_browser_shows_the_experiment_and_compares_its_runs(store, tmp_path):
     import mlflow
 
+    mlflow.set_tracking_uri(os.environ["MLFLOW_TRACKING_URI"])  # wherever others pointed it
     experiment = mlflow.get_experiment_by_name("imdb_sentiment")
     runs = mlflow.search_runs([experiment.experiment_id], output_format="list")
     run_ids = sorted({run.data.params["model"]: run.info.run_id for run in runs
