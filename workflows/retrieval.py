@@ -277,10 +277,19 @@ def evaluate(args):
     return results
 
 
+def check_k(k):
+    if not 1 <= k <= 1000:
+        raise ConfigError(f"-k must be between 1 and 1000, got {k}.")
+
+
+def check_workers(workers):
+    if not 1 <= workers <= 256:
+        raise ConfigError(f"--workers must be between 1 and 256, got {workers}.")
+
+
 def search(args):
     """The top `k` documents of each query, with ids, titles and scores."""
-    if not 1 <= args.k <= 1000:
-        raise ConfigError(f"-k must be between 1 and 1000, got {args.k}.")
+    check_k(args.k)
     queries = read_texts(args.texts, args.file, "queries")
     _, searcher = load_retriever(args)
     for query, answers in zip(queries, searcher.answers(queries, args.k), strict=True):
@@ -296,8 +305,8 @@ def label(args):
     from workflows.core import models, runs
     from workflows.retrievers import labelling
 
-    if not 1 <= args.k <= 1000 or not 1 <= args.workers <= 256:
-        raise ConfigError("-k must be 1-1000 and --workers 1-256.")
+    check_k(args.k)
+    check_workers(args.workers)
     queries = labelling.read_queries(args.file)
     run = runs.check_has_model(runs.model_run(LESSON, args.run_id, args.model_uri,
                                               _run_filter(args)))
@@ -323,7 +332,8 @@ class RetrievalCLI(LessonCLI):
 
     def __init__(self):
         super().__init__(LESSON, "workflows.retrieval", __doc__.split("\n")[0],
-                         retrieval_corpus.SCIFACT, run_filters=("retriever",))
+                         retrieval_corpus.SCIFACT, run_filters=("retriever",),
+                         flag_checks={"k": check_k})
         retrieval_corpus.add_catalogue_arguments(self.step(
             "prepare", "check and cache the corpus, queries and judgements", self.prepare,
             data=True))

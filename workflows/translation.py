@@ -253,8 +253,7 @@ def evaluate(run_id=None, spa_eng_path=None, work_dir=None, model_uri=None, limi
 
     check_beam_width(beam_width)
     check_length_penalty(length_penalty)
-    if limit is not None and limit < 1:
-        raise ConfigError(f"--limit must be at least 1, got {limit}.")
+    check_limit(limit)
     run, translator = load_run_translator(run_id, model_uri, direction=direction)
     config = runs.config_of(LESSON, run)
     beam_width = beam_width or config.beam_width
@@ -272,8 +271,7 @@ def translate(texts, run_id=None, model_uri=None, beam_width=None, n_best=None,
     from workflows.core import models
 
     models.check_texts(texts, "sentence")
-    if n_best is not None and not 1 <= n_best <= MAX_BEAM_WIDTH:
-        raise ConfigError(f"--n-best must be from 1 to {MAX_BEAM_WIDTH}, got {n_best}.")
+    check_n_best(n_best)
     check_length_penalty(length_penalty)
     _, translator = load_run_translator(run_id, model_uri, beam_width, direction)
     if n_best:
@@ -360,6 +358,16 @@ def length_penalty_flag(parser, what):
                         "benchmarks/length_penalty.py; default 0: no penalty)")
 
 
+def check_limit(limit):
+    if limit is not None and limit < 1:
+        raise ConfigError(f"--limit must be at least 1, got {limit}.")
+
+
+def check_n_best(n_best):
+    if n_best is not None and not 1 <= n_best <= MAX_BEAM_WIDTH:
+        raise ConfigError(f"--n-best must be from 1 to {MAX_BEAM_WIDTH}, got {n_best}.")
+
+
 def beam_width_flag(parser):
     parser.add_argument("--beam-width", type=int, help="1 for greedy (default: the run's)")
 
@@ -373,7 +381,9 @@ CLI = LessonCLI(LESSON, "workflows.translation", __doc__.split("\n")[0], spa_eng
                                                                 "would end past this budget",
                            "average_epochs": "checkpoint averaging: export the mean of the "
                                              "last N epochs' weights if its val loss is lower"},
-                switches=("attention",), run_filters=("direction",))
+                switches=("attention",), run_filters=("direction",),
+                flag_checks={"beam_width": check_beam_width, "n_best": check_n_best,
+                             "length_penalty": check_length_penalty, "limit": check_limit})
 CLI.step("prepare", "pairs, splits, vocabularies, token ids of every tokenization (both "
          "directions, or one)",
          lambda a: prepare(a.spa_eng_path, a.work_dir,

@@ -63,6 +63,17 @@ def test_a_step_still_loads_what_it_needs():
     assert result["status"] == 2 and "mlflow" in result["loaded"], result
 
 
+def test_a_step_flags_mistake_answers_before_anything_heavy_loads():
+    mistakes = [["evaluate", "--beam-width", "999"], ["evaluate", "--limit", "0"],
+                ["translate", "--n-best", "0", "Hi."],
+                ["translate", "--length-penalty", "9", "Hi."]]
+    for result in answers("workflows.translation", mistakes):
+        assert result["loaded"] == [] and result["status"] == 2, result
+        assert result["stderr"].startswith("error: --"), result
+    (result,) = answers("workflows.retrieval", [["search", "-k", "0", "vitamin D"]])
+    assert result["loaded"] == [] and result["status"] == 2, result
+
+
 def test_the_search_lessons_help_and_mistakes_load_no_heavy_library():
     mistakes = [["train", "--no-such-flag"], ["train", "--set", "no_such_field=1"],
                 ["train", "--retriever", "no_such_retriever"], ["train", "--set", "k1=-1"]]

@@ -26,16 +26,20 @@ class LessonCLI:
 
     `shortcuts` maps config fields that get a flag of their own (`epochs` ->
     `--epochs`) to their help text (or None); `switches` are those of on/off fields
-    (`--attention`, no value). `run_filters` (a subset) are also flags of
-    the steps that load a run's model: the latest run trained with that value is taken.
+    (`--attention`, no value). `flag_checks` maps a step flag's name to its check, run
+    before the step loads anything (a mistake answers at once). `run_filters` (a subset)
+    are also flags of the steps that load a run's model: the latest run trained with that
+    value is taken.
     """
 
     def __init__(self, lesson, module, description, source, shortcuts=None, switches=(),
-                 run_filters=()):
+                 run_filters=(), flag_checks=None):
         self.lesson, self.source, self.module = lesson, source, module
         self.argv = []
         self.shortcuts = {**(shortcuts or {}), "distribution": DISTRIBUTION_HELP}
         self.switches = switches  # the shortcuts of on/off fields: flags without a value
+        # flag -> its check (raises `ConfigError`), run before the step loads anything
+        self.flag_checks = flag_checks or {}
         self.run_filters = run_filters
         self.parser = argparse.ArgumentParser(prog=f"python -m {module}",
                                               description=description)
@@ -111,6 +115,9 @@ class LessonCLI:
             raise ConfigError("--sweep works with the train step.")
         if hasattr(args, "overrides"):  # a config mistake is reported first
             self.check_config(args)
+        for name, check in self.flag_checks.items():
+            if getattr(args, name, None) is not None:
+                check(getattr(args, name))
         if args.step not in MODELLESS_STEPS:
             self._use_devices(args)
         if getattr(args, "verify", False):
