@@ -23,7 +23,7 @@ from pathlib import Path
 
 from data_prep import glove, imdb
 from data_prep.commands import run_main
-from workflows.core.cli import LessonCLI, read_texts
+from workflows.core.cli import LessonCLI, check_texts, read_texts
 from workflows.core.config import Catalog, ConfigError, Lesson, ModelExport
 
 EXPERIMENT = "imdb_sentiment"
@@ -234,15 +234,19 @@ def evaluate(run_id=None, imdb_path=None, work_dir=None, model_uri=None, top_wro
     return evaluation.score_and_log(run, model, (texts, labels, name, source), top_wrong)
 
 
+def check_reviews(texts):
+    """Refuses no reviews, or a review with no words to judge."""
+    check_texts(texts, "review")
+    blank = [i for i, text in enumerate(texts) if isinstance(text, str) and not text.strip()]
+    if blank:
+        raise ConfigError(f"Review {blank[0] + 1} is empty: a review needs words to be judged.")
+
+
 def predict(texts, run_id=None, model_uri=None):
     """Label and probability for each text, printed; returns the probabilities."""
     from workflows.core import models, runs
-    from workflows.sentiment.reviews import blank_reviews
 
-    models.check_texts(texts, "review")
-    if blank_reviews(texts):
-        raise ConfigError(f"Review {blank_reviews(texts)[0] + 1} is empty: a review needs "
-                          "words to be judged.")
+    check_reviews(texts)
     run = runs.model_run(LESSON, run_id, model_uri)
     probabilities = models.load_pyfunc(run).predict(list(texts))
     for text, probability in zip(texts, probabilities, strict=True):
@@ -360,7 +364,8 @@ _evaluate.add_argument("--label-column", help="the column of the labels, in a fi
                        "header (default: label or sentiment)")
 CLI.step("predict", "classify reviews with a run's model", lambda a: predict(
     read_texts(a.texts, a.file, "reviews to classify"), a.run_id, a.model_uri), model=True,
-    texts="reviews to classify")
+    texts="reviews to classify",
+    check=lambda a: check_reviews(read_texts(a.texts, a.file, "reviews to classify")))
 _ensemble = CLI.step("ensemble", "combine the models of several runs (weights fitted on the "
                      "validation reviews)", lambda a: ensemble(
                          a.run_id, a.imdb_path, a.work_dir, a.lexicon, a.fit_on,

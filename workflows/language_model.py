@@ -31,7 +31,7 @@ from workflows.causal_lm.presets import (  # noqa: F401  (API)
     LMConfig,
 )
 from workflows.causal_lm.sampling import PYFUNC_PARAMS, SAMPLERS, Sampling
-from workflows.core.cli import LessonCLI, read_texts
+from workflows.core.cli import LessonCLI, check_texts, read_texts
 from workflows.core.config import ConfigError, Lesson, ModelExport
 
 PYFUNC_FILE = Path(__file__).parent / "causal_lm" / "pyfunc.py"
@@ -252,9 +252,9 @@ def evaluate(run_id=None, imdb_path=None, work_dir=None, model_uri=None):
 def generate(prompts, run_id=None, model_uri=None, sampling=DEFAULT_SAMPLING):
     """Prints and returns the continuation of each prompt."""
     from workflows.causal_lm import source as lm_source
-    from workflows.core import models, runs
+    from workflows.core import runs
 
-    models.check_texts(prompts, "prompt")
+    check_texts(prompts, "prompt")
     try:
         sampling.check()
     except ValueError as error:
@@ -319,7 +319,7 @@ CLI.step("evaluate", "test perplexity of a run, logged to it", lambda a: evaluat
     a.run_id, a.imdb_path, a.work_dir, a.model_uri), data=True, model=True)
 _generate = CLI.step("generate", "continue prompts with a run's model", lambda a: generate(
     read_texts(a.texts, a.file, "prompts"), a.run_id, a.model_uri, sampling_from_args(a)),
-    model=True, texts="prompts")
+    model=True, texts="prompts", check=lambda a: read_texts(a.texts, a.file, "prompts"))
 _generate.add_argument("--sampler", default="greedy", help=f"one of {', '.join(SAMPLERS)}")
 for _flag, _type, _default in (("--max-new-tokens", int, 40), ("--temperature", float, 1.0),
                                ("--top-k", int, 10), ("--top-p", float, 0.9),

@@ -349,7 +349,8 @@ class RetrievalCLI(LessonCLI):
         retrieval_corpus.add_catalogue_arguments(step)
         step.add_argument("--split", choices=("test", "validation"), default="test")
         step = self.step("search", "the top k documents of each query", search, model=True,
-                         texts="queries")
+                         texts="queries",
+                         check=lambda a: read_texts(a.texts, a.file, "queries"))
         step.add_argument("-k", type=int, default=10, help="documents per query (default 10)")
         step = self.step("label", "label a file of queries with their top k documents (an "
                          "Apache Beam pipeline)", label, model=True)

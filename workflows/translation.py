@@ -38,7 +38,7 @@ from data_prep.spa_eng import (
     references,
     token_arrays,
 )
-from workflows.core.cli import LessonCLI, read_texts
+from workflows.core.cli import LessonCLI, check_texts, read_texts
 from workflows.core.config import ConfigError, Lesson, ModelExport
 from workflows.seq2seq.metrics import bleu_scores
 from workflows.seq2seq.presets import (  # noqa: F401  the lesson's API: make_config & co
@@ -268,9 +268,8 @@ def translate(texts, run_id=None, model_uri=None, beam_width=None, n_best=None,
     unless a run or model is given); with `n_best`, its `n_best` best translations and
     their scores (log-likelihood over Wu et al.'s length penalty with alpha
     `length_penalty`)."""
-    from workflows.core import models
 
-    models.check_texts(texts, "sentence")
+    check_texts(texts, "sentence")
     check_n_best(n_best)
     check_length_penalty(length_penalty)
     _, translator = load_run_translator(run_id, model_uri, beam_width, direction)
@@ -405,7 +404,8 @@ _translate = CLI.step(
     "translate", "translate sentences with a run's model", lambda a: translate(
         read_texts(a.texts, a.file, "sentences"), a.run_id, a.model_uri, a.beam_width,
         a.n_best, a.length_penalty, a.direction), model=True,
-    texts="sentences in the run's source language")
+    texts="sentences in the run's source language",
+    check=lambda a: read_texts(a.texts, a.file, "sentences"))
 beam_width_flag(_translate)
 _translate.add_argument("--n-best", type=int, metavar="K", help="print the K best "
                         "translations with their scores (beam width at least K)")

@@ -72,6 +72,12 @@ def test_a_step_flags_mistake_answers_before_anything_heavy_loads():
         assert result["stderr"].startswith("error: --"), result
     (result,) = answers("workflows.retrieval", [["search", "-k", "0", "vitamin D"]])
     assert result["loaded"] == [] and result["status"] == 2, result
+    for module, argv in [("imdb_sentiment", ["predict", ""]), ("imdb_sentiment", ["predict"]),
+                         ("translation", ["translate"]), ("language_model", ["generate"]),
+                         ("retrieval", ["search"])]:
+        (result,) = answers(f"workflows.{module}", [argv])
+        assert result["loaded"] == [] and result["status"] == 2, result
+        assert result["stderr"].startswith("error: Give") or "is empty" in result["stderr"]
 
 
 def test_the_search_lessons_help_and_mistakes_load_no_heavy_library():

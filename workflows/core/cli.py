@@ -44,12 +44,13 @@ class LessonCLI:
         self.parser = argparse.ArgumentParser(prog=f"python -m {module}",
                                               description=description)
         self.steps = self.parser.add_subparsers(dest="step", required=True)
-        self.handlers = {}
+        self.handlers, self.checks = {}, {}
 
     def step(self, name, help_text, handler, *, data=False, train=None, model=False,
-             texts=None):
+             texts=None, check=None):
         """Adds a step; `train` is "one" or "many" (models) to train, or "config" (one
-        model's config, nothing trained); `texts` names the inputs."""
+        model's config, nothing trained); `texts` names the inputs; `check(args)` refuses
+        a mistake in them before the step loads anything."""
         parser = self.steps.add_parser(name, help=help_text, description=help_text)
         if data:
             add_location_arguments(parser, self.source)
@@ -72,6 +73,8 @@ class LessonCLI:
             self._add_run_filters(parser, "the latest run trained with this {} (default: "
                                           "the latest run)")
         self.handlers[name] = handler
+        if check:
+            self.checks[name] = check
         return parser
 
     def shared_steps(self, search=True):
@@ -118,6 +121,8 @@ class LessonCLI:
         for name, check in self.flag_checks.items():
             if getattr(args, name, None) is not None:
                 check(getattr(args, name))
+        if args.step in self.checks:
+            self.checks[args.step](args)
         if args.step not in MODELLESS_STEPS:
             self._use_devices(args)
         if getattr(args, "verify", False):
@@ -345,6 +350,14 @@ def add_search_arguments(parser):
     parser.add_argument("--storage", help="Optuna storage URL, e.g. postgresql://user@host/db "
                         "(default: optuna.db beside the SQLite MLflow store)")
     parser.add_argument("--worker", type=int, help=argparse.SUPPRESS)  # set for started workers
+
+def check_texts(texts, what):
+    """Refuses an empty list (a user error) or items that are not strings (a bug)."""
+    if not texts:
+        raise ConfigError(f"Give at least one {what}.")
+    bad = [i for i, text in enumerate(texts) if not isinstance(text, str)]
+    if bad:
+        raise TypeError(f"{what.capitalize()}s must be strings; items {bad[:10]} are not.")
 
 
 def read_texts(texts, file, what):

@@ -14,7 +14,6 @@ from tqdm import tqdm
 
 from data_prep.cache import folder_digest
 from data_prep.commands import UserError
-from workflows.core.config import ConfigError
 from workflows.core.store import PROJECT_ROOT
 
 
@@ -169,14 +168,6 @@ def load_pyfunc(run):
     with verified_model(run) as local, without_any_hint_warning():
         return mlflow.pyfunc.load_model(str(local))
 
-
-def check_texts(texts, what):
-    """Refuses an empty list (a user error) or items that are not strings (a bug)."""
-    if not texts:
-        raise ConfigError(f"Give at least one {what}.")
-    bad = [i for i, text in enumerate(texts) if not isinstance(text, str)]
-    if bad:
-        raise TypeError(f"{what.capitalize()}s must be strings; items {bad[:10]} are not.")
 
 
 def predict_in_chunks(model, texts, label, chunk_size=2048):
