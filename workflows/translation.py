@@ -49,6 +49,8 @@ from workflows.seq2seq.presets import (  # noqa: F401  the lesson's API: make_co
     TranslationConfig,
     check_beam_width,
     check_length_penalty,
+    check_limit,
+    check_n_best,
     make_config,
 )
 
@@ -355,16 +357,6 @@ def length_penalty_flag(parser, what):
                         "log-likelihood / ((5 + length) / 6) ** ALPHA (Wu et al. 2016; "
                         "0.6-1.0 is usual; choose it on validation with "
                         "benchmarks/length_penalty.py; default 0: no penalty)")
-
-
-def check_limit(limit):
-    if limit is not None and limit < 1:
-        raise ConfigError(f"--limit must be at least 1, got {limit}.")
-
-
-def check_n_best(n_best):
-    if n_best is not None and not 1 <= n_best <= MAX_BEAM_WIDTH:
-        raise ConfigError(f"--n-best must be from 1 to {MAX_BEAM_WIDTH}, got {n_best}.")
 
 
 def beam_width_flag(parser):

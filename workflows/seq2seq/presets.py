@@ -139,3 +139,13 @@ def check_beam_width(beam_width):
     if beam_width is not None and not 1 <= beam_width <= MAX_BEAM_WIDTH:
         raise ConfigError(f"--beam-width must be from 1 (greedy) to {MAX_BEAM_WIDTH}, "
                           f"got {beam_width}.")
+
+
+def check_limit(limit):
+    if limit is not None and limit < 1:
+        raise ConfigError(f"--limit must be at least 1, got {limit}.")
+
+
+def check_n_best(n_best):
+    if n_best is not None and not 1 <= n_best <= MAX_BEAM_WIDTH:
+        raise ConfigError(f"--n-best must be from 1 to {MAX_BEAM_WIDTH}, got {n_best}.")
