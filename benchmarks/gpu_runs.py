@@ -52,7 +52,10 @@ def summary(run, lesson):
         "train_step_programs": metrics.get("train_step_programs"),
         "compile_seconds": metrics.get("compile_seconds"),
         "compile_cache_hits": metrics.get("compile_cache_hits"),
+        "train_wall_minutes": metrics.get("train_wall_minutes"),
         "steady_examples_per_second": metrics.get("steady_examples_per_second"),
+        "steady_training_share": metrics.get("steady_training_share"),
+        "steady_epoch_wall_seconds": metrics.get("steady_epoch_wall_seconds"),
         "steady_useful_tokens_per_second": tokens,
         "bf16_peak_share": (6 * parameters * tokens / peak
                             if tokens and parameters and peak else None),
@@ -60,8 +63,9 @@ def summary(run, lesson):
     return {key: value for key, value in row.items() if value is not None}
 
 
-def gpu_runs(lessons=LESSONS, run_ids=()):
-    """(lesson, run) of every finished run made on an accelerator (or the runs named)."""
+def gpu_runs(lessons=LESSONS, run_ids=(), any_device=False):
+    """(lesson, run) of every run made on an accelerator (or the runs named, or with
+    `any_device` every run: a store of one check's runs, tried on a CPU)."""
     import mlflow
 
     for lesson in lessons:
@@ -71,7 +75,7 @@ def gpu_runs(lessons=LESSONS, run_ids=()):
         for run in mlflow.search_runs([experiment.experiment_id], output_format="list",
                                       order_by=["attributes.start_time ASC"]):
             named = any(run.info.run_id.startswith(prefix) for prefix in run_ids)
-            if named or (not run_ids and run.data.tags.get("accelerator")):
+            if named or (not run_ids and (any_device or run.data.tags.get("accelerator"))):
                 yield lesson, run
 
 
@@ -80,9 +84,12 @@ def main(argv=None):
                                      description=__doc__.split("\n")[0])
     parser.add_argument("--run-id", action="append", default=[],
                         help="only these runs (ids or prefixes; default: every GPU run)")
+    parser.add_argument("--any-device", action="store_true",
+                        help="every run of the store, on whatever device it ran")
     parser.add_argument("--output", default="benchmarks/results/gpu.json")
     args = parser.parse_args(argv)
-    rows = [summary(run, lesson) for lesson, run in gpu_runs(run_ids=args.run_id)]
+    rows = [summary(run, lesson) for lesson, run in gpu_runs(run_ids=args.run_id,
+                                                               any_device=args.any_device)]
     if not rows:
         print("No run made on a GPU in this store (MLFLOW_TRACKING_URI); nothing written.",
               file=sys.stderr)

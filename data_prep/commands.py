@@ -10,6 +10,8 @@ import platform
 import re
 import signal
 import sys
+import threading
+import time
 
 
 def quiet_tensorflow():
@@ -60,15 +62,20 @@ def run_main(main):
     Ctrl-C ends the command with status 130 and one line instead of a traceback;
     SIGTERM and SIGHUP (a scheduler stopping the job, the terminal closed) act as Ctrl-C,
     so a training checkpoints and a search stops its workers before the command ends.
+    Whatever the command is doing (an XLA compilation, a device call that holds the
+    interpreter), it ends within `STOP_GRACE_SECONDS` of the signal (`ForcedStop`).
     Heavy libraries (TensorFlow, Keras, MLflow) are imported inside the steps that use
     them, so `--help` and a mistyped flag answer at once.
     """
+    global command_started
+    command_started = time.monotonic()
     quiet_start()
-    for stop_signal in (signal.SIGTERM, signal.SIGHUP):
+    for stop_signal in STOP_SIGNALS:
+        # Ctrl-C too, even where it was ignored when the command started (a job started
+        # with `&` by a script): the command and its workers always stop on it
         signal.signal(stop_signal, _interrupt)
-    # Ctrl-C too, even where it was ignored when the command started (a job started
-    # with `&` by a script): the command and its workers always stop on it
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    sys.unraisablehook = _redeliver_swallowed_stop
+    ForcedStop.watch()
     try:
         status = run_command(main)
     except KeyboardInterrupt:
@@ -77,8 +84,104 @@ def run_main(main):
     sys.exit(status)
 
 
+# ## Stopping: at once, or at the next batch's end while a trainer runs, never later than
+# a grace period after the signal
+
+command_started = None  # `time.monotonic()` when the command began (`run_main`)
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+STOP_GRACE_SECONDS = float(os.environ.get("NLPKIT_STOP_GRACE_SECONDS", "8"))
+
+
+class Stop:
+    """Whether a stop signal came, and who handles it: while a trainer runs its batches
+    (`at_batch_end`) the signal only sets `requested`, and the trainer stops at the end
+    of the batch under way, where the model's real weights can be read (on JAX they live
+    outside the model during `fit` and `evaluate`); elsewhere it raises
+    `KeyboardInterrupt` at once. A second signal always raises at once."""
+
+    requested = False
+    signals = 0
+    deferring = 0
+    redelivering = False
+
+    @classmethod
+    @contextlib.contextmanager
+    def at_batch_end(cls):
+        """Defers stop signals to the trainer's own check of `requested` while it runs."""
+        cls.deferring += 1
+        try:
+            yield
+        finally:
+            cls.deferring -= 1
+
+    @classmethod
+    def raise_if_requested(cls):
+        """After a deferring block: the stop that came once no batch was left to end it."""
+        if cls.requested:
+            raise KeyboardInterrupt
+
+    @classmethod
+    def reset(cls):
+        cls.requested, cls.signals, cls.deferring, cls.redelivering = False, 0, 0, False
+
+
 def _interrupt(signum, frame):
+    if Stop.redelivering:  # the same stop, raised again (`_redeliver_swallowed_stop`)
+        Stop.redelivering = False
+        raise KeyboardInterrupt
+    Stop.requested = True
+    Stop.signals += 1
+    if Stop.signals == 1 and Stop.deferring:
+        return
     raise KeyboardInterrupt
+
+
+def _redeliver_swallowed_stop(unraisable):
+    """A stop raised where Python ignores exceptions (a garbage-collector callback, such
+    as JAX's, or a `__del__`) would vanish: it is raised again as soon as the interpreter
+    is back in the command's own code."""
+    if isinstance(unraisable.exc_value, KeyboardInterrupt) and Stop.requested:
+        import _thread
+
+        Stop.redelivering = True  # from another thread, once this callback has returned
+        threading.Timer(0.02, _thread.interrupt_main).start()
+        return
+    sys.__unraisablehook__(unraisable)
+
+
+class ForcedStop:
+    """The backstop: a thread woken by the signal itself (Python's wake-up file, written
+    by the C handler even while the interpreter is held by a compilation or a device
+    call) ends the process `STOP_GRACE_SECONDS` later if it is still running, saying what
+    is kept (`kept()`, set by a training: its last checkpoint). Checkpoints are written
+    atomically, so an exit at any moment leaves the last one intact."""
+
+    @staticmethod
+    def kept():
+        return "nothing since the last completed step was kept."
+
+    @classmethod
+    def watch(cls):
+        read, write = os.pipe()
+        os.set_blocking(write, False)
+        try:
+            signal.set_wakeup_fd(write, warn_on_full_buffer=False)
+        except ValueError:  # not the main thread: nothing to watch from here
+            return
+        threading.Thread(target=cls._exit_after_grace, args=(read,), daemon=True,
+                         name="forced-stop").start()
+
+    @classmethod
+    def _exit_after_grace(cls, read):
+        while not set(os.read(read, 64)) & {int(number) for number in STOP_SIGNALS}:
+            pass
+        time.sleep(STOP_GRACE_SECONDS)
+        try:
+            line = f"Stopped {STOP_GRACE_SECONDS:.0f} s after the signal: {cls.kept()}"
+        except Exception:  # noqa: BLE001  the exit must not wait on a broken description
+            line = "Stopped after the signal."
+        print(f"\n{line}", file=sys.stderr, flush=True)
+        os._exit(130)
 
 
 def cpu_model():
@@ -117,6 +220,12 @@ def run_command(main, argv=None):
         full = disk_full(error)
         if full is None:
             raise
+        if "database or disk is full" in str(full):  # the tracking store's disk
+            print("error: the disk under the tracking store is full: free some space there "
+                  "(or set MLFLOW_TRACKING_URI to a store on another disk), then rerun the "
+                  "same command; a training picks up from its last checkpoint.",
+                  file=sys.stderr)
+            return 2
         where = f" writing {full.filename}" if getattr(full, "filename", None) else ""
         print(f"error: no space left on the disk{where}: free some space (or point "
               "NLPKIT_WORK_DIR elsewhere), then rerun the same command; it picks up from "

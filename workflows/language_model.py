@@ -32,7 +32,7 @@ from workflows.causal_lm.presets import (  # noqa: F401  (API)
 )
 from workflows.causal_lm.sampling import PYFUNC_PARAMS, SAMPLERS, Sampling
 from workflows.core.cli import LessonCLI, check_texts, read_texts
-from workflows.core.config import ConfigError, Lesson, ModelExport
+from workflows.core.config import MAX_TRAIN_MINUTES_HELP, ConfigError, Lesson, ModelExport
 
 PYFUNC_FILE = Path(__file__).parent / "causal_lm" / "pyfunc.py"
 PROMPTS = ["The movie was", "I have never seen", "This film is a", "My favourite actor"]
@@ -307,8 +307,7 @@ CLI = LessonCLI(LESSON, "workflows.language_model", __doc__.split("\n")[0], imdb
                 shortcuts={"corpus": "a UTF-8 .txt file, a folder of them, or a .zip/.tar.gz "
                                      "(default: the IMDB reviews)",
                            "init_from": "fine-tune this run (id or prefix) or model URI",
-                           "epochs": None, "max_train_minutes": "stop before an epoch that "
-                                                                "would end past this budget"})
+                           "epochs": None, "max_train_minutes": MAX_TRAIN_MINUTES_HELP})
 _prepare = CLI.step("prepare", "split the corpus, learn its vocabulary, tokenize it",
                     lambda a: prepare(CLI.configs(a)[0], a.imdb_path, a.work_dir), data=True,
                     train="one")

@@ -164,7 +164,7 @@ def fine_tune(config, data, encoder, bm25, folder):
         config.checkpoint_every_steps, train_examples=len(pairs),
         epoch_metrics=lambda epoch, metrics: metrics.update(val_pool_ndcg_at_10=validate()),
         on_epoch_end=store.log_epoch, verbose=store.progress_verbosity(),
-        time_budget_seconds=config.max_train_minutes * 60,
+        time_budget_seconds=config.max_train_minutes * 60, started=training.started_at(),
         monitor="val_pool_ndcg_at_10", higher_is_better=True)
     best = -state.best_val_loss
     mlflow.log_metrics({"best_epoch": state.best_epoch, "trained_epochs": len(state.history),

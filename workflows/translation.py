@@ -39,7 +39,7 @@ from data_prep.spa_eng import (
     token_arrays,
 )
 from workflows.core.cli import LessonCLI, check_texts, read_texts
-from workflows.core.config import ConfigError, Lesson, ModelExport
+from workflows.core.config import MAX_TRAIN_MINUTES_HELP, ConfigError, Lesson, ModelExport
 from workflows.seq2seq.metrics import bleu_scores
 from workflows.seq2seq.presets import (  # noqa: F401  the lesson's API: make_config & co
     BATCH_TOKENS_HELP,
@@ -202,19 +202,22 @@ def vocabulary_artifacts(tokenizer):
 
 def validation_sample_scores(config, data, translator):
     """`epoch_end(epoch, metrics)`: greedy BLEU and chrF of the first `bleu_sentences`
-    validation sources, and the target tokens trained per second."""
+    validation sources (every `bleu_every_epochs` epochs, and for averaged weights,
+    epoch -1), and the target tokens trained per second."""
     sources, refs = references(data.prepared.pairs("val", config.direction))
     sample = sources[:config.bleu_sentences], refs[:config.bleu_sentences]
     train_tokens = data.batches(config, "train", epoch=0).target_tokens()
 
     def epoch_end(epoch, metrics):
+        if "epoch_seconds" in metrics:
+            metrics["target_tokens_per_second"] = train_tokens / metrics["epoch_seconds"]
+        if epoch >= 0 and (epoch + 1) % config.bleu_every_epochs:
+            return
         started = time.perf_counter()
         hypotheses = translator.translate(sample[0], beam_width=1)
         scores = bleu_scores(hypotheses, sample[1])
         metrics.update({f"val_{name}": value for name, value in scores.items()})
         metrics["val_decode_seconds"] = time.perf_counter() - started
-        if "epoch_seconds" in metrics:
-            metrics["target_tokens_per_second"] = train_tokens / metrics["epoch_seconds"]
         print(f"  val BLEU {scores['bleu']:.1f} (normalized {scores['normalized_bleu']:.1f}), "
               f"chrF {scores['chrf']:.1f}; e.g. {sample[0][0]!r} -> {hypotheses[0]!r}",
               flush=True)
@@ -368,8 +371,7 @@ CLI = LessonCLI(LESSON, "workflows.translation", __doc__.split("\n")[0], spa_eng
                                         "languages",
                            "attention": "gru_seq2seq: add additive (Bahdanau) attention",
                            "epochs": None, "batch_tokens": BATCH_TOKENS_HELP,
-                           "max_train_minutes": "stop before an epoch that "
-                                                                "would end past this budget",
+                           "max_train_minutes": MAX_TRAIN_MINUTES_HELP,
                            "average_epochs": "checkpoint averaging: export the mean of the "
                                              "last N epochs' weights if its val loss is lower"},
                 switches=("attention",), run_filters=("direction",),

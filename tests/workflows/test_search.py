@@ -40,8 +40,8 @@ def parent_and_children():
 
 
 def load_study(tmp_path):
-    (name,) = optuna.get_all_study_names(f"sqlite:///{tmp_path / 'optuna.db'}")
-    return optuna.load_study(study_name=name, storage=f"sqlite:///{tmp_path / 'optuna.db'}")
+    (name,) = optuna.get_all_study_names(f"sqlite:///{tmp_path / 'mlflow.optuna.db'}")
+    return optuna.load_study(study_name=name, storage=f"sqlite:///{tmp_path / 'mlflow.optuna.db'}")
 
 
 @pytest.mark.parametrize("space, message", [
@@ -63,7 +63,7 @@ def test_a_bad_space_is_refused_before_any_run(own_store, capsys, space, message
     assert workflow.main(argv) == 2
     error = capsys.readouterr().err
     assert message in error and len(error.strip().splitlines()) == 1
-    assert experiment_runs() == [] and not (own_store / "optuna.db").exists()
+    assert experiment_runs() == [] and not (own_store / "mlflow.optuna.db").exists()
 
 
 def test_space_texts_and_yaml_choices_parse_to_typed_dimensions():
@@ -133,7 +133,7 @@ def test_the_pruner_stops_a_trial_forced_to_be_poor(own_store):
     settings = search_space.make_settings(CATALOG.make("bow", overrides={
         "max_tokens": 300, "batch_size": 8, "seed": 41, "epochs": 4, "patience": 4}),
         SPACE[1::2], metric="val_loss")
-    storage = search.open_storage(f"sqlite:///{own_store / 'optuna.db'}")
+    storage = search.open_storage(f"sqlite:///{own_store / 'mlflow.optuna.db'}")
     study, _ = search.open_study(workflow.LESSON, CATALOG.make("bow", overrides={
         "max_tokens": 300, "batch_size": 8, "seed": 41, "epochs": 4, "patience": 4}),
         settings, storage, "forced")
@@ -177,11 +177,11 @@ def test_a_killed_workers_trial_is_queued_again_and_its_run_resumes(own_store, m
 def wait_for_a_reported_epoch(folder, process, seconds=120):
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline and process.poll() is None:
-        if (folder / "optuna.db").exists():
+        if (folder / "mlflow.optuna.db").exists():
             try:
                 # open_storage, as the worker does: the tables are created under its lock
                 study = optuna.load_study(study_name="killed", storage=search.open_storage(
-                    f"sqlite:///{folder / 'optuna.db'}"))
+                    f"sqlite:///{folder / 'mlflow.optuna.db'}"))
             except KeyError:
                 study = None
             if study and any(t.intermediate_values for t in study.get_trials()):

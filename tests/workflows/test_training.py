@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from workflows.core.training import TrainingFolder, average_weights, fit_resumably
+from workflows.core.training import TrainingFolder, average_weights, fit_resumably, load_values
 
 STEPS = 8  # batches per epoch
 
@@ -65,7 +65,7 @@ def test_interrupted_training_resumes_mid_epoch_without_redoing_batches(tmp_path
         [saved["checkpoint"], previous["checkpoint"]])
 
 
-def test_an_interruption_between_epochs_keeps_the_last_checkpoint_and_says_so(
+def test_an_interruption_in_the_epoch_end_work_checkpoints_the_trained_batches(
         tmp_path, capsys):
     def stop_after_the_second_epoch(epoch, metrics):  # the lesson's epoch-end work
         if epoch == 1:
@@ -76,12 +76,13 @@ def test_an_interruption_between_epochs_keeps_the_last_checkpoint_and_says_so(
         fit_resumably(small_model(), epoch_dataset, validation, tmp_path, epochs=3, patience=9,
                       epoch_metrics=stop_after_the_second_epoch, verbose=0)
     assert capsys.readouterr().out.endswith(
-        "Interrupted: the last checkpoint (epoch 2, after batch 0) is kept. Rerun the same "
+        "Interrupted: checkpoint saved (epoch 2, all its batches trained). Rerun the same "
         "command to resume.\n")
     CountBatches.count = 0
     state = fit_resumably(small_model(), epoch_dataset, validation, tmp_path, epochs=3,
                           patience=9, callbacks=[CountBatches()], verbose=0)
-    assert CountBatches.count == 2 * STEPS and len(state.history) == 3  # epochs 2 and 3
+    assert CountBatches.count == STEPS and len(state.history) == 3  # only epoch 3's batches
+    assert all("loss" in epoch and "val_loss" in epoch for epoch in state.history)
 
 
 def test_rerun_after_the_last_epoch_trains_nothing_and_restores_the_best_weights(tmp_path):
@@ -95,7 +96,7 @@ def test_rerun_after_the_last_epoch_trains_nothing_and_restores_the_best_weights
     assert CountBatches.count == 0 and len(state.history) == 2
     best = small_model()
     best.optimizer.build(best.trainable_variables)
-    best.load_weights(tmp_path / "best.weights.h5")
+    load_values(best, tmp_path / "best.weights.npz")
     for restored, expected in zip(rerun.get_weights(), best.get_weights(), strict=True):
         np.testing.assert_array_equal(restored, expected)
     TrainingFolder(tmp_path).mark_finished(state)
@@ -116,7 +117,7 @@ def test_early_stopping_keeps_the_best_weights(tmp_path):
     assert state.best_val_loss == pytest.approx(0.4)
     best = small_model()
     best.optimizer.build(best.trainable_variables)
-    best.load_weights(tmp_path / "best.weights.h5")
+    load_values(best, tmp_path / "best.weights.npz")
     for restored, expected in zip(model.get_weights(), best.get_weights(), strict=True):
         np.testing.assert_array_equal(restored, expected)
 
@@ -145,11 +146,11 @@ def test_epoch_weights_are_kept_for_the_last_epochs_and_average_to_their_mean(tm
     fit_resumably(model, epoch_dataset, epoch_dataset(99), tmp_path, epochs=4, patience=9,
                   verbose=0, keep_epoch_weights=3)
     folder = TrainingFolder(tmp_path)
-    kept = sorted(path.name for path in tmp_path.glob("epoch-*.weights.h5"))
-    assert kept == ["epoch-2.weights.h5", "epoch-3.weights.h5", "epoch-4.weights.h5"]
+    kept = sorted(path.name for path in tmp_path.glob("epoch-*.weights.npz"))
+    assert kept == ["epoch-2.weights.npz", "epoch-3.weights.npz", "epoch-4.weights.npz"]
     checkpoints = []
     for epoch in (2, 3, 4):
-        model.load_weights(folder.epoch_weights(epoch))
+        load_values(model, folder.epoch_weights(epoch))
         checkpoints.append([variable.numpy() for variable in model.weights])
     assert not np.allclose(checkpoints[0][0], checkpoints[2][0])  # the epochs differ
     average_weights(model, [folder.epoch_weights(epoch) for epoch in (2, 3, 4)])
@@ -210,10 +211,10 @@ def test_damaged_best_weights_are_reported_and_never_loaded(tmp_path, capsys):
     model = small_model()
     model.optimizer.build(model.trainable_variables)
     assert not folder.load_best_weights(model, state)
-    assert "best.weights.h5 is damaged" in capsys.readouterr().out
+    assert "best.weights.npz is damaged" in capsys.readouterr().out
     latest = small_model()
     latest.optimizer.build(latest.trainable_variables)
-    latest.load_weights(tmp_path / state.checkpoint)
+    load_values(latest, tmp_path / state.checkpoint)
     for mine, expected in zip(model.get_weights(), latest.get_weights(), strict=True):
         assert np.array_equal(mine, expected)  # the latest checkpoint's, all finite
 

@@ -348,7 +348,7 @@ def add_search_arguments(parser):
     parser.add_argument("--study", help="study name; the same name and --storage on "
                         "another machine join the study (default: named after the command)")
     parser.add_argument("--storage", help="Optuna storage URL, e.g. postgresql://user@host/db "
-                        "(default: optuna.db beside the SQLite MLflow store)")
+                        "(default: beside the SQLite MLflow store, mlflow.db: mlflow.optuna.db)")
     parser.add_argument("--worker", type=int, help=argparse.SUPPRESS)  # set for started workers
 
 def check_texts(texts, what):

@@ -30,6 +30,10 @@ class ConfigError(UserError):
 
 # Ceilings no sane training passes: a value beyond them is a typo (1e11 epochs)
 MAX_EPOCHS = 10_000
+MAX_TRAIN_MINUTES_HELP = (
+    "wall minutes for the whole train step, summed over its resumptions: compilation, "
+    "validation, epoch-end work and the export count; no epoch starts that would not end "
+    "in time with room left for the export (an epoch that runs over ends early)")
 MAX_BATCH_SIZE = 65_536
 MAX_LEARNING_RATE = 10.0
 MAX_COUNT = 100_000_000  # any other whole-number field: tokens, steps, units, sizes

@@ -48,10 +48,13 @@ optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 
 def default_storage(work_dir=None):
-    """SQLite beside a SQLite MLflow store, else in the work folder."""
+    """SQLite beside a SQLite MLflow store and named after it (`mlflow.db`:
+    `mlflow.optuna.db`, so two stores of one folder keep their own studies), else in
+    the work folder."""
     uri = store.tracking_uri()
     if uri.startswith("sqlite:///"):
-        return f"sqlite:///{Path(uri[len('sqlite:///'):]).with_name('optuna.db')}"
+        database = Path(uri[len('sqlite:///'):])
+        return f"sqlite:///{database.with_name(database.stem + '.optuna.db')}"
     return f"sqlite:///{cache.work_dir(work_dir) / 'search' / 'optuna.db'}"
 
 

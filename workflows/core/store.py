@@ -99,6 +99,7 @@ def use_experiment(name):
             except mlflow.exceptions.MlflowException as error:  # another client of a server
                 if error.error_code != "RESOURCE_ALREADY_EXISTS":
                     raise
+    _note_sqlite_store(uri)
     return mlflow.set_experiment(name)
 
 
@@ -214,6 +215,7 @@ def check_store(timeout=5.0):
     uri = tracking_uri()
     if uri.startswith("sqlite:///"):
         _check_sqlite_file(Path(uri[len("sqlite:///"):]))
+        _note_sqlite_store(uri)
         return
     parsed = urllib.parse.urlparse(uri)
     scheme = parsed.scheme.split("+")[0]  # postgresql+psycopg2 -> postgresql
@@ -233,12 +235,21 @@ def check_store(timeout=5.0):
         _check_server_answers(uri)
 
 
+_SQLITE_STORES_SEEN = set()  # SQLite store files this command saw exist
+
+
+def _note_sqlite_store(uri):
+    if uri.startswith("sqlite:///") and Path(uri[len("sqlite:///"):]).is_file():
+        _SQLITE_STORES_SEEN.add(Path(uri[len("sqlite:///"):]))
+
+
 def deleted_sqlite_store():
-    """The path of the SQLite store if it no longer exists (deleted mid-command), else None."""
+    """The path of the SQLite store if this command saw it exist and it no longer does
+    (deleted mid-command), else None."""
     uri = tracking_uri()
     if uri.startswith("sqlite:///"):
         database = Path(uri[len("sqlite:///"):])
-        if not database.exists():
+        if database in _SQLITE_STORES_SEEN and not database.exists():
             return database
     return None
 
@@ -394,13 +405,15 @@ def log_run_setup(config, params, tags, artifacts, metrics, folder, fingerprint)
 
 def log_missing_epochs(run_id, history):
     """Logs the epochs the run folder has but the run lacks (a crash or an unreachable
-    server between a checkpoint and its logging); each epoch is logged once."""
+    server between a checkpoint and its logging); each epoch is logged once. Returns the
+    epochs (1-based) the run now has."""
     import mlflow
 
     logged = {m.step for m in mlflow.MlflowClient().get_metric_history(run_id, "loss")}
     for epoch, metrics in enumerate(history, start=1):
         if epoch not in logged:
             mlflow.log_metrics(metrics, step=epoch)
+    return logged | set(range(1, len(history) + 1))
 
 
 def log_training_summary(model, state, curves):
@@ -414,12 +427,13 @@ def log_training_summary(model, state, curves):
 
     best = state.history[state.best_epoch - 1]
     summary = {"best_epoch": state.best_epoch, "trained_epochs": len(state.history),
-               "best_val_loss": state.best_val_loss, "train_minutes": state.train_seconds / 60}
+               "best_val_loss": state.best_val_loss, "train_minutes": state.train_seconds / 60,
+               "train_wall_minutes": state.wall_seconds / 60}
     summary.update({f"best_{name}": value for name, value in best.items()
                     if name.startswith("val_") and name != "val_loss"})
     timed = [epoch for epoch in state.history if "epoch_seconds" in epoch]
     rates = sorted({name for epoch in timed for name in epoch if name.endswith("_per_second")})
-    for name in ("epoch_seconds", *rates):
+    for name in ("epoch_seconds", "epoch_wall_seconds", "training_share", *rates):
         values = [epoch[name] for epoch in timed if name in epoch]
         if values:
             summary[f"mean_{name}"] = float(np.mean(values))

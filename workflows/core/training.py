@@ -26,6 +26,7 @@ import errno
 import json
 import math
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -39,9 +40,9 @@ import keras
 import mlflow
 import numpy as np
 
-from data_prep import cache
+from data_prep import cache, commands
 from data_prep.cache import sha256_of
-from data_prep.commands import UserError
+from data_prep.commands import ForcedStop, Stop, UserError
 from workflows.core import devices, store
 from workflows.core.config import describe
 from workflows.core.models import export_and_log_model
@@ -73,7 +74,9 @@ class TrainingRun:
         self.experiment, self.name, self.config = experiment, name, config
         self.work_dir, self.retrain, self.tags = work_dir, retrain, tags or {}
         self.after_epoch = after_epoch
+        self.started = started_at()  # what a time budget counts from
         self.run_id = self.model = self.state = self.folder = None
+        self.logged_epochs = set()  # epochs (1-based) the MLflow run has
         self._steps = contextlib.ExitStack()
 
     def __enter__(self):
@@ -140,7 +143,7 @@ class TrainingRun:
             return
         if self.run_id:
             print(f"Resuming run {self.run_id} from {self.folder}")
-            store.log_missing_epochs(self.run_id, self.state.history)
+            self.logged_epochs = store.log_missing_epochs(self.run_id, self.state.history)
             return
         store.log_run_setup(self.config, params or {}, tags or {}, artifacts or {}, metrics or {},
                       self.folder, self.fingerprint)
@@ -153,7 +156,8 @@ class TrainingRun:
         """Fits the model resumably (`fit_resumably`) on `train_batches(epoch)`
         (the same batches on every call), stopping early on the validation loss.
 
-        `epoch_end(epoch, metrics)` adds the lesson's own metrics to each epoch's; the
+        `epoch_end(epoch, metrics)` adds the lesson's own metrics to each epoch's (and
+        to the averaged weights', as epoch -1); the
         summary draws `curves`. `average_last_epochs` > 1: the mean of the last epochs'
         weights replaces the best epoch's if its validation loss is lower."""
         config, placement, chief = self.config, self.placement, self.is_chief
@@ -172,11 +176,9 @@ class TrainingRun:
                 self.validation_batches, self.training_folder, config.epochs,
                 config.patience, config.checkpoint_every_steps, train_examples=train_examples,
                 epoch_metrics=epoch_metrics,
-                on_epoch_end=(lambda epoch, metrics: store.log_epoch(epoch, metrics,
-                                                               self.after_epoch))
-                if chief else None,
+                on_epoch_end=self._log_epoch if chief else None,
                 verbose=store.progress_verbosity() if chief else 0,
-                time_budget_seconds=time_budget_seconds,
+                time_budget_seconds=time_budget_seconds, started=self.started,
                 keep_epoch_weights=average_last_epochs, agree=self.processes.chiefs_word)
         if chief:
             store.log_training_summary(self.model, self.state, curves)
@@ -184,6 +186,12 @@ class TrainingRun:
         if average_last_epochs > 1:
             self._choose_averaged_weights(average_last_epochs)
         return self.state
+
+    def _log_epoch(self, epoch, metrics):
+        """Logs an epoch once: one the run has (trained again after a damaged checkpoint
+        fell back to an older one) keeps its first values."""
+        if epoch + 1 not in self.logged_epochs:
+            store.log_epoch(epoch, metrics, self.after_epoch)
 
     def export(self, export):
         """Refuses non-finite weights, saves the model as `export` says, logs it and
@@ -218,6 +226,11 @@ class TrainingRun:
             experiment = store.use_experiment(self.experiment)
             print("In the MLflow UI (python -m workflows.mlflow_ui): "
                   f"{store.runs_table_url(experiment.experiment_id, state.run_id)}")
+
+
+def started_at():
+    """When the command began (`time.monotonic()`), or now outside a command."""
+    return commands.command_started or time.monotonic()
 
 
 @contextlib.contextmanager
@@ -294,7 +307,7 @@ def _average_if_better(model, validation_batches, folder, state, last_epochs, ep
     metrics = {"val_loss": model.evaluate(validation_batches, verbose=0,
                                           return_dict=True)["loss"]}
     if epoch_end:
-        epoch_end(state.epoch, metrics)
+        epoch_end(-1, metrics)  # -1: not an epoch's weights
     span = f"epochs {epochs[0]}-{epochs[-1]}"
     if metrics["val_loss"] < state.best_val_loss:
         print(f"Exporting the average of {span}: val_loss {metrics['val_loss']:.4f} < "
@@ -329,45 +342,87 @@ RETRAIN_HINT = ("Train it again with --retrain (a lower --set learning_rate=... 
                 "diverged).")
 
 
-# ## Resumable training: checkpoints every epoch and every N batches, early stopping, resume
+# ## Resumable training: checkpoints, early stopping, a wall-time budget, stops at any moment
+#
+# An epoch is its training batches (one `fit` call, resumable after any batch), then its
+# validation and the lesson's epoch-end work. A stop signal during the batches (or
+# validation's) is handled at the end of the batch under way, with the model's real
+# weights; elsewhere at once. Either way the command checkpoints what it has and exits.
 
 STATE_FILE = "state.json"
 PREVIOUS_STATE_FILE = "state.previous.json"  # the state of the checkpoint before
 # Batches of unknown count (bucketing) end each one-epoch `fit` this way; it is expected.
 warnings.filterwarnings("ignore", message="Your input ran out of data")
-BEST_WEIGHTS = "best.weights.h5"
+BEST_WEIGHTS = "best.weights.npz"
+CHECKPOINT = re.compile(r"checkpoint-e(\d+)-s(\d+)(-trained)?\.npz")
+# A checkpoint costs at most this share of the time since the one before it (it is
+# skipped at an epoch end until then), unless it takes under `CHEAP_CHECKPOINT_SECONDS`.
+CHECKPOINT_SHARE = 0.05
+CHEAP_CHECKPOINT_SECONDS = 0.25
+# kept free of a time budget for the export (at most a tenth of it), beyond what is measured
+EXPORT_SECONDS = 30.0
 
 
 @dataclass
 class TrainingState:
-    """What a run folder records about its training, saved after every checkpoint."""
+    """What a run folder records about its training, saved with every checkpoint."""
 
     epoch: int = 0  # completed epochs
     step: int = 0  # batches already trained in the current epoch
+    epoch_trained: bool = False  # all the current epoch's batches are trained (not validated)
+    partial: dict = field(default_factory=dict)  # the current epoch's metrics so far
     checkpoint: str = ""  # weights + optimizer file of this state
     history: list = field(default_factory=list)  # metrics of each completed epoch
+    scores: list = field(default_factory=list)  # each epoch's monitored value, lower is better
     best_val_loss: float = math.inf
     best_epoch: int = 0
     epochs_without_improvement: int = 0
     run_id: str = ""
-    train_seconds: float = 0.0  # fit time of all epochs (and partial epochs) so far
+    train_seconds: float = 0.0  # time in training batches, over every resumption
+    wall_seconds: float = 0.0  # wall time of `train` up to this state, likewise
     finished: bool = False  # trained, summarized and the model logged: nothing left to do
     digests: dict = field(default_factory=dict)  # weights file -> SHA-256 when written
 
+    @property
+    def where(self):
+        return (f"epoch {self.epoch + 1}, " + ("all its batches trained" if self.epoch_trained
+                                               else f"after batch {self.step}"))
+
+    def back_to(self, checkpoint):
+        """This state as it was at an older `checkpoint` of the same run (its name says
+        where it is; the history is append-only), or None for another name."""
+        match = CHECKPOINT.fullmatch(checkpoint)
+        if not match or int(match[1]) > self.epoch or len(self.scores) < int(match[1]):
+            return None
+        epoch = int(match[1])
+        scores = self.scores[:epoch]
+        best = min(range(epoch), key=scores.__getitem__, default=-1)
+        return dataclasses.replace(
+            self, epoch=epoch, step=int(match[2]), epoch_trained=bool(match[3]), partial={},
+            checkpoint=checkpoint, history=self.history[:epoch], scores=scores,
+            best_val_loss=scores[best] if best >= 0 else math.inf, best_epoch=best + 1,
+            epochs_without_improvement=epoch - best - 1, finished=False,
+            digests={name: digest for name, digest in self.digests.items()
+                     if name != BEST_WEIGHTS or best + 1 == self.best_epoch})
+
 
 class TrainingFolder:
-    """A run's folder: `state.json`, the latest checkpoint and the best weights.
+    """A run's folder: `state.json`, the latest checkpoint (and the one before it), the
+    best epoch's weights and the last epochs' (for averaging).
 
-    With several processes, only the chief writes the folder: the others read it (the
-    state and checkpoint they resume from, the weights they end with) but write their
-    copies, which saving weights makes them produce in step, to `writes_to`, a scratch
-    folder of their own. `barrier(name)` waits for every process (see `synchronize`).
+    The best and epoch weights are held in memory and written with the next checkpoint,
+    so an epoch that writes no checkpoint costs no disk time. With several processes,
+    only the chief writes the folder: the others read it (the state and checkpoint they
+    resume from, the weights they end with) but write their copies to `writes_to`, a
+    scratch folder of their own. `barrier(name)` waits for every process.
     """
 
     def __init__(self, directory, writes_to=None, barrier=None):
         self.directory = Path(directory)
         self.output = Path(writes_to or directory)
         self.barrier = barrier
+        self.unwritten = {}  # file name -> weight values not yet written
+        self.checkpoint_seconds = 0.0  # what the last checkpoint took
 
     def synchronize(self, name):
         """Before reading what another process wrote: waits until every process is here."""
@@ -377,14 +432,21 @@ class TrainingFolder:
     def load_state(self):
         """The saved state; if `state.json` is unreadable, the one before it (said so)."""
         for name in (STATE_FILE, PREVIOUS_STATE_FILE):
-            path = self.directory / name
-            if not path.exists():
-                continue
-            try:
-                return TrainingState(**json.loads(path.read_text()))
-            except (ValueError, TypeError) as error:
-                print(f"{path} is damaged ({error}); trying the state before it.", flush=True)
+            state = self._read_state(self.directory / name, say=True)
+            if state is not None:
+                return state
         return TrainingState()
+
+    @staticmethod
+    def _read_state(path, say=False):
+        if not path.exists():
+            return None
+        try:
+            return TrainingState(**json.loads(path.read_text()))
+        except (OSError, ValueError, TypeError) as error:
+            if say:
+                print(f"{path} is damaged ({error}); trying the state before it.", flush=True)
+            return None
 
     def save_state(self, state):
         self.output.mkdir(parents=True, exist_ok=True)
@@ -392,40 +454,56 @@ class TrainingFolder:
                             lambda tmp: tmp.write_text(json.dumps(asdict(state), indent=2)))
 
     def checkpoint(self, model, state):
-        """Writes a new weights file (its digest into the state), then the state naming
-        it; the state before it and its file are kept, to fall back on if the newest is
-        found damaged. A crash at any point leaves a state whose checkpoint is complete."""
+        """Writes the weights held in memory, a new checkpoint (weights and optimizer),
+        then the state naming it; the state before it and its file are kept, to fall
+        back on. A crash at any point leaves a state whose checkpoint is complete."""
+        started = time.perf_counter()
         self.output.mkdir(parents=True, exist_ok=True)
-        state.checkpoint = f"checkpoint-e{state.epoch}-s{state.step}.weights.h5"
-        state.digests[state.checkpoint] = _replace_atomically(
-            self.output / state.checkpoint, lambda tmp: save_weights(model, tmp))
+        for name, values in self.unwritten.items():
+            state.digests[name] = _write_values(self.output / name, values)
+        self.unwritten.clear()
+        state.checkpoint = (f"checkpoint-e{state.epoch}-s{state.step}"
+                            f"{'-trained' if state.epoch_trained else ''}.npz")
+        state.digests[state.checkpoint] = _write_values(self.output / state.checkpoint,
+                                                        weight_values(model, optimizer=True))
         current = self.output / STATE_FILE
         if current.exists():
             os.replace(current, self.output / PREVIOUS_STATE_FILE)
-        previous = self._previous_state()
+        previous = self._read_state(self.output / PREVIOUS_STATE_FILE) or TrainingState()
         state.digests = {name: digest for name, digest in state.digests.items()
                          if not name.startswith("checkpoint-")
                          or name in (state.checkpoint, previous.checkpoint)}
         self.save_state(state)
-        for path in self.output.glob("checkpoint-*.weights.h5"):
+        for path in self.output.glob("checkpoint-*"):
             if path.name not in (state.checkpoint, previous.checkpoint):
                 path.unlink(missing_ok=True)
+        self.checkpoint_seconds = time.perf_counter() - started
 
-    def _previous_state(self, folder=None):
-        """The state before the newest (a fresh one if it is missing or unreadable)."""
-        path = (folder or self.output) / PREVIOUS_STATE_FILE
-        try:
-            return TrainingState(**json.loads(path.read_text()))
-        except (OSError, ValueError, TypeError):
-            return TrainingState()
+    def due(self, since):
+        """Whether a checkpoint is worth writing `since` seconds after the last one."""
+        return (self.checkpoint_seconds < CHEAP_CHECKPOINT_SECONDS
+                or self.checkpoint_seconds <= CHECKPOINT_SHARE * since)
+
+    def _fallbacks(self, state):
+        """The states to resume from, newest first: `state`, the one before it, then
+        older checkpoints `state` names (or the folder holds), as `state` was then."""
+        seen = {state.checkpoint}
+        before = self._read_state(self.directory / PREVIOUS_STATE_FILE)
+        named = [before] if before and before.checkpoint else []
+        names = sorted({*state.digests, *(p.name for p in self.directory.glob("checkpoint-*"))},
+                       key=_checkpoint_order, reverse=True)
+        named += [state.back_to(name) for name in names]
+        for candidate in named:
+            if candidate is not None and candidate.checkpoint not in seen:
+                seen.add(candidate.checkpoint)
+                yield candidate
 
     def can_resume(self, state):
-        """Whether `state`'s checkpoint, or the one before it, is intact (by its
-        recorded digest); True when there is nothing to resume from."""
-        if not state.checkpoint or self.problem_with(state.checkpoint, state) is None:
-            return True
-        before = self._previous_state(self.directory)
-        return bool(before.checkpoint) and self.problem_with(before.checkpoint, before) is None
+        """Whether `state`'s checkpoint, or an older one, is intact (by its recorded
+        digest); True when there is nothing to resume from."""
+        return not state.checkpoint or any(
+            self.problem_with(candidate.checkpoint, candidate) is None
+            for candidate in [state, *self._fallbacks(state)])
 
     def mark_finished(self, state):
         """Records that the run is complete; call it after the model is logged."""
@@ -434,8 +512,8 @@ class TrainingFolder:
 
     def restore(self, model, state):
         """Loads the state's checkpoint and returns the state to go on from: if that
-        checkpoint is missing or damaged (said so), the one before it, else a fresh
-        start of the training (said so too)."""
+        checkpoint is missing or damaged (said so), the newest intact one before it,
+        else a fresh start of the training (said so too)."""
         if not state.checkpoint:
             return state
         if model.optimizer is not None and not model.optimizer.built:
@@ -443,11 +521,13 @@ class TrainingFolder:
         problem = self.load_weights(model, state.checkpoint, state)
         if problem is None:
             return state
-        before = self._previous_state(self.directory)
-        if before.checkpoint and self.load_weights(model, before.checkpoint, before) is None:
-            print(f"Checkpoint {state.checkpoint} {problem}: resuming from the one before "
-                  f"it (epoch {before.epoch + 1}, after batch {before.step}).", flush=True)
-            return before
+        for candidate in self._fallbacks(state):
+            if self.load_weights(model, candidate.checkpoint, candidate) is None:
+                print(f"Checkpoint {state.checkpoint} {problem}: resuming from "
+                      f"{candidate.checkpoint} ({candidate.where}).", flush=True)
+                if BEST_WEIGHTS not in candidate.digests:  # of epochs that are gone
+                    (self.output / BEST_WEIGHTS).unlink(missing_ok=True)
+                return candidate
         print(f"Checkpoint {state.checkpoint} {problem} and no earlier one is intact: "
               "training this run again from its first epoch.", flush=True)
         return TrainingState(run_id=state.run_id)
@@ -468,10 +548,9 @@ class TrainingFolder:
         problem = self.problem_with(name, state)
         if problem is not None:
             return problem
-        path = self.directory / name
         try:
-            model.load_weights(path)
-        except (OSError, ValueError, KeyError) as error:  # e.g. h5py on a truncated file
+            load_values(model, self.directory / name)
+        except (OSError, ValueError, KeyError, EOFError) as error:  # e.g. a truncated file
             return f"cannot be read ({type(error).__name__}: {error})"
         return None
 
@@ -479,14 +558,17 @@ class TrainingFolder:
     def best_weights(self):
         return self.directory / BEST_WEIGHTS
 
-    def save_best_weights(self, model, state):
-        state.digests[BEST_WEIGHTS] = _replace_atomically(
-            self.output / BEST_WEIGHTS, lambda tmp: save_weights(model, tmp))
+    def keep_best_weights(self, model):
+        """Holds the model's weights as the best epoch's (written with the next checkpoint)."""
+        self.unwritten[BEST_WEIGHTS] = weight_values(model)
 
     def load_best_weights(self, model, state):
         """Gives `model` the best epoch's weights; if their file is damaged, says so and
         leaves the model as it is (the latest checkpoint's weights). Returns whether
         the best weights were loaded."""
+        if BEST_WEIGHTS in self.unwritten:
+            assign_values(model, self.unwritten[BEST_WEIGHTS])
+            return True
         if not self.best_weights.exists():
             return False
         problem = self.load_weights(model, BEST_WEIGHTS, state)
@@ -502,14 +584,15 @@ class TrainingFolder:
         """The weights at the end of `epoch` (1-based), kept for checkpoint averaging."""
         return self.directory / _epoch_file(epoch)
 
-    def save_epoch_weights(self, model, epoch, keep, state):
-        """Saves `epoch`'s weights and drops those older than the last `keep` epochs."""
-        state.digests[_epoch_file(epoch)] = _replace_atomically(
-            self.output / _epoch_file(epoch), lambda tmp: save_weights(model, tmp))
-        for path in self.output.glob("epoch-*.weights.h5"):
-            if int(path.name.split("-")[1].split(".")[0]) <= epoch - keep:
-                path.unlink(missing_ok=True)
-                state.digests.pop(path.name, None)
+    def keep_epoch_weights(self, model, epoch, keep, state):
+        """Holds `epoch`'s weights (written with the next checkpoint) and drops those
+        older than the last `keep` epochs."""
+        self.unwritten[_epoch_file(epoch)] = weight_values(model)
+        for name in [*self.unwritten, *(p.name for p in self.output.glob("epoch-*.npz"))]:
+            if name.startswith("epoch-") and int(name.split("-")[1].split(".")[0]) <= epoch - keep:
+                self.unwritten.pop(name, None)
+                (self.output / name).unlink(missing_ok=True)
+                state.digests.pop(name, None)
 
     def intact_epoch_weights(self, epochs, state):
         """Those of `epochs` whose weights file exists and matches its digest."""
@@ -518,7 +601,63 @@ class TrainingFolder:
 
 
 def _epoch_file(epoch):
-    return f"epoch-{epoch}.weights.h5"
+    return f"epoch-{epoch}.weights.npz"
+
+
+def _checkpoint_order(name):
+    match = CHECKPOINT.fullmatch(name)
+    return (int(match[1]), bool(match[3]), int(match[2])) if match else (-1, False, -1)
+
+
+# ## Weight files: the values of a model's variables (and its optimizer's), in order
+
+def weight_values(model, optimizer=False):
+    """The model's variable values (then its optimizer's) as host arrays; on JAX, read
+    during `fit` (from a batch's end) too."""
+    sync = getattr(model, "jax_state_sync", None)
+    if sync:
+        sync()
+    variables = [*model.weights, *(model.optimizer.variables
+                                   if optimizer and model.optimizer is not None else [])]
+    return [np.asarray(keras.ops.convert_to_numpy(variable.value)) for variable in variables]
+
+
+def assign_values(model, values):
+    """Gives the model (and its optimizer, if `values` hold them) these values."""
+    variables = list(model.weights)
+    if len(values) > len(variables) and model.optimizer is not None:
+        variables += model.optimizer.variables
+    if len(values) != len(variables):
+        raise ValueError(f"{len(values)} arrays for {len(variables)} variables")
+    for variable, value in zip(variables, values, strict=True):
+        if tuple(variable.shape) != value.shape:
+            raise ValueError(f"{variable.path} has shape {tuple(variable.shape)}, the file "
+                             f"{value.shape}")
+    for variable, value in zip(variables, values, strict=True):
+        variable.assign(value)
+
+
+def load_values(model, path):
+    with np.load(path) as saved:
+        assign_values(model, [saved[f"arr_{i}"] for i in range(len(saved.files))])
+
+
+def _write_values(path, values):
+    """Writes `values` atomically (refused before a byte is written when the disk has
+    not room for them); returns the file's SHA-256."""
+    values = [value.astype("float32") if value.dtype.kind == "V" or "bfloat16" in str(
+        value.dtype) else value for value in values]
+    needed = sum(value.nbytes for value in values) * 1.1 + (1 << 20)
+    free = shutil.disk_usage(path.parent).free
+    if free < needed:
+        raise OSError(errno.ENOSPC, f"No space left on device for {needed / 2**20:.0f} MB "
+                                    f"of weights ({free / 2**20:.0f} MB free)", str(path))
+
+    def write(tmp):
+        with open(tmp, "wb") as file:
+            np.savez(file, *values)
+
+    return _replace_atomically(path, write)
 
 
 def average_weights(model, paths):
@@ -529,8 +668,8 @@ def average_weights(model, paths):
     """
     sums = None
     for path in paths:
-        model.load_weights(path)
-        values = [keras.ops.convert_to_numpy(variable.value) for variable in model.weights]
+        load_values(model, path)
+        values = weight_values(model)
         sums = [value.astype("float64") for value in values] if sums is None else \
             [total + value for total, value in zip(sums, values, strict=True)]
     for variable, total, last in zip(model.weights, sums, values, strict=True):
@@ -543,19 +682,6 @@ def starting_state(folder, retrain=False):
     if retrain and Path(folder).exists():
         shutil.rmtree(folder)
     return TrainingFolder(folder).load_state()
-
-
-def save_weights(model, path):
-    """`model.save_weights(path)`, refused with ENOSPC (before a byte is written) when
-    the disk has not room for them: HDF5 failing mid-file floods stderr and can crash."""
-    variables = [*model.weights, *(model.optimizer.variables if model.optimizer else [])]
-    needed = sum(np.prod(v.shape, dtype="int64") * np.dtype(v.dtype).itemsize
-                 for v in variables) * 1.1 + (1 << 20)
-    free = shutil.disk_usage(path.parent).free
-    if free < needed:
-        raise OSError(errno.ENOSPC, f"No space left on device for {needed / 2**20:.0f} MB "
-                                    f"of weights ({free / 2**20:.0f} MB free)", str(path))
-    model.save_weights(path)
 
 
 def _replace_atomically(path, write):
@@ -582,46 +708,90 @@ def remove_partial_files(folder):
         partial.unlink(missing_ok=True)
 
 
-class _BatchCheckpoint(keras.callbacks.Callback):
-    """Checkpoints every `every` batches and remembers the last finished batch; `seconds`
-    is the time its checkpoints took."""
+# ## One epoch's batches, resumable after any of them
 
-    def __init__(self, folder, state, every):
+class _Batches(keras.callbacks.Callback):
+    """Counts an epoch's batches into the state, checkpoints every `every` of them (when
+    due), ends the epoch early once the `budget` must keep the rest, and stops at a
+    batch's end when a stop signal came (`Stop`). The batches' metrics stay on the
+    device until a checkpoint reads them (`epoch_metrics`)."""
+
+    def __init__(self, folder, state, every, budget):
         super().__init__()
-        self.folder, self.state, self.every = folder, state, every
-        self.first_step, self.seconds = state.step, 0.0
+        self.folder, self.state, self.every, self.budget = folder, state, every, budget
+        self.first_step, self.before = state.step, dict(state.partial)
+        self.batches, self.logs = 0, {}
+        self.checkpoint_seconds, self.last_checkpoint = 0.0, time.perf_counter()
+        self.out_of_time = False
 
     def on_train_batch_end(self, batch, logs=None):
-        self.state.step = self.first_step + batch + 1
-        if self.every and self.state.step % self.every == 0:
+        self.batches, self.logs = batch + 1, logs or {}
+        self.state.step = self.first_step + self.batches
+        if Stop.requested:
+            raise KeyboardInterrupt
+        if self.every and self.state.step % self.every == 0 \
+                and self.folder.due(time.perf_counter() - self.last_checkpoint):
             started = time.perf_counter()
+            self.state.partial = self.epoch_metrics
             self.folder.checkpoint(self.model, self.state)
-            self.seconds += time.perf_counter() - started
+            self.last_checkpoint = time.perf_counter()
+            self.checkpoint_seconds += self.last_checkpoint - started
+        if self.budget.exhausted():
+            self.out_of_time = self.model.stop_training = True
+
+    def on_test_batch_end(self, batch, logs=None):
+        if Stop.requested:
+            raise KeyboardInterrupt
+
+    @property
+    def epoch_metrics(self):
+        """The epoch's metrics over its batches so far, the resumed ones included."""
+        ran = {name: float(keras.ops.convert_to_numpy(value))
+               for name, value in self.logs.items()}
+        return _combined(self.before, ran, self.batches)
 
 
-class _EpochTimer(keras.callbacks.Callback):
-    """Seconds one `fit` epoch spent on its training batches and on validation."""
+def _combined(before, ran, batches):
+    """Running means over `before`'s batches and `batches` more (whose means are `ran`)."""
+    earlier = before.get("batches", 0)
+    total = earlier + batches
+    if not total:
+        return {}
+    names = set(before) | set(ran)
+    names.discard("batches")
+    return {"batches": total, **{
+        name: (before.get(name, 0.0) * earlier + ran.get(name, 0.0) * batches) / total
+        if name in before and name in ran else ran.get(name, before.get(name))
+        for name in names}}
 
-    def on_epoch_begin(self, epoch, logs=None):
-        self.started, self.training, self.validation = time.perf_counter(), None, 0.0
 
-    def on_test_begin(self, logs=None):
-        self.validation_started = time.perf_counter()
-        if self.training is None:
-            self.training = self.validation_started - self.started
+class WallBudget:
+    """The wall time `train` may take, from `started` (a `time.monotonic()` reading) and
+    over every resumption (`spent` seconds before this one); `reserve` is held back for
+    the export and the run's end, and grows with what the epochs' end work measures."""
 
-    def on_test_end(self, logs=None):
-        self.validation += time.perf_counter() - self.validation_started
+    def __init__(self, seconds, started=None, spent=0.0):
+        self.seconds, self.spent = seconds, spent
+        self.started = time.monotonic() if started is None else started
+        self.export_seconds = EXPORT_SECONDS if seconds is None else min(EXPORT_SECONDS,
+                                                                         0.1 * seconds)
+        self.reserve = self.export_seconds
 
-    def on_epoch_end(self, epoch, logs=None):
-        if self.training is None:  # no validation data
-            self.training = time.perf_counter() - self.started
+    def used(self):
+        return self.spent + time.monotonic() - self.started
+
+    def exhausted(self):
+        return self.seconds is not None and self.used() + self.reserve >= self.seconds
+
+    def fits(self, seconds):
+        return self.seconds is None or self.used() + seconds + self.reserve <= self.seconds
 
 
 def fit_resumably(model, epoch_dataset, validation_data, folder, epochs, patience=2,
                   checkpoint_every_steps=200, train_examples=None, on_epoch_end=None,
                   callbacks=(), verbose="auto", time_budget_seconds=None, epoch_metrics=None,
-                  keep_epoch_weights=0, agree=bool, monitor="val_loss", higher_is_better=False):
+                  keep_epoch_weights=0, agree=bool, monitor="val_loss", higher_is_better=False,
+                  started=None):
     """Trains `model` for up to `epochs`, resuming from `folder` (a path or a
     `TrainingFolder`) if it holds a checkpoint.
 
@@ -630,100 +800,202 @@ def fit_resumably(model, epoch_dataset, validation_data, folder, epochs, patienc
     Stops after `patience` epochs without a lower validation loss (or a better
     `monitor`, an epoch metric, higher or lower as `higher_is_better` says) and leaves
     the model with its best weights. `epoch_metrics(epoch, metrics)` may add to an epoch's
-    metrics (plus `epoch_seconds`, the training batches' time, and `examples_per_second`
-    for uninterrupted epochs; `validation_seconds`, `checkpoint_seconds`)
-    before they are checkpointed with the state; `on_epoch_end(epoch, metrics)` sees
-    them after the checkpoint (a crash in between leaves them in `state.history`, to be
-    replayed). `callbacks` are passed to every `fit`. With `time_budget_seconds`, no
-    epoch starts that would end past the budget (judged by the slowest epoch so far, the
-    first excepted once there are others: it includes compiling the steps;
-    training time is summed over resumptions). `keep_epoch_weights`: keep the weights of
-    the last that many epochs (`epoch-N.weights.h5`) to average. `agree(flag)` turns
-    whether to train another epoch into one decision for every process (the chief's,
-    since each times its own epochs). Ctrl-C saves a
-    checkpoint before re-raising. Returns the final state, not yet marked finished: the
-    caller does that once its end-of-run work is done, so a crash there is redone by a rerun, which
+    metrics (plus `epoch_seconds`, the training batches' time, `examples_per_second`,
+    `validation_seconds`, `epoch_end_seconds`, `checkpoint_seconds`, `epoch_wall_seconds`
+    and `training_share`, the batches' share of the epoch's wall time) before they are
+    checkpointed with the state; `on_epoch_end(epoch, metrics)` sees them once a
+    checkpoint holds them (so a rerun never logs an epoch twice). Checkpoints: every
+    `checkpoint_every_steps` batches and at each epoch's end, each skipped while it would
+    cost over 5% of the time since the last; always at a stop and at the end.
+
+    `time_budget_seconds` is wall time from `started` (default: now), summed over
+    resumptions: no epoch starts that would not end in it with time left for the export,
+    and an epoch that runs over ends at that batch. `keep_epoch_weights`: keep the weights
+    of the last that many epochs (`epoch-N.weights.npz`) to average. `agree(flag)` turns
+    whether to train another epoch into one decision for every process (the chief's).
+
+    A stop signal (Ctrl-C, SIGTERM; `Stop`) checkpoints where the training is and raises
+    `KeyboardInterrupt`. Returns the final state, not yet marked finished: the caller does
+    that once its end-of-run work is done, so a crash there is redone by a rerun, which
     finds no epoch left to train.
     """
     folder = folder if isinstance(folder, TrainingFolder) else TrainingFolder(folder)
     folder.output.mkdir(parents=True, exist_ok=True)
     state = folder.restore(model, folder.load_state())
+    budget = WallBudget(time_budget_seconds, started, state.wall_seconds)
+    epoch = _Epoch(model, folder, state, budget, on_epoch_end)
+    kept_before, ForcedStop.kept = ForcedStop.kept, epoch.kept
     try:
         while agree(state.epoch < epochs and state.epochs_without_improvement < patience
-                    and _within_budget(state, time_budget_seconds)):
-            resumed_at = state.step
+                    and _within_budget(state, budget)):
             print(f"Epoch {state.epoch + 1}/{epochs}"
-                  + (f" (resuming after batch {resumed_at})" if resumed_at else ""), flush=True)
-            dataset = epoch_dataset(state.epoch)
-            if resumed_at:
-                dataset = dataset.skip(resumed_at)
-            started = time.perf_counter()
-            timer, checkpoints = _EpochTimer(), _BatchCheckpoint(folder, state,
-                                                                 checkpoint_every_steps)
-            try:
-                logs = model.fit(dataset, validation_data=validation_data, epochs=1,
-                                 verbose=verbose, shuffle=False,
-                                 callbacks=[checkpoints, timer, *callbacks])
-            except KeyboardInterrupt as stop:
-                state.train_seconds += time.perf_counter() - started
-                folder.checkpoint(model, state)
-                print(f"\nInterrupted: checkpoint saved after batch {state.step} of epoch "
-                      f"{state.epoch + 1}. Rerun the same command to resume.", flush=True)
-                stop.checkpointed = True
-                raise
-            metrics = {name: float(values[-1]) for name, values in logs.history.items()}
-            state.train_seconds += time.perf_counter() - started
-            if not resumed_at:
-                metrics["epoch_seconds"] = timer.training - checkpoints.seconds
-                if train_examples:
-                    metrics["examples_per_second"] = train_examples / metrics["epoch_seconds"]
-            metrics.update(validation_seconds=timer.validation,
-                           checkpoint_seconds=checkpoints.seconds)
-            if epoch_metrics:
-                epoch_metrics(state.epoch, metrics)
-            if not resumed_at:  # the whole epoch, the lesson's own epoch-end work included
-                metrics["epoch_wall_seconds"] = time.perf_counter() - started
+                  + (f" (resuming: {state.where})" if state.step or state.epoch_trained
+                     else ""), flush=True)
+            metrics = epoch.train(epoch_dataset, checkpoint_every_steps, callbacks, verbose,
+                                  train_examples)
+            epoch.validate(validation_data, metrics, epoch_metrics)
             _update_early_stopping(model, folder, state, metrics, monitor, higher_is_better)
-            state.history.append(metrics)
-            state.epoch, state.step = state.epoch + 1, 0
-            if keep_epoch_weights:  # before the state: an epoch done is an epoch kept
-                folder.save_epoch_weights(model, state.epoch, keep_epoch_weights, state)
-            folder.checkpoint(model, state)
-            if on_epoch_end:
-                on_epoch_end(state.epoch - 1, metrics)
-    except KeyboardInterrupt as stop:  # outside an epoch's batches: its last checkpoint holds
-        if not getattr(stop, "checkpointed", False):
-            saved = folder.load_state()
-            print(f"\nInterrupted: the last checkpoint (epoch {saved.epoch + 1}, after batch "
-                  f"{saved.step}) is kept. Rerun the same command to resume.", flush=True)
+            if keep_epoch_weights:
+                folder.keep_epoch_weights(model, state.epoch + 1, keep_epoch_weights, state)
+            epoch.end(metrics, last=state.epoch + 1 >= epochs or budget.exhausted())
+        epoch.save()
+    except KeyboardInterrupt:
+        epoch.save_at_stop()
         raise
+    finally:
+        ForcedStop.kept = kept_before
     folder.synchronize("trained")
     folder.load_best_weights(model, state)
     return state
 
 
+class _Epoch:
+    """The steps of one epoch in `fit_resumably`, and what a stop during them saves."""
+
+    def __init__(self, model, folder, state, budget, on_epoch_end):
+        self.model, self.folder, self.state, self.budget = model, folder, state, budget
+        self.on_epoch_end = on_epoch_end
+        self.unlogged = []  # epochs checkpointed nowhere yet: logged after the next one
+        self.changed = False  # trained since the last checkpoint
+        self.batches = None  # the `_Batches` of the epoch's `fit` while it runs
+        self.last_checkpoint = self.mark = time.perf_counter()
+
+    def train(self, epoch_dataset, every, callbacks, verbose, train_examples):
+        """The epoch's batches (those not trained yet); returns their metrics."""
+        state, model = self.state, self.model
+        resumed = state.step or state.epoch_trained
+        self.batches = batches = _Batches(self.folder, state, every, self.budget)
+        started = time.perf_counter()
+        if not state.epoch_trained:
+            dataset = epoch_dataset(state.epoch)
+            if state.step:
+                dataset = dataset.skip(state.step)
+            if not _is_empty(dataset):
+                self.changed = True
+                with Stop.at_batch_end():
+                    logs = model.fit(dataset, epochs=1, verbose=verbose, shuffle=False,
+                                     callbacks=[batches, *callbacks]).history
+                if batches.batches:
+                    state.partial = _combined(batches.before, {
+                        name: float(values[-1]) for name, values in logs.items()},
+                        batches.batches)
+            state.epoch_trained, self.batches = True, None
+            Stop.raise_if_requested()  # it came after the last batch's end
+        seconds = time.perf_counter() - started - batches.checkpoint_seconds
+        state.train_seconds += seconds
+        if batches.out_of_time:
+            print(f"The time budget ends epoch {state.epoch + 1} after batch {state.step}.",
+                  flush=True)
+        metrics = {name: value for name, value in state.partial.items() if name != "batches"}
+        metrics.update(checkpoint_seconds=batches.checkpoint_seconds)
+        if not resumed:
+            metrics["epoch_seconds"] = seconds
+            if train_examples and not batches.out_of_time:
+                metrics["examples_per_second"] = train_examples / seconds
+        return metrics
+
+    def validate(self, validation_data, metrics, epoch_metrics):
+        """The validation loss and metrics, then the lesson's own (`epoch_metrics`)."""
+        started = time.perf_counter()
+        if validation_data is not None:
+            check = _Batches(self.folder, self.state, 0, self.budget)
+            with Stop.at_batch_end():
+                logs = self.model.evaluate(validation_data, verbose=0, return_dict=True,
+                                           callbacks=[check])
+            Stop.raise_if_requested()
+            metrics.update({f"val_{name}": value for name, value in logs.items()})
+        validated = time.perf_counter()
+        metrics["validation_seconds"] = validated - started
+        if epoch_metrics:
+            epoch_metrics(self.state.epoch, metrics)
+        metrics["epoch_end_seconds"] = time.perf_counter() - validated
+        # the after-training work redoes one validation and epoch end (averaging), then exports
+        self.budget.reserve = max(self.budget.reserve, self.budget.export_seconds + 2 * (
+            time.perf_counter() - started) + 2 * self.folder.checkpoint_seconds)
+
+    def end(self, metrics, last):
+        """Closes the epoch: its wall time, then a checkpoint if one is due (or `last`),
+        then the epochs it holds are handed to `on_epoch_end`."""
+        state = self.state
+        now = time.perf_counter()
+        metrics["epoch_wall_seconds"] = now - self.mark
+        if "epoch_seconds" in metrics:
+            metrics["training_share"] = metrics["epoch_seconds"] / metrics["epoch_wall_seconds"]
+        self.mark = now
+        state.history.append(metrics)
+        state.epoch, state.step, state.epoch_trained, state.partial = state.epoch + 1, 0, False, {}
+        self.unlogged.append(state.epoch - 1)
+        if last or Stop.requested or self.folder.due(now - self.last_checkpoint):
+            self.save()
+
+    def save(self):
+        """A checkpoint of where the training is, then the epochs it holds are logged."""
+        if self.changed or self.unlogged or self.folder.unwritten:
+            if self.batches is not None and self.batches.batches:  # stopped mid-epoch
+                self.state.partial = self.batches.epoch_metrics
+            self.state.wall_seconds = self.budget.used()
+            self.folder.checkpoint(self.model, self.state)
+            self.last_checkpoint = time.perf_counter()
+            self.changed = False
+        unlogged, self.unlogged = self.unlogged, []
+        for epoch in unlogged:
+            if self.on_epoch_end:
+                self.on_epoch_end(epoch, self.state.history[epoch])
+
+    def save_at_stop(self):
+        """On a stop: a checkpoint of what the training has (said so), or, if the model's
+        weights cannot be read (a second signal cut a step short), the last one's."""
+        if Stop.signals <= 1:
+            try:
+                self.save()
+                print(f"\nInterrupted: checkpoint saved ({self.state.where}). Rerun the same "
+                      "command to resume.", flush=True)
+                return
+            except Exception as error:  # noqa: BLE001  the last checkpoint still holds
+                print(f"\nThe checkpoint at the stop failed ({type(error).__name__}).")
+        print(f"\nInterrupted: {self.kept()}", flush=True)
+
+    def kept(self):
+        saved = self.folder.load_state()
+        if not saved.checkpoint:
+            return "no checkpoint was written yet. Rerun the same command to start again."
+        return (f"the last checkpoint ({saved.where}) is kept. Rerun the same command to "
+                "resume.")
+
+
+def _is_empty(dataset):
+    """Whether `dataset` (a `PyDataset` or a `tf.data` pipeline) is known to hold no batch."""
+    if hasattr(dataset, "__len__"):
+        return len(dataset) == 0
+    cardinality = getattr(dataset, "cardinality", None)
+    return cardinality is not None and int(cardinality()) == 0
+
+
 def _within_budget(state, budget):
-    if budget is None:
+    """Whether another epoch fits the budget (the first always starts: its batches end
+    when the budget must keep the rest)."""
+    if budget.seconds is None or not state.history:
         return True
-    durations = [epoch.get("epoch_wall_seconds", epoch.get("epoch_seconds", 0.0))
-                 for epoch in state.history]
+    durations = [epoch.get("epoch_wall_seconds", 0.0) for epoch in state.history]
     # the first epoch includes compiling the steps (minutes for a large model on a GPU)
     slowest = max(durations[1:] or durations, default=0.0)
-    if state.train_seconds + slowest <= budget:
+    if budget.fits(slowest):
         return True
-    print(f"Stopping: {state.train_seconds / 60:.1f} of {budget / 60:.1f} training minutes "
-          "used; another epoch would not fit.", flush=True)
+    print(f"Stopping: {budget.used() / 60:.1f} of {budget.seconds / 60:.1f} minutes used; "
+          f"another epoch (about {slowest:.0f} s) would not leave {budget.reserve:.0f} s for "
+          "the export.", flush=True)
     return False
 
 
 def _update_early_stopping(model, folder, state, metrics, monitor, higher_is_better):
     """`state.best_val_loss` holds the best value of `monitor`, lower is better (a
-    metric where higher is better is kept negated)."""
+    metric where higher is better is kept negated); so does `state.scores`, per epoch."""
     value = metrics.get(monitor, metrics.get("loss"))
     value = -value if higher_is_better else value
+    state.scores.append(value)
     if value < state.best_val_loss:
         state.best_val_loss, state.best_epoch = value, state.epoch + 1
         state.epochs_without_improvement = 0
-        folder.save_best_weights(model, state)
+        folder.keep_best_weights(model)
     else:
         state.epochs_without_improvement += 1

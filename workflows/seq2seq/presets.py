@@ -80,7 +80,8 @@ class TranslationConfig:
     dtype_policy: str = option("float32", choices=DTYPE_POLICIES)  # auto: core/devices.py
     beam_width: int = option(4, at_least=1, at_most=MAX_BEAM_WIDTH)
     validation_pairs: int = option(3000, at_least=1)  # fixed val subset for the val loss
-    bleu_sentences: int = option(300, at_least=1)  # val sentences decoded each epoch
+    bleu_sentences: int = option(300, at_least=1)  # val sentences decoded each epoch...
+    bleu_every_epochs: int = option(1, at_least=1)  # ...of every this many (a GPU: several)
     seed: int = seed_option()
     checkpoint_every_steps: int = option(200, at_least=0)
     # >1: export the mean of the last N epochs' weights when its val loss is lower
@@ -103,6 +104,7 @@ GPU = {**CPU, "preset": "gpu", "tokenization": "joint_wordpiece", "share_embeddi
        "decoder_layers": 6, "dropout": 0.3, "batch_tokens": 8192, "bucket_width": 16,
        "warmup_steps": 4000,
        "max_train_minutes": 12.0, "epochs": 200, "patience": 8, "average_epochs": 5,
+       "bleu_every_epochs": 5,
        "dtype_policy": "auto"}
 GRU = {"model": "gru_seq2seq", "tokenization": "wordpiece", "sequence_length": 40,
        "attention": True, "optimizer": "adam", "output_dropout": 0.3, "bucketing": True,

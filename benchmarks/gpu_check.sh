@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# One command that measures a GPU with the kit's own steps, each under its own time limit so
+# that a slow step never costs the others: train the `gpu` translator on a wall budget,
+# evaluate it on the test split (greedy and beam), translate a file, and write
+# benchmarks/results/gpu.json from the MLflow runs (benchmarks/gpu_runs.py).
+#
+#   benchmarks/gpu_check.sh stage           # here, where TensorFlow is: fills .gpu/ (ignored by git)
+#   benchmarks/gpu_check.sh run [OUT]       # on the GPU machine (JAX, no TensorFlow), from the root
+#
+# `stage` prepares the en-es joint-WordPiece token ids into .gpu/work, copies spa-eng.zip and,
+# unless GPU_CHECK_WHEELS=none, downloads the wheels a JAX-only machine lacks into .gpu/wheels
+# (../shared/gpu/wheels.sh): about 63 MB, what the device tool carries. `run` writes under OUT
+# (default: $OUT, else gpu-check/) as it goes: each step's log, steps.json (status and seconds
+# of each), nvidia-smi samples, the MLflow store (gpu-mlflow.db) and gpu.json.
+#
+# Settings (environment): GPU_CHECK_MINUTES (training's wall budget, default 6),
+# GPU_CHECK_TOTAL_SECONDS (the whole run's, default 540), GPU_CHECK_TRAIN_ARGS (more train
+# flags, e.g. a tiny config to test the script), GPU_CHECK_EVAL_ARGS (e.g. --limit 2000),
+# GPU_CHECK_PYTHON (the interpreter, default python3), GPU_CHECK_RESULTS (where gpu.json is
+# copied, default benchmarks/results/gpu.json), GPU_CHECK_STAGE (default .gpu), SPA_ENG_PATH.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+STAGE=${GPU_CHECK_STAGE:-$ROOT/.gpu}
+PY=${GPU_CHECK_PYTHON:-python3}
+
+stage() {
+  mkdir -p "$STAGE"
+  cp -f "${SPA_ENG_PATH:-../shared/data/spa-eng.zip}" "$STAGE/spa-eng.zip"
+  NLPKIT_WORK_DIR=$STAGE/work $PY -c "
+from workflows import translation
+translation.prepare('$STAGE/spa-eng.zip', tokenizations=('joint_wordpiece',), directions=('en-es',))"
+  rm -rf "$STAGE/work/downloads" "$STAGE/work/extracted" 2>/dev/null
+  if [ "${GPU_CHECK_WHEELS:-}" != none ]; then ../shared/gpu/wheels.sh "$STAGE/wheels"; fi
+  du -sh "$STAGE"
+  echo "Now, with the device tool: run(command='benchmarks/gpu_check.sh run', carry=['.gpu'])"
+}
+
+# step NAME SECONDS COMMAND...: runs COMMAND under `timeout` (SIGTERM, then SIGKILL 15 s later),
+# capped by what is left of the whole run; logs to OUT/NAME.log, records status and seconds.
+step() {
+  local name=$1 limit=$2; shift 2
+  local left=$((DEADLINE - $(date +%s)))
+  (( limit > left )) && limit=$left
+  if (( limit <= 5 )); then
+    echo "{\"step\": \"$name\", \"status\": \"skipped: no time left\"}" >> "$OUT/steps.jsonl"
+    return 1
+  fi
+  echo "== $name (at most ${limit} s): $*"
+  local started=$(date +%s%N)
+  timeout -k 15 "$limit" "$@" > "$OUT/$name.log" 2>&1
+  local status=$? ms=$(( ($(date +%s%N) - started) / 1000000 ))
+  printf '{"step": "%s", "status": %d, "seconds": %d.%03d, "limit": %d}\n' \
+    "$name" "$status" $((ms / 1000)) $((ms % 1000)) "$limit" >> "$OUT/steps.jsonl"
+  tail -n 3 "$OUT/$name.log"
+  return $status
+}
+
+run() {
+  OUT=${1:-${OUT:-$ROOT/gpu-check}}
+  mkdir -p "$OUT"
+  DEADLINE=$(( $(date +%s) + ${GPU_CHECK_TOTAL_SECONDS:-540} ))
+  local minutes=${GPU_CHECK_MINUTES:-6}
+  if [ -d "$STAGE/wheels" ]; then  # a JAX-only machine: the kit's pure-Python dependencies
+    $PY -m pip install -q --no-index --no-deps --no-compile --target "$STAGE/site" \
+      "$STAGE"/wheels/*.whl > "$OUT/wheels.log" 2>&1
+    export PYTHONPATH=$STAGE/site:$ROOT${PYTHONPATH:+:$PYTHONPATH}
+  fi
+  export KERAS_BACKEND=${KERAS_BACKEND:-jax} NLPKIT_WORK_DIR=$STAGE/work
+  export MLFLOW_TRACKING_URI=sqlite:///$OUT/gpu-mlflow.db NLPKIT_SPA_ENG_PATH=$STAGE/spa-eng.zip
+  nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv -l 2 \
+    > "$OUT/nvidia-smi.csv" 2>/dev/null &
+  local sampler=$!
+  # shellcheck disable=SC2086  # the extra flags are words
+  step train $(( ${minutes%.*} * 60 + 75 )) $PY -m workflows.translation train --preset gpu \
+    --max-train-minutes "$minutes" ${GPU_CHECK_TRAIN_ARGS:-}
+  kill "$sampler" 2>/dev/null
+  # shellcheck disable=SC2086
+  step evaluate 150 $PY -m workflows.translation evaluate ${GPU_CHECK_EVAL_ARGS:-}
+  printf '%s\n' "I love reading books." "Where is the train station?" \
+    "She didn't want to go to school today." > "$OUT/sentences.txt"
+  step translate 60 $PY -m workflows.translation translate --file "$OUT/sentences.txt"
+  step results 30 $PY benchmarks/gpu_runs.py --any-device --output "$OUT/gpu.json"
+  [ -f "$OUT/gpu.json" ] && cp "$OUT/gpu.json" "${GPU_CHECK_RESULTS:-benchmarks/results/gpu.json}"
+  cat "$OUT/steps.jsonl"
+}
+
+case "${1:-}" in
+  stage) stage ;;
+  run) shift; run "$@" ;;
+  *) sed -n '2,20p' "$0"; exit 2 ;;
+esac

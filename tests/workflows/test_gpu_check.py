@@ -1,0 +1,46 @@
+"""`benchmarks/gpu_check.sh` end to end on a tiny config, with TensorFlow hidden from the
+steps it runs (as on a JAX-only GPU machine): every step within its limit, the results
+written from the MLflow runs."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.data_prep.fixtures import generated_spa_lines, write_spa_eng_zip
+from tests.workflows.jax_only import HIDE_TENSORFLOW, ROOT
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+TINY = ("--epochs 3 --set embed_dim=16 --set dense_dim=32 --set num_heads=2 "
+        "--set encoder_layers=1 --set decoder_layers=1 --set batch_tokens=512 "
+        "--set bucket_width=20 --set bleu_sentences=8 --set validation_pairs=64")
+
+
+def test_the_gpu_check_trains_evaluates_translates_and_reports_without_tensorflow(tmp_path):
+    hidden = tmp_path / "hide_tensorflow"
+    hidden.mkdir()
+    (hidden / "sitecustomize.py").write_text(HIDE_TENSORFLOW)  # every step's interpreter
+    archive = write_spa_eng_zip(tmp_path / "spa-eng.zip", generated_spa_lines())
+    env = {**os.environ, "GPU_CHECK_STAGE": str(tmp_path / "stage"), "GPU_CHECK_WHEELS": "none",
+           "SPA_ENG_PATH": str(archive), "GPU_CHECK_PYTHON": sys.executable,
+           "JAX_PLATFORMS": "cpu"}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    stage = subprocess.run([ROOT / "benchmarks" / "gpu_check.sh", "stage"], env=env,
+                           capture_output=True, text=True, timeout=300)
+    assert stage.returncode == 0, stage.stderr[-3000:]
+    out = tmp_path / "out"
+    env.update(PYTHONPATH=f"{hidden}:{ROOT}", GPU_CHECK_MINUTES="2",
+               GPU_CHECK_TRAIN_ARGS=TINY, GPU_CHECK_RESULTS=str(tmp_path / "gpu.json"))
+    check = subprocess.run([ROOT / "benchmarks" / "gpu_check.sh", "run", str(out)], env=env,
+                           capture_output=True, text=True, timeout=600)
+    steps = [json.loads(line) for line in (out / "steps.jsonl").read_text().splitlines()]
+    assert [(s["step"], s["status"]) for s in steps] == [
+        ("train", 0), ("evaluate", 0), ("translate", 0), ("results", 0)], check.stdout[-3000:]
+    assert "tensorflow" not in (out / "train.log").read_text().lower()
+    assert len((out / "translate.log").read_text().strip().splitlines()) >= 3
+    (row,) = json.loads((tmp_path / "gpu.json").read_text())["runs"]
+    assert row["backend"].startswith("jax") and row["trained_epochs"] == 3
+    assert {"test_greedy_bleu", "test_beam4_bleu", "steady_training_share"} <= set(row)
+    assert row["train_wall_minutes"] < 2
