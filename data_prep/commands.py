@@ -80,7 +80,10 @@ def run_main(main):
         status = run_command(main)
     except KeyboardInterrupt:
         print("Interrupted.", file=sys.stderr)
-        status = 130
+        sys.stdout.flush()
+        sys.stderr.flush()
+        # at once: the interpreter's own shutdown (JAX's, TensorFlow's) can take seconds
+        os._exit(130)
     sys.exit(status)
 
 

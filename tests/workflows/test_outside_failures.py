@@ -315,3 +315,32 @@ def worker_pids(parent_pid):
         if int(fields[1]) == parent_pid:
             children.append(int(stat.parent.name))
     return children
+
+
+def test_a_failure_before_the_store_file_exists_is_not_called_a_deleted_store(
+        tmp_path, monkeypatch, capsys, restore_tracking_uri):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'new' / 'mlflow.db'}")
+    monkeypatch.setenv("NLPKIT_WORK_DIR", str(tmp_path / "work"))
+    (tmp_path / "not-imdb").mkdir()  # a folder of the wrong layout
+    assert workflow.main([*BOW_ONE_EPOCH, "--imdb-path", str(tmp_path / "not-imdb")]) == 2
+    err = capsys.readouterr().err
+    assert "was deleted" not in err and "not-imdb" in err and err.count("\n") == 1
+
+
+def test_a_full_disk_under_the_store_says_so(store, tmp_path, tiny_disk, monkeypatch, capsys,
+                                             restore_tracking_uri):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tiny_disk / 'mlflow.db'}")
+    monkeypatch.setenv("NLPKIT_WORK_DIR", str(tmp_path / "work"))
+    assert workflow.main(BOW_ONE_EPOCH) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: the disk under the tracking store is full") \
+        and "MLFLOW_TRACKING_URI" in err and err.count("\n") == 1
+
+
+def test_each_sqlite_store_keeps_its_own_study_file(tmp_path, monkeypatch):
+    from workflows.core import search
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'team.db'}")
+    one = search.default_storage()
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mine.db'}")
+    assert one == f"sqlite:///{tmp_path / 'team.optuna.db'}" != search.default_storage()

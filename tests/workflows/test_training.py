@@ -202,6 +202,74 @@ def test_a_truncated_checkpoint_with_no_intact_one_before_restarts_the_run_and_s
     assert int(model.optimizer.iterations.numpy()) == 2 * STEPS
 
 
+def test_a_damaged_newest_checkpoint_and_a_truncated_previous_state_fall_back_to_an_older_one(
+        tmp_path, capsys):
+    state = interrupted_run(tmp_path)  # checkpoints after batch 3 and at the stop (batch 5)
+    older = json.loads((tmp_path / "state.previous.json").read_text())["checkpoint"]
+    assert older in state.digests and older != state.checkpoint
+    damage(tmp_path / state.checkpoint)
+    previous = tmp_path / "state.previous.json"
+    previous.write_text(previous.read_text()[:20])  # the state that named it, cut short
+    model, CountBatches.count = small_model(), 0
+    state = fit_resumably(model, epoch_dataset, epoch_dataset(99), tmp_path, epochs=3,
+                          patience=9, callbacks=[CountBatches()], verbose=0)
+    assert f"resuming from {older} (epoch 2, after batch 3)" in capsys.readouterr().out
+    assert CountBatches.count == (STEPS - 3) + STEPS and len(state.history) == 3
+    assert int(model.optimizer.iterations.numpy()) == 3 * STEPS
+
+
+class FailAfterTraining(Exception):
+    pass
+
+
+def test_a_checkpoint_after_an_epochs_last_batch_resumes_at_its_validation(tmp_path):
+    def crash_in_the_epoch_end_work(epoch, metrics):
+        raise FailAfterTraining  # a crash, not a stop: no checkpoint at the moment
+
+    with pytest.raises(FailAfterTraining):
+        fit_resumably(small_model(), epoch_dataset, epoch_dataset(99), tmp_path, epochs=3,
+                      patience=9, checkpoint_every_steps=STEPS, verbose=0,
+                      epoch_metrics=crash_in_the_epoch_end_work)
+    state = TrainingFolder(tmp_path).load_state()
+    assert (state.epoch, state.step, state.epoch_trained) == (0, STEPS, False)
+    CountBatches.count = 0
+    state = fit_resumably(small_model(), epoch_dataset, epoch_dataset(99), tmp_path, epochs=3,
+                          patience=9, callbacks=[CountBatches()], verbose=0)
+    assert CountBatches.count == 2 * STEPS and len(state.history) == 3  # epoch 1 validated
+    assert all({"loss", "accuracy", "val_loss"} <= set(epoch) for epoch in state.history)
+
+
+def test_a_resumed_epoch_logs_the_loss_of_all_its_batches(tmp_path):
+    keras.utils.set_random_seed(3)
+    plain = fit_resumably(small_model(), epoch_dataset, epoch_dataset(99), tmp_path / "plain",
+                          epochs=2, patience=9, verbose=0)
+    keras.utils.set_random_seed(3)
+    interrupted_run(tmp_path / "stopped")  # stopped after batch 5 of epoch 2
+    resumed = fit_resumably(small_model(), epoch_dataset, epoch_dataset(99),
+                            tmp_path / "stopped", epochs=2, patience=9, verbose=0)
+    # the same batches and weights: the epoch's loss is the mean over all 8 batches
+    assert resumed.history[1]["loss"] == pytest.approx(plain.history[1]["loss"], rel=0.05)
+    assert resumed.history[1]["val_loss"] == pytest.approx(plain.history[1]["val_loss"],
+                                                           rel=1e-4)
+
+
+def test_a_wall_time_budget_counts_the_epoch_end_work_and_ends_an_epoch_that_runs_over(
+        tmp_path):
+    import time
+
+    def slow_epoch_end(epoch, metrics):
+        time.sleep(0.4)
+
+    started = time.monotonic()
+    state = fit_resumably(small_model(), epoch_dataset, epoch_dataset(99), tmp_path,
+                          epochs=50, patience=50, verbose=0, time_budget_seconds=2.0,
+                          epoch_metrics=slow_epoch_end, started=started - 1.0)
+    # a second had gone before `fit_resumably` (imports, data): one second left
+    assert time.monotonic() - started < 2.0 and 1 <= len(state.history) <= 3
+    assert state.wall_seconds == pytest.approx(time.monotonic() - started + 1.0, abs=0.3)
+    assert all(0 < epoch["training_share"] < 1 for epoch in state.history[1:])
+
+
 def test_damaged_best_weights_are_reported_and_never_loaded(tmp_path, capsys):
     folder = TrainingFolder(tmp_path)
     fit_resumably(small_model(), epoch_dataset, epoch_dataset(99), folder, epochs=2,

@@ -499,3 +499,28 @@ def test_one_vocabulary_for_both_languages_shares_the_embeddings(translation_sto
     capsys.readouterr()
     assert workflow.main(["train", "--preset", "cpu", "--set", "share_embeddings=true"]) == 2
     assert "share_embeddings" in capsys.readouterr().err
+
+
+@pytest.mark.integration
+def test_max_train_minutes_is_the_wall_time_of_the_whole_train_command(tmp_path):
+    import time
+
+    import mlflow
+
+    archive = write_spa_eng_zip(tmp_path / "spa-eng.zip", generated_spa_lines())
+    env = {**__import__("os").environ, "NLPKIT_WORK_DIR": str(tmp_path / "work"),
+           "NLPKIT_SPA_ENG_PATH": str(archive),
+           "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
+    minutes = 0.75
+    started = time.monotonic()
+    trained = subprocess.run([sys.executable, "-m", "workflows.translation", "train", "--preset",
+                              "cpu", *TINY_TRANSFORMER, "--epochs", "1000", "--set",
+                              "patience=1000", "--max-train-minutes", str(minutes)],
+                             env=env, capture_output=True, text=True, timeout=600)
+    elapsed = time.monotonic() - started
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    assert elapsed < minutes * 60 + 60 and "would not leave" in trained.stdout
+    mlflow.set_tracking_uri(env["MLFLOW_TRACKING_URI"])
+    (run,) = mlflow.search_runs(experiment_names=["translation"], output_format="list")
+    assert run.info.status == "FINISHED" and run.data.metrics["trained_epochs"] >= 1
+    assert run.data.metrics["train_wall_minutes"] <= minutes + 0.25

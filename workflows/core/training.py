@@ -775,7 +775,16 @@ class WallBudget:
         self.started = time.monotonic() if started is None else started
         self.export_seconds = EXPORT_SECONDS if seconds is None else min(EXPORT_SECONDS,
                                                                          0.1 * seconds)
-        self.reserve = self.export_seconds
+        # until an epoch's end work is measured (its first run compiles), a tenth more
+        self.reserve = self.export_seconds + (0 if seconds is None else 0.1 * seconds)
+        self.end_work = []  # seconds of each epoch's validation and end work, this run
+
+    def measured_end_work(self, seconds, checkpoint_seconds):
+        """The run's end redoes an epoch's end work (averaging), checkpoints and exports;
+        the first epoch's end work, which compiles, counts until there are others."""
+        self.end_work.append(seconds)
+        self.reserve = (self.export_seconds + 2 * max(self.end_work[1:] or self.end_work)
+                        + 2 * checkpoint_seconds)
 
     def used(self):
         return self.spent + time.monotonic() - self.started
@@ -910,8 +919,8 @@ class _Epoch:
             epoch_metrics(self.state.epoch, metrics)
         metrics["epoch_end_seconds"] = time.perf_counter() - validated
         # the after-training work redoes one validation and epoch end (averaging), then exports
-        self.budget.reserve = max(self.budget.reserve, self.budget.export_seconds + 2 * (
-            time.perf_counter() - started) + 2 * self.folder.checkpoint_seconds)
+        self.budget.measured_end_work(time.perf_counter() - started,
+                                      self.folder.checkpoint_seconds)
 
     def end(self, metrics, last):
         """Closes the epoch: its wall time, then a checkpoint if one is due (or `last`),
