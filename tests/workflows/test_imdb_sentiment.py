@@ -108,20 +108,20 @@ def test_rerunning_a_finished_config_reuses_it(store, capsys):
 
 
 def test_interrupted_train_resumes_the_same_run(store, monkeypatch, capsys):
-    original = training._BatchCheckpoint.on_train_batch_end
+    original = training._Batches.on_train_batch_end
 
     def interrupt_once(self, batch, logs=None):
         original(self, batch, logs)
         if self.state.epoch == 1 and self.state.step == 2:
-            monkeypatch.setattr(training._BatchCheckpoint, "on_train_batch_end", original)
+            monkeypatch.setattr(training._Batches, "on_train_batch_end", original)
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(training._BatchCheckpoint, "on_train_batch_end", interrupt_once)
+    monkeypatch.setattr(training._Batches, "on_train_batch_end", interrupt_once)
     args = ["train", "--model", "gru", *COMMON, *RNN, "--epochs", "3",
             "--set", "checkpoint_every_steps=1"]
     with pytest.raises(KeyboardInterrupt):
         workflow.main(args)
-    assert "checkpoint saved after batch 2 of epoch 2" in capsys.readouterr().out
+    assert "checkpoint saved (epoch 2, after batch 2)" in capsys.readouterr().out
     interrupted = runs_by_model()["gru"].info.run_id
     assert workflow.main(args) == 0
     assert "Resuming run" in capsys.readouterr().out

@@ -716,9 +716,10 @@ class _Batches(keras.callbacks.Callback):
     batch's end when a stop signal came (`Stop`). The batches' metrics stay on the
     device until a checkpoint reads them (`epoch_metrics`)."""
 
-    def __init__(self, folder, state, every, budget):
+    def __init__(self, folder, state, every, budget, agree=bool):
         super().__init__()
         self.folder, self.state, self.every, self.budget = folder, state, every, budget
+        self.agree = agree  # one decision for every process (the chief's)
         self.first_step, self.before = state.step, dict(state.partial)
         self.batches, self.logs = 0, {}
         self.checkpoint_seconds, self.last_checkpoint = 0.0, time.perf_counter()
@@ -729,14 +730,15 @@ class _Batches(keras.callbacks.Callback):
         self.state.step = self.first_step + self.batches
         if Stop.requested:
             raise KeyboardInterrupt
-        if self.every and self.state.step % self.every == 0 \
-                and self.folder.due(time.perf_counter() - self.last_checkpoint):
+        at_step = self.every and self.state.step % self.every == 0
+        if at_step and self.agree(self.folder.due(time.perf_counter() - self.last_checkpoint)):
             started = time.perf_counter()
             self.state.partial = self.epoch_metrics
             self.folder.checkpoint(self.model, self.state)
             self.last_checkpoint = time.perf_counter()
             self.checkpoint_seconds += self.last_checkpoint - started
-        if self.budget.exhausted():
+        # with several processes, only where they decide together anyway
+        if (self.agree is bool or at_step) and self.agree(self.budget.exhausted()):
             self.out_of_time = self.model.stop_training = True
 
     def on_test_batch_end(self, batch, logs=None):
@@ -832,7 +834,7 @@ def fit_resumably(model, epoch_dataset, validation_data, folder, epochs, patienc
     folder.output.mkdir(parents=True, exist_ok=True)
     state = folder.restore(model, folder.load_state())
     budget = WallBudget(time_budget_seconds, started, state.wall_seconds)
-    epoch = _Epoch(model, folder, state, budget, on_epoch_end)
+    epoch = _Epoch(model, folder, state, budget, on_epoch_end, agree)
     kept_before, ForcedStop.kept = ForcedStop.kept, epoch.kept
     try:
         while agree(state.epoch < epochs and state.epochs_without_improvement < patience
@@ -861,9 +863,9 @@ def fit_resumably(model, epoch_dataset, validation_data, folder, epochs, patienc
 class _Epoch:
     """The steps of one epoch in `fit_resumably`, and what a stop during them saves."""
 
-    def __init__(self, model, folder, state, budget, on_epoch_end):
+    def __init__(self, model, folder, state, budget, on_epoch_end, agree):
         self.model, self.folder, self.state, self.budget = model, folder, state, budget
-        self.on_epoch_end = on_epoch_end
+        self.on_epoch_end, self.agree = on_epoch_end, agree
         self.unlogged = []  # epochs checkpointed nowhere yet: logged after the next one
         self.changed = False  # trained since the last checkpoint
         self.batches = None  # the `_Batches` of the epoch's `fit` while it runs
@@ -873,7 +875,7 @@ class _Epoch:
         """The epoch's batches (those not trained yet); returns their metrics."""
         state, model = self.state, self.model
         resumed = state.step or state.epoch_trained
-        self.batches = batches = _Batches(self.folder, state, every, self.budget)
+        self.batches = batches = _Batches(self.folder, state, every, self.budget, self.agree)
         started = time.perf_counter()
         if not state.epoch_trained:
             dataset = epoch_dataset(state.epoch)
@@ -934,7 +936,7 @@ class _Epoch:
         state.history.append(metrics)
         state.epoch, state.step, state.epoch_trained, state.partial = state.epoch + 1, 0, False, {}
         self.unlogged.append(state.epoch - 1)
-        if last or Stop.requested or self.folder.due(now - self.last_checkpoint):
+        if self.agree(last or Stop.requested or self.folder.due(now - self.last_checkpoint)):
             self.save()
 
     def save(self):
