@@ -351,8 +351,12 @@ def _records_of_jsonl(path):
             raise CorpusError(f"{path}, line {number}: not valid JSON ({error.msg}).") from None
 
 
+CSV_FIELD_LIMIT = 2**31 - 1  # a long description is a document too (the csv default: 128 KB)
+
+
 def _records_of_csv(path):
     reader = csv.DictReader(io.StringIO(_text_of(path)))
+    default = csv.field_size_limit(CSV_FIELD_LIMIT)
     try:
         for record in reader:
             if None in record:
@@ -361,6 +365,8 @@ def _records_of_csv(path):
             yield reader.line_num, record
     except csv.Error as error:
         raise CorpusError(f"{path}, line {reader.line_num}: {error}.") from None
+    finally:
+        csv.field_size_limit(default)
 
 
 def _rows_of_tsv(path):

