@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import mlflow
+import pytest
 
 from tests.data_prep.fixtures import (
     generated_spa_lines,
@@ -128,3 +129,18 @@ def interrupt_until_finished(make_case, backend, root, seed, stops):
     assert status == "FINISHED" and epochs == plain_epochs, results
     assert all(run_status == "FAILED" for run_status, _ in earlier), results
     return results["stops"]
+
+
+def random_stops_test(backend, seed):
+    """The test of one backend: five stops per lesson, at least four of them landing
+    before the command ends (each backend has its own file, so the two run side by side
+    on two test workers)."""
+
+    @pytest.mark.parametrize("case", [translation, sentiment_rnn, dense_retriever],
+                             ids=lambda case: case.__name__)
+    def test_random_stops_resume_to_the_same_finished_run(case, tmp_path):
+        stops = interrupt_until_finished(case, backend, tmp_path, seed=seed, stops=5)
+        print(stops)  # (seconds after the start, exit status, seconds from stop to exit)
+        assert sum(status == 130 for _, status, _ in stops) >= 4
+
+    return test_random_stops_resume_to_the_same_finished_run
