@@ -79,7 +79,9 @@ def run_main(main):
     try:
         status = run_command(main)
     except KeyboardInterrupt:
-        print("Interrupted.", file=sys.stderr)
+        if not Stop.reported:  # a training says what it kept itself
+            kept = ForcedStop.kept()
+            print(f"Interrupted: {kept}" if kept else "Interrupted.", file=sys.stderr)
         sys.stdout.flush()
         sys.stderr.flush()
         # at once: the interpreter's own shutdown (JAX's, TensorFlow's) can take seconds
@@ -106,6 +108,7 @@ class Stop:
     signals = 0
     deferring = 0
     redelivering = False
+    reported = False  # what the stop kept was said
 
     @classmethod
     @contextlib.contextmanager
@@ -126,6 +129,7 @@ class Stop:
     @classmethod
     def reset(cls):
         cls.requested, cls.signals, cls.deferring, cls.redelivering = False, 0, 0, False
+        cls.reported = False
 
 
 def _interrupt(signum, frame):
@@ -161,7 +165,8 @@ class ForcedStop:
 
     @staticmethod
     def kept():
-        return "nothing since the last completed step was kept."
+        """What a stop now keeps, in words (None: nothing to say)."""
+        return None
 
     @classmethod
     def watch(cls):
@@ -180,9 +185,11 @@ class ForcedStop:
             pass
         time.sleep(STOP_GRACE_SECONDS)
         try:
-            line = f"Stopped {STOP_GRACE_SECONDS:.0f} s after the signal: {cls.kept()}"
+            kept = cls.kept()
         except Exception:  # noqa: BLE001  the exit must not wait on a broken description
-            line = "Stopped after the signal."
+            kept = None
+        line = f"Stopped {STOP_GRACE_SECONDS:.0f} s after the signal" + (f": {kept}" if kept
+                                                                         else ".")
         print(f"\n{line}", file=sys.stderr, flush=True)
         os._exit(130)
 

@@ -260,8 +260,11 @@ def test_a_wall_time_budget_counts_the_epoch_end_work_and_ends_an_epoch_that_run
     def slow_epoch_end(epoch, metrics):
         time.sleep(0.4)
 
+    model = small_model()  # its steps traced first: the budget is about epochs here
+    fit_resumably(model, epoch_dataset, epoch_dataset(99), tmp_path / "warm-up", epochs=1,
+                  verbose=0)
     started = time.monotonic()
-    state = fit_resumably(small_model(), epoch_dataset, epoch_dataset(99), tmp_path,
+    state = fit_resumably(model, epoch_dataset, epoch_dataset(99), tmp_path / "run",
                           epochs=50, patience=50, verbose=0, time_budget_seconds=2.0,
                           epoch_metrics=slow_epoch_end, started=started - 1.0)
     # a second had gone before `fit_resumably` (imports, data): one second left

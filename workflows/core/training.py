@@ -80,6 +80,7 @@ class TrainingRun:
         self._steps = contextlib.ExitStack()
 
     def __enter__(self):
+        self._kept_before = ForcedStop.kept
         devices.check(self.config.distribution)  # before any data is read
         devices.use_persistent_cache(self.work_dir)
         self.processes = devices.join_processes(self.config.distribution)
@@ -87,7 +88,8 @@ class TrainingRun:
 
     def __exit__(self, kind, error, traceback):
         self._steps.__exit__(kind, error, traceback)  # the MLflow run ends here
-        if kind is None:
+        if kind is None:  # (after a stop, the command's last line says what was kept)
+            ForcedStop.kept = self._kept_before
             if self.state is not None:  # trained now, not found trained
                 self._report()
             self.processes.leave()
@@ -117,6 +119,7 @@ class TrainingRun:
             if not state.finished and not TrainingFolder(self.folder).can_resume(state):
                 state = _start_over(state, self.folder)
         self.run_id = state.run_id
+        ForcedStop.kept = lambda: kept_in(TrainingFolder(self.folder))  # data, export: too
         if state.finished:
             print(f"{self.name} with this config is already trained: run {state.run_id} "
                   f"({self.folder}). Pass --retrain to train it again.")
@@ -956,6 +959,7 @@ class _Epoch:
     def save_at_stop(self):
         """On a stop: a checkpoint of what the training has (said so), or, if the model's
         weights cannot be read (a second signal cut a step short), the last one's."""
+        Stop.reported = True
         if Stop.signals <= 1:
             try:
                 self.save()
@@ -967,11 +971,17 @@ class _Epoch:
         print(f"\nInterrupted: {self.kept()}", flush=True)
 
     def kept(self):
-        saved = self.folder.load_state()
-        if not saved.checkpoint:
-            return "no checkpoint was written yet. Rerun the same command to start again."
-        return (f"the last checkpoint ({saved.where}) is kept. Rerun the same command to "
-                "resume.")
+        return kept_in(self.folder)
+
+
+def kept_in(folder):
+    """What a stop keeps of the training in `folder` (a `TrainingFolder`), in words."""
+    saved = folder.load_state()
+    if saved.finished:
+        return "the run is trained and logged."
+    if not saved.checkpoint:
+        return "no checkpoint was written yet. Rerun the same command to start again."
+    return f"the last checkpoint ({saved.where}) is kept. Rerun the same command to resume."
 
 
 def _is_empty(dataset):
