@@ -27,9 +27,11 @@ from workflows.seq2seq.translator import (
 )
 from workflows.translation import build_model
 
+# float32: an untrained model's logits nearly tie, and bfloat16 breaks ties differently
+# in cached and uncached decoding, by CPU (`test_decoding_benchmark_matches_...`)
 TINY_TRANSFORMER = ["--epochs", "2", "--set", "embed_dim=16", "--set", "dense_dim=32",
                     "--set", "num_heads=2", "--set", "batch_tokens=256",
-                    "--set", "bleu_sentences=8",
+                    "--set", "bleu_sentences=8", "--set", "dtype_policy=float32",
                     "--average-epochs", "2"]
 TINY_GRU = ["--epochs", "2", "--set", "embed_dim=8", "--set", "latent_dim=16",
             "--set", "batch_size=16", "--set", "bleu_sentences=8"]
@@ -511,7 +513,7 @@ def test_max_train_minutes_is_the_wall_time_of_the_whole_train_command(tmp_path)
     env = {**__import__("os").environ, "NLPKIT_WORK_DIR": str(tmp_path / "work"),
            "NLPKIT_SPA_ENG_PATH": str(archive),
            "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
-    minutes = 0.75
+    minutes = 1.5
     started = time.monotonic()
     trained = subprocess.run([sys.executable, "-m", "workflows.translation", "train", "--preset",
                               "cpu", *TINY_TRANSFORMER, "--epochs", "1000", "--set",

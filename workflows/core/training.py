@@ -182,7 +182,8 @@ class TrainingRun:
                 on_epoch_end=self._log_epoch if chief else None,
                 verbose=store.progress_verbosity() if chief else 0,
                 time_budget_seconds=time_budget_seconds, started=self.started,
-                keep_epoch_weights=average_last_epochs, agree=self.processes.chiefs_word)
+                keep_epoch_weights=average_last_epochs,
+                agree=self.processes.chiefs_word if self.processes.count > 1 else bool)
         if chief:
             store.log_training_summary(self.model, self.state, curves)
             store.log_compilations(compiled)
@@ -622,7 +623,14 @@ def weight_values(model, optimizer=False):
         sync()
     variables = [*model.weights, *(model.optimizer.variables
                                    if optimizer and model.optimizer is not None else [])]
-    return [np.asarray(keras.ops.convert_to_numpy(variable.value)) for variable in variables]
+    return [_host_value(variable) for variable in variables]
+
+
+def _host_value(variable):
+    value = variable.value
+    if hasattr(value, "numpy"):  # TensorFlow's, a tf.distribute mirrored one included
+        return np.asarray(value.numpy())
+    return np.asarray(keras.ops.convert_to_numpy(value))
 
 
 def assign_values(model, values):
@@ -1002,7 +1010,7 @@ def _within_budget(state, budget):
     slowest = max(durations[1:] or durations, default=0.0)
     if budget.fits(slowest):
         return True
-    print(f"Stopping: {budget.used() / 60:.1f} of {budget.seconds / 60:.1f} minutes used; "
+    print(f"Stopping: {budget.used() / 60:.2f} of {budget.seconds / 60:.2f} minutes used; "
           f"another epoch (about {slowest:.0f} s) would not leave {budget.reserve:.0f} s for "
           "the export.", flush=True)
     return False
