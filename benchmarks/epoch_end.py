@@ -1,122 +1,100 @@
-"""How much of an epoch's wall time the `gpu` translator spends outside its training
-batches: validation, the per-epoch BLEU, checkpoints, logging.
+"""The checkpoint work an epoch of the `gpu` translator costs, as the training loop did it
+before issue 53 and as it does now, on this machine's CPU and disk.
 
-Runs the lesson's own `train --preset gpu` on the real pairs, on JAX as on a GPU machine,
-with the model shrunk so that a CPU trains a few epochs (`--set` flags below), once per
-checkout given (this one, and e.g. a worktree of an older commit, to compare in one run),
-each in its own work folder and store; then reads each run's per-epoch metrics and
-reports the epochs after the first (which compiles): training seconds, wall seconds, the
-training share and the end work per training second. It also times one checkpoint of the
-full-size `gpu` translator, the cost that dominates on a GPU.
+Before, every epoch wrote three full weight files with `save_weights` (the checkpoint
+with Adam's state, the best epoch's, the epoch's own for averaging) and hashed each.
+Now an epoch copies the best and the epoch's weights to memory, and a checkpoint (all
+three, `.npz`) is written only once the time since the last is 20 times its cost
+(`workflows/core/training.py`). The per-epoch cost of the new scheme is that copy plus
+the checkpoint spread over the epochs between two of them, for an epoch of
+`--epoch-seconds` of training (3.7 s: the H100 measured in ../shared/gpu/README.md).
 
-    python benchmarks/epoch_end.py --spa-eng-path ../shared/data/spa-eng.zip \
-        --checkout now=. --checkout before=/tmp/kit-before
+    KERAS_BACKEND=jax python benchmarks/epoch_end.py
 """
 
 import argparse
-import os
-import subprocess
+import math
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.reporting import machine, write_results  # noqa: E402
 
-SHRUNK = ["--set", "embed_dim=64", "--set", "dense_dim=128", "--set", "num_heads=2",
-          "--set", "encoder_layers=2", "--set", "decoder_layers=2", "--set", "patience=20"]
+RESULTS = Path(__file__).with_name("results") / "epoch_end.json"
 
 
-def train(checkout, work, store, spa_eng, epochs):
-    env = {**os.environ, "KERAS_BACKEND": "jax", "NLPKIT_WORK_DIR": str(work),
-           "MLFLOW_TRACKING_URI": f"sqlite:///{store}", "NLPKIT_SPA_ENG_PATH": str(spa_eng),
-           "PYTHONPATH": str(checkout)}
-    started = time.monotonic()
-    subprocess.run([sys.executable, "-m", "workflows.translation", "train", "--preset", "gpu",
-                    "--epochs", str(epochs), *SHRUNK], cwd=checkout, env=env, check=True,
-                   stdout=subprocess.DEVNULL)
-    return time.monotonic() - started
-
-
-def epoch_table(store):
-    import mlflow
-
-    mlflow.set_tracking_uri(f"sqlite:///{store}")
-    (run,) = mlflow.search_runs(experiment_names=["translation"], output_format="list")
-    client = mlflow.MlflowClient()
-    names = ("epoch_seconds", "epoch_wall_seconds", "validation_seconds", "checkpoint_seconds",
-             "val_decode_seconds")
-    history = {name: {m.step: m.value for m in client.get_metric_history(run.info.run_id, name)}
-               for name in names}
-    # wall time between two epochs' logged losses: what both versions log alike (the
-    # older code's `epoch_wall_seconds` left out its end-of-epoch checkpoints)
-    logged = {m.step: m.timestamp / 1000 for m in client.get_metric_history(run.info.run_id,
-                                                                             "loss")}
-    return [{name: history[name].get(step) for name in names} | {
-        "epoch": step, "logged_interval_seconds": logged[step] - logged[step - 1]
-        if step - 1 in logged else None} for step in sorted(history["epoch_seconds"])]
-
-
-def summary(epochs):
-    steady = [e for e in epochs if e["epoch"] > 1 and e["logged_interval_seconds"]]
-    training = sum(e["epoch_seconds"] for e in steady)
-    wall = sum(e["logged_interval_seconds"] for e in steady)
-    return {"steady_epochs": len(steady), "training_seconds": round(training, 2),
-            "wall_seconds": round(wall, 2), "training_share": round(training / wall, 4),
-            "end_work_per_training_second": round((wall - training) / training, 4)}
-
-
-def full_size_checkpoint_seconds():
-    """Seconds to write one checkpoint (weights and Adam's state) of the full `gpu`
-    translator, and its size."""
-    import keras
-
-    from workflows.core.training import TrainingFolder, TrainingState
-    from workflows.seq2seq.presets import make_config
-    from workflows.translation import build_model
-
-    config = make_config("transformer", "gpu")
-    model = build_model(config, 8000, 8000)
-    model.optimizer.build(model.trainable_variables)
-    with tempfile.TemporaryDirectory() as folder:
+def timed(work, repeats=3):
+    """The median seconds of `repeats` runs of `work()`."""
+    seconds = []
+    for _ in range(repeats):
         started = time.perf_counter()
-        TrainingFolder(folder).checkpoint(model, TrainingState())
-        seconds = time.perf_counter() - started
-        size = sum(p.stat().st_size for p in Path(folder).glob("checkpoint-*"))
-    return {"parameters": model.count_params(), "seconds": round(seconds, 2),
-            "megabytes": round(size / 2**20), "backend": keras.backend.backend()}
+        work()
+        seconds.append(time.perf_counter() - started)
+    return sorted(seconds)[len(seconds) // 2]
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python benchmarks/epoch_end.py",
                                      description=__doc__.split("\n")[0])
-    parser.add_argument("--spa-eng-path", required=True)
-    parser.add_argument("--checkout", action="append", default=[],
-                        help="NAME=PATH of a checkout of the kit (default: now=.)")
-    parser.add_argument("--epochs", type=int, default=4)
-    parser.add_argument("--work-dir", default="work",
-                        help="its prepared pairs are shared, read-only")
-    parser.add_argument("--output", default="benchmarks/results/epoch_end.json")
+    parser.add_argument("--epoch-seconds", type=float, default=3.7,
+                        help="an epoch's training batches (default: the H100's)")
+    parser.add_argument("--output", default=str(RESULTS))
     args = parser.parse_args(argv)
-    results = {"machine": machine(), "config": "gpu preset with " + " ".join(SHRUNK[1::2]),
-               "runs": {}}
-    with tempfile.TemporaryDirectory(prefix="epoch-end-") as scratch:
-        for name, checkout in (item.split("=", 1) for item in args.checkout or ["now=."]):
-            work = Path(scratch) / name / "work"
-            work.mkdir(parents=True)
-            for entry in Path(args.work_dir).resolve().iterdir():  # prepared data, shared
-                if entry.name != "runs":
-                    (work / entry.name).symlink_to(entry)
-            store = Path(scratch) / name / "mlflow.db"
-            seconds = train(Path(checkout).resolve(), work, store, args.spa_eng_path,
-                            args.epochs)
-            epochs = epoch_table(store)
-            results["runs"][name] = {"checkout": checkout, "train_command_seconds":
-                                     round(seconds, 1), **summary(epochs), "epochs": epochs}
-    results["full_size_gpu_checkpoint"] = full_size_checkpoint_seconds()
+
+    from data_prep.cache import sha256_of
+    from workflows.core.training import (
+        CHECKPOINT_SHARE,
+        TrainingFolder,
+        TrainingState,
+        weight_values,
+    )
+    from workflows.seq2seq.presets import make_config
+    from workflows.translation import build_model
+
+    config = make_config("transformer", "gpu")
+    model = build_model(config, 8000, 8000)  # the joint vocabulary's size
+    model.optimizer.build(model.trainable_variables)
+    with tempfile.TemporaryDirectory() as scratch:
+        scratch = Path(scratch)
+
+        def three_h5_files():  # the loop before: checkpoint, best, epoch weights
+            for name in ("checkpoint.weights.h5", "best.weights.h5", "epoch-1.weights.h5"):
+                model.save_weights(scratch / name)
+                sha256_of(scratch / name)
+
+        def snapshots():  # now, every epoch: the best and the epoch's weights to memory
+            weight_values(model)
+            weight_values(model)
+
+        folder = TrainingFolder(scratch / "run")
+
+        def checkpoint():  # now, when due: the held weights and the checkpoint
+            folder.keep_best_weights(model)
+            folder.unwritten["epoch-1.weights.npz"] = weight_values(model)
+            folder.checkpoint(model, TrainingState())
+
+        before = timed(three_h5_files)
+        snapshot = timed(snapshots)
+        write = timed(checkpoint)
+        sizes = {path.name: round(path.stat().st_size / 2**20)
+                 for path in (scratch / "run").glob("*.npz")}
+    # a checkpoint waits until 20 times its cost has passed: that many seconds of epochs
+    epochs_between = max(1, math.ceil(write / CHECKPOINT_SHARE / (args.epoch_seconds
+                                                                  + snapshot)))
+    now = snapshot + write / epochs_between
+    results = {
+        "machine": machine(), "parameters": model.count_params(), "file_megabytes": sizes,
+        "epoch_training_seconds": args.epoch_seconds,
+        "before": {"per_epoch_seconds": round(before, 3),
+                   "share_of_epoch_wall": round(before / (args.epoch_seconds + before), 3)},
+        "now": {"snapshot_seconds": round(snapshot, 3), "checkpoint_seconds": round(write, 3),
+                "epochs_between_checkpoints": epochs_between,
+                "per_epoch_seconds": round(now, 3),
+                "share_of_epoch_wall": round(now / (args.epoch_seconds + now), 3)},
+    }
     write_results(results, args.output)
     return 0
 
