@@ -126,11 +126,6 @@ class Stop:
         if cls.requested:
             raise KeyboardInterrupt
 
-    @classmethod
-    def reset(cls):
-        cls.requested, cls.signals, cls.deferring, cls.redelivering = False, 0, 0, False
-        cls.reported = False
-
 
 def _interrupt(signum, frame):
     if Stop.redelivering:  # the same stop, raised again (`_redeliver_swallowed_stop`)
