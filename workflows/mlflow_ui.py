@@ -13,7 +13,6 @@ and every worker it started.
 import argparse
 import os
 import sys
-from pathlib import Path
 
 from data_prep.commands import run_command, run_main
 from workflows.core import store
@@ -63,14 +62,13 @@ STARLETTE_DEPRECATIONS = ("async generator function lifespans are deprecated",
 
 
 def lesson_experiments():
-    """The experiments of the store that hold runs (none if it does not exist yet)."""
+    """The experiments of the store that hold runs (a new SQLite store is made here, whole,
+    rather than by the server)."""
     import mlflow
 
     uri = store.tracking_uri()
-    if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).exists():
-        return []  # a fresh store: the server creates it
     mlflow.set_tracking_uri(uri)
-    with store.store_lock(uri):
+    with store.opened_store(uri):
         return [experiment for experiment in mlflow.search_experiments()
                 if experiment.name != "Default"]
 

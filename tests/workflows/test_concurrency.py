@@ -5,6 +5,7 @@ ready, so they reach the contended step at the same moment), bounded in number a
 that every process succeeded and that what they share still works.
 """
 
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -97,6 +98,51 @@ def test_several_processes_create_the_same_experiment(env, restore_tracking_uri)
     finish(start_together(LOG_ONE_RUN, env))
     assert_runs_recorded(PROCESSES)
 
+
+
+def test_a_new_store_killed_while_made_is_made_again(env, restore_tracking_uri):
+    """MLflow's schema is built beside the store and renamed into place: a process killed
+    halfway leaves no store, and the next command makes a whole one."""
+    database = Path(env["MLFLOW_TRACKING_URI"].removeprefix("sqlite:///"))
+    building = database.with_name(f".{database.name}.building")
+    process, = start_together(LOG_ONE_RUN, env, count=1)
+    deadline = time.monotonic() + 120
+    while not building.exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.3)  # into the migrations
+    process.kill()
+    process.wait()
+    assert building.exists() and not database.exists()
+    from workflows.core import store as mlflow_store
+
+    mlflow_store.use_experiment("race")
+    with mlflow.start_run():
+        mlflow.log_metric("value", 1.0)
+    assert_runs_recorded(1)
+    assert not building.exists()
+
+
+def test_a_half_built_store_without_runs_is_moved_aside_and_made_again(
+        env, restore_tracking_uri, capsys):
+    """A store built in place by an earlier version and stopped halfway (some of MLflow's
+    tables, no run) could never be opened again; it is kept aside, and a whole one made."""
+    database = Path(env["MLFLOW_TRACKING_URI"].removeprefix("sqlite:///"))
+    database.parent.mkdir()
+    with sqlite3.connect(database) as half:
+        half.execute("CREATE TABLE runs (run_uuid VARCHAR(32) PRIMARY KEY)")
+        half.execute("CREATE TABLE datasets (dataset_uuid VARCHAR(36))")
+    half.close()
+    from workflows.core import store as mlflow_store
+
+    mlflow_store.use_experiment("race")
+    assert "was left half-built by a stopped command" in capsys.readouterr().err
+    with sqlite3.connect(database.with_name("mlflow.db.incomplete")) as kept:
+        assert {name for name, in kept.execute("SELECT name FROM sqlite_master")} == \
+            {"runs", "datasets", "sqlite_autoindex_runs_1"}
+    kept.close()
+    with mlflow.start_run():
+        mlflow.log_metric("value", 1.0)
+    assert_runs_recorded(1)
 
 def test_several_processes_prepare_the_same_data(env, tmp_path):
     archive = write_tar_gz(write_imdb_folder(tmp_path / "data", reviews_per_class=12),

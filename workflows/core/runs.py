@@ -13,9 +13,9 @@ from workflows.core import models
 from workflows.core.config import ConfigError
 from workflows.core.store import (
     existing_experiment,
+    opened_store,
     quiet_mlflow,
     runs_table_url,
-    store_lock,
     tracking_uri,
     use_experiment,
 )
@@ -49,7 +49,7 @@ def stored_run(run_id):
     quiet_mlflow()
     uri = tracking_uri()
     mlflow.set_tracking_uri(uri)
-    with store_lock(uri):  # the first client of a SQLite store migrates it
+    with opened_store(uri):
         try:
             return mlflow.MlflowClient().get_run(run_id)
         except mlflow.exceptions.MlflowException as error:

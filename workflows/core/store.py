@@ -74,16 +74,16 @@ def existing_experiment(name):
     quiet_mlflow()
     uri = tracking_uri()
     mlflow.set_tracking_uri(uri)
-    with store_lock(uri):  # the first client of a SQLite store migrates it
+    with opened_store(uri):
         return mlflow.get_experiment_by_name(name)
 
 
 def use_experiment(name):
     """Points MLflow at the tracking store and the experiment `name` (created if needed).
 
-    Creating or upgrading a SQLite store, and creating the experiment, happen under an
-    inter-process lock beside the database: MLflow's schema migration is not safe when
-    two processes run it at once, and two creators of one experiment would collide.
+    Creating a SQLite store, and creating the experiment, happen under an inter-process
+    lock beside the database: MLflow's schema migration is not safe when two processes
+    run it at once, and two creators of one experiment would collide.
     """
     import mlflow
 
@@ -91,8 +91,8 @@ def use_experiment(name):
     quiet_mlflow()
     uri = tracking_uri()
     mlflow.set_tracking_uri(uri)
-    with store_lock(uri):
-        if mlflow.get_experiment_by_name(name) is None:  # the first call migrates the store
+    with opened_store(uri):
+        if mlflow.get_experiment_by_name(name) is None:
             root = artifact_root(uri)
             try:
                 mlflow.create_experiment(name, artifact_location=root and f"{root}/{name}")
@@ -104,12 +104,62 @@ def use_experiment(name):
 
 
 def store_lock(uri):
-    """An inter-process lock for a SQLite store (servers serialize their own clients)."""
+    """An inter-process lock for a SQLite database (servers serialize their own clients)."""
     if not uri.startswith("sqlite:///"):
         return contextlib.nullcontext()
     database = Path(uri[len("sqlite:///"):])
     database.parent.mkdir(parents=True, exist_ok=True)
     return filelock.FileLock(database.with_name(f".{database.name}.lock"), timeout=600)
+
+
+@contextlib.contextmanager
+def opened_store(uri):
+    """Holds `store_lock(uri)`, with a SQLite store made whole first if it is new."""
+    with store_lock(uri):
+        if uri.startswith("sqlite:///"):
+            _make_sqlite_store_whole(Path(uri[len("sqlite:///"):]))
+        yield
+
+
+def _make_sqlite_store_whole(database):
+    """Creates a new SQLite store all at once: MLflow builds its schema in a file beside
+    it (dozens of migrations, seconds), which is then renamed into place. Built in
+    place, a stop halfway left a store that no later command could open ("table
+    datasets already exists"). Such a half-built store, one without runs, is moved
+    aside to `NAME.incomplete` and built again."""
+    if database.is_file() and database.stat().st_size:
+        if not _half_built(database):
+            return
+        os.replace(database, database.with_name(f"{database.name}.incomplete"))
+        print(f"The tracking store {database} was left half-built by a stopped command and "
+              f"holds no runs: moved it to {database.name}.incomplete and made it again.",
+              file=sys.stderr)
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+    building = database.with_name(f".{database.name}.building")
+    building.unlink(missing_ok=True)
+    uri = f"sqlite:///{building}"
+    try:
+        SqlAlchemyStore(uri, artifact_root(uri))
+    finally:
+        engine = SqlAlchemyStore._engine_map.pop(uri, None)
+        engine and engine.dispose()
+    os.replace(building, database)
+
+
+def _half_built(database):
+    """Whether a SQLite store lacks some of MLflow's tables and holds no runs."""
+    import sqlite3
+
+    from mlflow.store.db import utils  # imports every table's model
+
+    with contextlib.closing(sqlite3.connect(database)) as connection:
+        tables = {name for name, in connection.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if set(utils.Base.metadata.tables) <= tables:
+            return False
+        return "runs" not in tables or not connection.execute(
+            "SELECT 1 FROM runs LIMIT 1").fetchone()
 
 
 def artifact_root(uri):
