@@ -174,7 +174,8 @@ def fine_tune(config, data, encoder, bm25, folder):
                                  config.batch_size, config.query_length,
                                  config.document_length, config.seed + epoch)
 
-    trainer = dense.compile_trainer(encoder, config.learning_rate, config.scale)
+    trainer = dense.compile_trainer(encoder, config.learning_rate, config.scale,
+                                    dense.chunk_dividing(config.batch_size, config.chunk_size))
     trainer(epoch_batches(0)[0][0])  # builds it, so a checkpoint can be restored into it
     validate = evaluation.validation_ndcg(config, data, encoder, bm25)
     run_id = mlflow.active_run().info.run_id

@@ -121,3 +121,12 @@ def test_the_dual_encoder_fine_tunes_where_tensorflow_is_absent(tmp_path, new_st
     result = run_steps(RETRIEVAL.format(encoder=encoder), env)
     assert result["codes"] == [0, 0, 0] and not result["tensorflow"]
     assert programs(result, "jit(train_step)") == 1  # every batch has one shape
+
+
+def test_the_cached_loss_makes_the_whole_batchs_step_on_jax(tmp_path):
+    encoder = write_tiny_encoder(tmp_path / "encoder", words=[f"w{i}" for i in range(60)])
+    result = run_steps("import json\nfrom tests.workflows.test_retrieval import "
+                       f"cached_step_difference\nprint(json.dumps(cached_step_difference("
+                       f"{str(encoder)!r})))")
+    assert result["loss"][0] == pytest.approx(result["loss"][1], rel=1e-5)
+    assert result["step"] > 1e-3 and result["difference"] < 1e-4 * result["step"], result

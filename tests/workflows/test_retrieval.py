@@ -137,6 +137,54 @@ def test_encoding_reaches_the_compiler_in_few_shapes():
     assert sorted(rows.tolist()) == list(range(200))
 
 
+
+def cached_step_difference(encoder_folder):
+    """The largest difference between the weights after one SGD step of the cached
+    loss (chunks of 2 texts) and of the whole batch at once (the same network: dropout
+    off), and the size of that step."""
+    import keras
+
+    def one_step(chunk_size):
+        encoder = dense.DenseEncoder.pretrained(str(encoder_folder))
+        for layer in encoder.backbone._flatten_layers():
+            if isinstance(layer, keras.layers.Dropout):
+                layer.rate = 0.0
+        encoder.backbone.get_layer("pooled_dense").trainable = False
+        trainer = dense.DualEncoderTrainer(encoder.model, 20.0, chunk_size)
+        trainer.compile(optimizer=keras.optimizers.SGD(1.0),
+                        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        rng = np.random.default_rng(0)
+        inputs = {"query_ids": rng.integers(5, 40, (4, 8)).astype("int32"),
+                  "document_ids": rng.integers(5, 40, (8, 12)).astype("int32")}
+        inputs["query_ids"][:, 6:] = 0  # padded ends
+        inputs["document_ids"][::2, 9:] = 0
+        inputs["query_mask"] = inputs["query_ids"] != 0
+        inputs["document_mask"] = inputs["document_ids"] != 0
+        before = [keras.ops.convert_to_numpy(w) for w in encoder.backbone.trainable_weights]
+        loss = trainer.train_on_batch(inputs, np.arange(4, dtype="int32"), return_dict=True)
+        after = [keras.ops.convert_to_numpy(w) for w in encoder.backbone.trainable_weights]
+        return loss["loss"], before, after
+
+    whole_loss, before, whole = one_step(0)
+    cached_loss, _, cached = one_step(2)
+    return {"loss": [float(whole_loss), float(cached_loss)],
+            "difference": max(float(np.abs(a - b).max()) for a, b in zip(whole, cached,
+                                                                          strict=True)),
+            "step": max(float(np.abs(a - b).max()) for a, b in zip(whole, before,
+                                                                    strict=True))}
+
+
+def test_the_cached_loss_makes_the_whole_batchs_step(tmp_path):
+    encoder = write_tiny_encoder(tmp_path / "encoder", words=[*MORE_TOPICS, *FILLER])
+    result = cached_step_difference(encoder)
+    assert result["loss"][0] == pytest.approx(result["loss"][1], rel=1e-5)
+    assert result["step"] > 1e-3 and result["difference"] < 1e-4 * result["step"], result
+
+
+def test_the_largest_chunk_that_divides_the_batch():
+    assert [dense.chunk_dividing(32, c) for c in (0, 1, 8, 12, 64)] == [0, 1, 8, 8, 32]
+    assert dense.chunk_dividing(30, 8) == 6
+
 # ## The lesson, end to end
 
 

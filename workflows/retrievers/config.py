@@ -52,6 +52,9 @@ class RetrievalConfig:
     batch_size: int = option(32, at_least=2, at_most=1024, applies=fine_tunes)
     learning_rate: float = option(2e-5, above=0.0, at_most=1e-2, applies=fine_tunes)
     scale: float = option(20.0, above=0.0, at_most=1000.0, applies=fine_tunes)
+    # texts embedded at once in a training step (the cached loss, no dropout); 0: the
+    # whole batch at once, with dropout (memory grows with batch_size)
+    chunk_size: int = option(8, at_least=0, at_most=1024, applies=fine_tunes)
     negatives_depth: int = option(10, at_least=1, at_most=1000, applies=fine_tunes)
     patience: int = option(1, at_least=1, at_most=100, applies=fine_tunes)
     max_train_minutes: float = option(30.0, above=0.0, at_most=10_000.0, applies=fine_tunes)

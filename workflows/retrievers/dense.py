@@ -261,11 +261,19 @@ class DualEncoderTrainer(keras.Model):
     """Scores each query against every document of its batch (its own relevant one at
     the same row, then the others and the hard negatives): `(batch, documents)` logits,
     the cosine similarities times `scale`. Trained with sparse cross-entropy on the
-    labels `0..batch-1`, this is the multiple-negatives ranking loss."""
+    labels `0..batch-1`, this is the multiple-negatives ranking loss.
 
-    def __init__(self, encoder_model, scale=20.0, **kwargs):
+    With `chunk_size`, a training step is the cached form of that loss (GradCache, Gao
+    et al., 2021), so memory no longer grows with the batch: the batch is embedded
+    `chunk_size` texts at a time without gradients; the loss's gradient with respect to
+    each embedding is computed from those; then each chunk is embedded again and its
+    share of the weights' gradient back-propagated, one chunk after the other. The
+    gradient is the whole batch's, exactly, provided both passes see the same network:
+    so they run without dropout."""
+
+    def __init__(self, encoder_model, scale=20.0, chunk_size=0, **kwargs):
         super().__init__(**kwargs)
-        self.encoder, self.scale = encoder_model, scale
+        self.encoder, self.scale, self.chunk_size = encoder_model, scale, chunk_size
 
     def call(self, inputs, training=False):
         queries = self.encoder([inputs["query_ids"], inputs["query_mask"]], training=training)
@@ -273,12 +281,130 @@ class DualEncoderTrainer(keras.Model):
                                  training=training)
         return self.scale * keras.ops.matmul(queries, keras.ops.transpose(documents))
 
+    def train_step(self, *args):
+        if not self.chunk_size:
+            return super().train_step(*args)
+        if keras.backend.backend() == "jax":
+            return self._jax_cached_step(*args)
+        if keras.backend.backend() == "tensorflow":
+            return self._tensorflow_cached_step(*args)
+        raise NotImplementedError(f"chunked fine-tuning on {keras.backend.backend()}: "
+                                  "use the JAX or TensorFlow backend, or chunk_size 0")
 
-def compile_trainer(encoder, learning_rate, scale):
+    def _cached_loss(self, embed, inputs):
+        """`(logits, loss, chunks)`: the whole batch embedded chunk by chunk without
+        gradients, and for each side its chunked `(ids, mask, loss gradient)`."""
+        sides = [(inputs["query_ids"], inputs["query_mask"]),
+                 (inputs["document_ids"], inputs["document_mask"])]
+        chunked = [(_chunks(ids, self.chunk_size), _chunks(mask, self.chunk_size))
+                   for ids, mask in sides]
+        queries, documents = (keras.ops.stop_gradient(keras.ops.reshape(
+            keras.ops.map(lambda chunk: embed(*chunk), side), (-1, self.encoder.output_shape[-1])))
+            for side in chunked)
+        logits, loss, gradients = multiple_negatives_gradients(queries, documents, self.scale)
+        return logits, loss, [(*side, _chunks(gradient, self.chunk_size))
+                              for side, gradient in zip(chunked, gradients, strict=True)]
+
+    def _jax_cached_step(self, state, data):
+        import jax
+
+        trainable, non_trainable, optimizer_variables, metrics_variables = state
+        inputs, labels, _ = keras.utils.unpack_x_y_sample_weight(data)
+
+        def embed(ids, mask, weights=trainable):
+            return self.encoder.stateless_call(weights, non_trainable, [ids, mask],
+                                               training=False)[0]
+
+        def add_chunk(total, chunk):
+            ids, mask, upstream = chunk
+            grads = jax.grad(lambda w: keras.ops.sum(embed(ids, mask, w) * upstream))(trainable)
+            return jax.tree.map(lambda a, b: a + b, total, grads), None
+
+        logits, loss, chunks = self._cached_loss(embed, inputs)
+        grads = jax.tree.map(keras.ops.zeros_like, trainable)
+        for side in chunks:  # a scan: one chunk's activations at a time
+            grads = jax.lax.scan(add_chunk, grads, side)[0]
+        trainable, optimizer_variables = self.optimizer.stateless_apply(
+            optimizer_variables, grads, trainable)
+        logs, metrics_variables = self._stateless_metrics(metrics_variables, loss, labels,
+                                                          logits)
+        return logs, (trainable, non_trainable, optimizer_variables, metrics_variables)
+
+    def _tensorflow_cached_step(self, data):
+        import tensorflow as tf
+
+        inputs, labels, _ = keras.utils.unpack_x_y_sample_weight(data)
+        weights = self.trainable_variables
+
+        def embed(ids, mask):
+            return self.encoder([ids, mask], training=False)
+
+        def add_chunk(index, total, side):
+            ids, mask, upstream = (part[index] for part in side)
+            with tf.GradientTape() as tape:
+                surrogate = tf.reduce_sum(embed(ids, mask) * upstream)
+            grads = tape.gradient(surrogate, [w.value for w in weights],  # tf.Variables
+                                  unconnected_gradients=tf.UnconnectedGradients.ZERO)
+            return index + 1, [a + tf.convert_to_tensor(g)
+                               for a, g in zip(total, grads, strict=True)]
+
+        logits, loss, chunks = self._cached_loss(embed, inputs)
+        grads = [tf.zeros_like(w) for w in weights]
+        for side in chunks:  # one chunk at a time (parallel_iterations=1)
+            grads = tf.while_loop(lambda i, _, side=side: i < tf.shape(side[0])[0],
+                                  lambda i, total, side=side: add_chunk(i, total, side),
+                                  (tf.constant(0), grads), parallel_iterations=1)[1]
+        self.optimizer.apply(grads, weights)
+        for metric in self.metrics:
+            if metric.name == "loss":
+                metric.update_state(loss)
+            else:
+                metric.update_state(labels, logits)
+        return self.get_metrics_result()
+
+    def _stateless_metrics(self, metrics_variables, loss, labels, logits):
+        logs, updated = {}, []
+        for metric in self.metrics:
+            own = metrics_variables[len(updated):len(updated) + len(metric.variables)]
+            own = metric.stateless_update_state(own, loss) if metric.name == "loss" \
+                else metric.stateless_update_state(own, labels, logits)
+            result = metric.stateless_result(own)
+            logs.update(result if isinstance(result, dict) else {metric.name: result})
+            updated += own
+        return logs, updated
+
+
+def chunk_dividing(batch_size, chunk_size):
+    """The largest chunk of at most `chunk_size` rows that divides `batch_size` (0: none)."""
+    return next((size for size in range(min(chunk_size, batch_size), 0, -1)
+                 if batch_size % size == 0), 0)
+
+
+def _chunks(tensor, size):
+    """`tensor`'s rows as `(rows / size, size, ...)`."""
+    return keras.ops.reshape(tensor, (-1, size, *keras.ops.shape(tensor)[1:]))
+
+
+def multiple_negatives_gradients(queries, documents, scale):
+    """`(logits, loss, (d loss / d queries, d loss / d documents))` of the multiple-
+    negatives ranking loss (query `i`'s document at row `i`), in closed form: the
+    softmax cross-entropy's gradient with respect to the logits is `(p - onehot) / batch`."""
+    rows, columns = keras.ops.shape(logits := scale * keras.ops.matmul(
+        queries, keras.ops.transpose(documents)))
+    onehot = keras.ops.one_hot(keras.ops.arange(rows), columns)
+    log_p = keras.ops.log_softmax(logits, axis=-1)
+    batch = keras.ops.cast(rows, "float32")
+    loss = -keras.ops.sum(onehot * log_p) / batch
+    upstream = (keras.ops.exp(log_p) - onehot) * (scale / batch)
+    return logits, loss, (keras.ops.matmul(upstream, documents),
+                          keras.ops.matmul(keras.ops.transpose(upstream), queries))
+
+
+def compile_trainer(encoder, learning_rate, scale, chunk_size=0):
     """The trainer of `encoder`, compiled (AdamW; the backbone's pooler, which mean
-    pooling does not read, frozen)."""
+    pooling does not read, frozen); `chunk_size`: see `DualEncoderTrainer`."""
     encoder.backbone.get_layer("pooled_dense").trainable = False
-    trainer = DualEncoderTrainer(encoder.model, scale)
+    trainer = DualEncoderTrainer(encoder.model, scale, chunk_size)
     trainer.compile(optimizer=keras.optimizers.AdamW(learning_rate, weight_decay=0.01),
                     loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                     metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")])
