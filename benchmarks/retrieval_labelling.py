@@ -40,9 +40,12 @@ def main(argv=None):
     queries = (claims * (args.lines // len(claims) + 1))[:args.lines]
     rows = []
     with models.verified_model(run) as local, tempfile.TemporaryDirectory() as scratch:
+        path = Path(scratch) / "queries.txt"
+        path.write_text("".join(f"{query}\n" for query in queries), "utf-8")
         for workers in args.workers or [1, 2]:
             started = time.perf_counter()
-            rate = labelling.label(local / "artifacts" / retrieval.EXPORTED, queries,
+            rate = labelling.label(local / "artifacts" / retrieval.EXPORTED,
+                                   labelling.QueryFile(path),
                                    Path(scratch) / f"labels-{workers}.jsonl", 10, workers)
             rows.append({"workers": workers, "lines": len(queries),
                          "queries_per_second": rate,

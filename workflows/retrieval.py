@@ -359,7 +359,7 @@ def label(args):
     from workflows.retrievers import labelling
 
     check_label(args)
-    queries = labelling.read_queries(args.file)
+    queries = labelling.QueryFile(args.file)
     run = runs.check_has_model(runs.model_run(LESSON, args.run_id, args.model_uri,
                                               _run_filter(args)))
     with models.verified_model(run) as local:

@@ -277,7 +277,8 @@ def test_label_writes_every_line_in_order_and_resumes(lesson, tmp_path, workers,
 
     monkeypatch.setattr(labelling, "CHUNK", 4)
     lines = [f"topic{i % 24} blood" for i in range(30)]
-    (tmp_path / "queries.txt").write_text("\n".join(lines) + "\n")
+    (tmp_path / "queries.txt").write_bytes("".join(  # Windows line ends on some lines
+        line + ("\r\n" if i % 3 else "\n") for i, line in enumerate(lines)).encode())
     output = tmp_path / "top.jsonl"
     parts = tmp_path / "top.jsonl.parts"
     parts.mkdir()
@@ -292,6 +293,29 @@ def test_label_writes_every_line_in_order_and_resumes(lesson, tmp_path, workers,
     assert records[0]["results"] == [{"id": "planted"}]  # kept from the first attempt
     assert records[9]["results"][0]["id"] == "d9" and len(records[9]["results"]) == 2
     assert not parts.exists()
+
+
+def test_label_streams_the_file_and_refuses_parts_of_another_version_of_it(lesson, tmp_path,
+                                                                         capsys):
+    from workflows.retrievers import labelling
+
+    path = tmp_path / "queries.txt"
+    path.write_text("".join(f"topic{i % 24} gene é\n" for i in range(600)), "utf-8")
+    queries = labelling.QueryFile(path, chunk=256)
+    assert queries.lines == 600 and [(start, count) for start, _, count in queries.chunks] == \
+        [(0, 256), (256, 256), (512, 88)]
+    start, offset, count = queries.chunks[1]
+    assert labelling.read_lines(path, offset, 2) == ["topic16 gene é", "topic17 gene é"]
+    parts = tmp_path / "top.jsonl.parts"
+    parts.mkdir()
+    (parts / "source.sha256").write_text("0" * 64)  # a stopped labelling of another file
+    assert retrieval.main(["label", "--retriever", "bm25", "--file", str(path), "--output",
+                           str(tmp_path / "top.jsonl")]) == 2
+    assert "holds the labels of another version of --file" in capsys.readouterr().err
+    path.write_bytes(b"topic1 gene\ntopic2 \xe9t\xe9\n")
+    assert retrieval.main(["label", "--retriever", "bm25", "--file", str(path), "--output",
+                           str(tmp_path / "other.jsonl")]) == 2
+    assert "line 2: not UTF-8 text (byte 8 of the line)" in capsys.readouterr().err
 
 
 # ## Bad input: one line, exit status 2, nothing cached

@@ -1,18 +1,22 @@
 """Batch labelling at scale: every line of a file with its top k documents, as an Apache
 Beam pipeline (the e-commerce system labelled its 600,000 products this way).
 
-The file is cut into chunks of `CHUNK` lines; the pipeline hands the chunks not yet
-done to its workers, each of which loads the retriever once (`DoFn.setup`) and writes
+The file is read once, as a stream, to check it (UTF-8, no blank line) and to note
+where each chunk of `CHUNK` lines starts; the pipeline carries only those offsets, and
+each worker reads its own chunk's lines from the file. So memory does not grow with
+the number of queries. Each worker loads the retriever once (`DoFn.setup`) and writes
 each finished chunk as its own file (`<output>.parts/`, renamed into place when
 complete). When every chunk is there, they are joined in input order into `--output`
 (JSON lines: `{"line", "query", "results": [{"rank", "id", "title", "score"}]}`).
-A stopped run keeps its finished chunks: the same command carries on from them.
+A stopped run keeps its finished chunks: the same command carries on from them, if the
+file of queries is the same (its SHA-256 is kept with the parts).
 
 Locally the DirectRunner runs the chunks on `workers` processes. The same pipeline runs
-on Dataflow, Flink or Spark (`--runner` and that runner's options), with the retriever
-folder and the parts folder on storage every worker reaches.
+on Dataflow, Flink or Spark (`--runner` and that runner's options), with the file of
+queries, the retriever folder and the parts folder on storage every worker reaches.
 """
 
+import hashlib
 import json
 import os
 import shutil
@@ -30,10 +34,12 @@ CHUNK = 256
 
 
 class LabelChunk(beam.DoFn):
-    """Labels one chunk `(start, queries)` and writes it as `<parts>/<start>.jsonl`."""
+    """Labels one chunk `(start, offset, count)` of the queries file (its lines from
+    `start`, at byte `offset`) and writes it as `<parts>/<start>.jsonl`."""
 
-    def __init__(self, retriever_folder, parts, k):
-        self.retriever_folder, self.parts, self.k = str(retriever_folder), str(parts), k
+    def __init__(self, retriever_folder, queries_path, parts, k):
+        self.retriever_folder, self.queries_path = str(retriever_folder), str(queries_path)
+        self.parts, self.k = str(parts), k
 
     def setup(self):
         from workflows.retrievers.searcher import Searcher
@@ -41,93 +47,140 @@ class LabelChunk(beam.DoFn):
         self.searcher = Searcher.load(self.retriever_folder)
 
     def process(self, chunk):
-        start, queries = chunk
+        start, offset, count = chunk
+        queries = read_lines(self.queries_path, offset, count)
         answers = self.searcher.answers(queries, self.k)
         target = Path(self.parts) / f"{start:012d}.jsonl"
         partial = target.with_name(f".partial-{os.getpid()}-{target.name}")
         with open(partial, "w", encoding="utf-8") as file:
-            for offset, (query, results) in enumerate(zip(queries, answers, strict=True)):
-                file.write(json.dumps({"line": start + offset + 1, "query": query,
-                                       "results": results}, ensure_ascii=False) + "\n")
+            for number, (query, results) in enumerate(zip(queries, answers, strict=True),
+                                                      start + 1):
+                file.write(json.dumps({"line": number, "query": query, "results": results},
+                                      ensure_ascii=False) + "\n")
         os.replace(partial, target)
         yield start
 
 
-def read_queries(path):
-    try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        raise UserError(f"--file {path} does not exist.") from None
-    except UnicodeDecodeError as error:
-        raise UserError(f"--file {path} is not UTF-8 text (byte {error.start}); save it as "
-                        "UTF-8.") from None
-    except OSError as error:
-        raise UserError(f"Cannot read --file {path}: {error.strerror}.") from None
-    blank = next((number for number, line in enumerate(lines, 1) if not line.strip()), None)
-    if not lines:
-        raise UserError(f"--file {path} is empty: give one query per line.")
-    if blank:
-        raise UserError(f"--file {path}, line {blank}: an empty query. Remove blank lines "
-                        "(every line is labelled, in order).")
-    return lines
+def read_lines(path, offset, count):
+    """`count` lines of `path` from byte `offset`, without their line ends."""
+    with open(path, "rb") as file:
+        file.seek(offset)
+        return [file.readline().decode("utf-8").rstrip("\r\n") for _ in range(count)]
+
+
+class QueryFile:
+    """A file of queries, one per line, checked as it streams: `chunks` are the
+    `(first line index, byte offset, lines)` of each run of `CHUNK` lines, `lines` their
+    number, `sha256` the file's digest."""
+
+    def __init__(self, path, chunk=None):
+        chunk = chunk or CHUNK
+        self.path, self.chunks, self.lines = Path(path), [], 0
+        digest = hashlib.sha256()
+        try:
+            with open(self.path, "rb") as file:
+                offset = 0
+                for raw in file:
+                    self._check(raw)
+                    if self.lines % chunk == 0:
+                        self.chunks.append([self.lines, offset, 0])
+                    self.chunks[-1][2] += 1
+                    self.lines += 1
+                    offset += len(raw)
+                    digest.update(raw)
+        except FileNotFoundError:
+            raise UserError(f"--file {path} does not exist.") from None
+        except IsADirectoryError:
+            raise UserError(f"--file {path} is a folder; give a file of queries.") from None
+        except OSError as error:
+            raise UserError(f"Cannot read --file {path}: {error.strerror}.") from None
+        if not self.lines:
+            raise UserError(f"--file {path} is empty: give one query per line.")
+        self.chunks = [tuple(chunk) for chunk in self.chunks]
+        self.sha256 = digest.hexdigest()
+
+    def _check(self, raw):
+        number = self.lines + 1
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise UserError(f"--file {self.path}, line {number}: not UTF-8 text (byte "
+                            f"{error.start + 1} of the line); save it as UTF-8.") from None
+        if not line.strip():
+            raise UserError(f"--file {self.path}, line {number}: an empty query. Remove "
+                            "blank lines (every line is labelled, in order).")
 
 
 def label(retriever_folder, queries, output, k=10, workers=1, runner="DirectRunner"):
-    """Writes `output`: `queries` labelled with their top `k`, in order; resumable."""
+    """Writes `output`: the lines of `queries` (a `QueryFile`) labelled with their top
+    `k`, in order; resumable. Returns the queries per second of this call's labelling."""
     output = Path(output)
     parts = output.with_name(output.name + ".parts")
-    parts.mkdir(parents=True, exist_ok=True)
-    chunks = [(start, queries[start:start + CHUNK]) for start in range(0, len(queries), CHUNK)]
+    _check_parts_are_of(parts, queries)
     done = {int(p.stem) for p in parts.glob("[0-9]*.jsonl")}
-    todo = [chunk for chunk in chunks if chunk[0] not in done]
+    todo = [chunk for chunk in queries.chunks if chunk[0] not in done]
     if done:
-        print(f"Resuming: {len(chunks) - len(todo)} of {len(chunks)} chunks already labelled "
-              f"in {parts}")
+        print(f"Resuming: {len(queries.chunks) - len(todo)} of {len(queries.chunks)} chunks "
+              f"already labelled in {parts}")
     started = time.perf_counter()
     if todo:
         options = PipelineOptions(  # flags=[]: not this command's own arguments
             flags=[], runner=runner, direct_num_workers=workers,
             direct_running_mode="multi_processing" if workers > 1 else "in_memory",
             default_sdk_harness_log_level="WARNING")
-        with _progress(parts, len(queries), len(done)):
+        with _progress(parts, queries):
             with beam.Pipeline(options=options) as pipeline:
                 _ = (pipeline | beam.Create(todo) | beam.Reshuffle()
-                     | beam.ParDo(LabelChunk(retriever_folder, parts, k)))
+                     | beam.ParDo(LabelChunk(retriever_folder, queries.path, parts, k)))
     seconds = time.perf_counter() - started
-    _join(parts, chunks, output)
+    _join(parts, queries.chunks, output)
     shutil.rmtree(parts)
-    labelled = sum(len(queries) for _, queries in todo)
+    labelled = sum(count for _, _, count in todo)
     rate = labelled / seconds if seconds > 0 and labelled else 0.0
-    print(f"Labelled {len(queries):,} queries into {output}"
+    print(f"Labelled {queries.lines:,} queries into {output}"
           + (f" ({labelled:,} now, {rate:.1f} queries/s with {workers} worker(s))"
              if labelled else ""))
     return rate
 
 
+def _check_parts_are_of(parts, queries):
+    """The parts folder of an earlier, stopped labelling is carried on only for the same
+    file of queries (a changed file would mix old and new lines)."""
+    source = parts / "source.sha256"
+    if parts.is_dir() and source.is_file() and source.read_text() != queries.sha256:
+        raise UserError(f"{parts} holds the labels of another version of --file "
+                        f"{queries.path}: remove that folder to label the file anew.")
+    parts.mkdir(parents=True, exist_ok=True)
+    source.write_text(queries.sha256)
+
+
 def _join(parts, chunks, output):
-    missing = [start for start, _ in chunks if not (parts / f"{start:012d}.jsonl").is_file()]
+    missing = [start for start, *_ in chunks if not (parts / f"{start:012d}.jsonl").is_file()]
     if missing:
         raise RuntimeError(f"the pipeline finished without chunk(s) {missing[:5]}")
     partial = output.with_name(f".partial-{output.name}")
     with open(partial, "w", encoding="utf-8") as joined:
-        for start, _ in chunks:
+        for start, *_ in chunks:
             with open(parts / f"{start:012d}.jsonl", encoding="utf-8") as part:
                 shutil.copyfileobj(part, joined)
     os.replace(partial, output)
 
 
 class _progress:
-    """Counts the labelled lines from the parts folder while the pipeline runs."""
+    """Counts the labelled lines from the finished chunks while the pipeline runs."""
 
-    def __init__(self, parts, total, done_chunks):
+    def __init__(self, parts, queries):
         self.parts, self.stop = parts, threading.Event()
-        self.progress = tqdm(total=total, desc="Labelling", disable=None)
+        self.lines = {start: count for start, _, count in queries.chunks}
+        self.progress = tqdm(total=queries.lines, desc="Labelling", disable=None)
         self.thread = threading.Thread(target=self._watch, daemon=True)
+
+    def _labelled(self):
+        return sum(self.lines.get(int(p.stem), 0) for p in self.parts.glob("[0-9]*.jsonl"))
 
     def _watch(self):
         while not self.stop.wait(1.0):
-            lines = sum(1 for p in self.parts.glob("[0-9]*.jsonl") for _ in open(p, "rb"))
-            self.progress.update(lines - self.progress.n)
+            self.progress.update(self._labelled() - self.progress.n)
 
     def __enter__(self):
         self.progress.__enter__()
@@ -137,6 +190,5 @@ class _progress:
     def __exit__(self, *exc_info):
         self.stop.set()
         self.thread.join()
-        self.progress.update(sum(1 for p in self.parts.glob("[0-9]*.jsonl")
-                                  for _ in open(p, "rb")) - self.progress.n)
+        self.progress.update(self._labelled() - self.progress.n)
         self.progress.__exit__(*exc_info)
