@@ -11,11 +11,13 @@ reported with its number, never skipped in silence.
 """
 
 import csv
+import io
 from pathlib import Path
 
 import numpy as np
 
 from data_prep.commands import UserError
+from data_prep.text import text_lines
 
 LABELS = {"1": 1, "pos": 1, "positive": 1, "0": 0, "neg": 0, "negative": 0}
 TEXT_COLUMNS = ("text", "review", "sentence", "content")
@@ -61,7 +63,7 @@ def _read(path):
 
 
 def _tsv_rows(path, content, text_column, label_column):
-    lines = [(number, line) for number, line in enumerate(content.splitlines(), start=1)
+    lines = [(number, line) for number, line in enumerate(text_lines(content), start=1)
              if line.strip()]
     header = lines[0][1].split("\t") if lines else []
     if text_column or label_column or _names_columns(header):
@@ -99,7 +101,7 @@ def _tsv_fields(line, count, label):
 
 
 def _csv_rows(path, content, text_column, label_column):
-    reader = csv.DictReader(content.splitlines())
+    reader = csv.DictReader(io.StringIO(content, newline=""))
     header = reader.fieldnames or []
     text_column = _column(path, header, text_column, TEXT_COLUMNS, "text")
     label_column = _column(path, header, label_column, LABEL_COLUMNS, "label")

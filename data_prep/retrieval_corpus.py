@@ -29,6 +29,7 @@ import numpy as np
 
 from data_prep import cache
 from data_prep.commands import UserError
+from data_prep.text import text_lines
 
 BEIR_URL = "https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets/"
 SCIFACT = cache.DatasetSource(
@@ -342,7 +343,7 @@ def _text_of(path):
 
 
 def _records_of_jsonl(path):
-    for number, line in enumerate(_text_of(path).splitlines(), start=1):
+    for number, line in enumerate(text_lines(_text_of(path)), start=1):
         if not line.strip():
             continue
         try:
@@ -370,6 +371,6 @@ def _records_of_csv(path):
 
 
 def _rows_of_tsv(path):
-    for number, line in enumerate(_text_of(path).splitlines(), start=1):
+    for number, line in enumerate(text_lines(_text_of(path)), start=1):
         if line.strip():
             yield number, line.split("\t")

@@ -38,6 +38,7 @@ from data_prep.text import (
     make_wordpiece_tokenizer,
     register_standardizations,
     standardize_spanish,
+    text_lines,
 )
 
 SPA_ENG = DatasetSource(
@@ -96,7 +97,7 @@ def parse_pairs(text):
     reported (1-based line numbers), not fatal.
     """
     pairs, malformed = [], []
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(text_lines(text), start=1):
         if isinstance(line, bytes):
             try:
                 line = line.decode("utf-8-sig" if number == 1 else "utf-8")

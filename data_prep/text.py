@@ -22,6 +22,17 @@ WHITESPACE = re.compile(r"\s+")
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
+
+def text_lines(text):
+    """The lines of `text` (str or bytes), split at line feeds only (`\\r\\n` too).
+    `str.splitlines` also splits at characters found inside real text (U+0085 in IMDB
+    reviews, U+2028, form feeds), which cuts a review, a query or a JSON line in two."""
+    newline, carriage = ("\n", "\r") if isinstance(text, str) else (b"\n", b"\r")
+    lines = text.split(newline)
+    if lines and not lines[-1]:
+        lines.pop()
+    return [line[:-1] if line.endswith(carriage) else line for line in lines]
+
 def clean_html(text):
     """Replaces tags such as `<br />` by spaces and decodes entities (`&amp;` -> `&`)."""
     return WHITESPACE.sub(" ", HTML_TAG.sub(" ", html.unescape(text))).strip()

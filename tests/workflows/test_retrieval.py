@@ -347,6 +347,20 @@ def test_bad_corpus_files_are_refused_in_one_line(tmp_path, capsys, damage, mess
         else True
 
 
+
+def test_texts_with_unicode_line_separators_stay_whole(tmp_path):
+    """IMDB reviews hold U+0085; `str.splitlines` cut such a document's JSON line in two."""
+    from data_prep import retrieval_corpus
+
+    folder = write_beir(tmp_path / "corpus", TOPICS[:6])
+    text = "Good\x85 very good\u2028and\x0cmore"
+    lines = (folder / "corpus.jsonl").read_text().splitlines()
+    lines[2] = json.dumps({"_id": "d2", "title": "odd", "text": text}, ensure_ascii=False)
+    (folder / "corpus.jsonl").write_text("\r\n".join(lines) + "\r\n", "utf-8")
+    data = retrieval_corpus.prepare(folder, verbose=False)
+    assert len(data.doc_ids) == 6 and data.texts[2] == text
+    assert retrieval_corpus.load(data.directory).texts[2] == text  # the cached copy too
+
 def test_a_catalogue_with_attributes_becomes_a_corpus(tmp_path):
     from data_prep import retrieval_corpus
 

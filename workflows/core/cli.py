@@ -17,6 +17,7 @@ import yaml
 
 from data_prep.cache import add_location_arguments
 from data_prep.commands import quiet_tensorflow, run_command
+from data_prep.text import text_lines
 from workflows.core import search_space
 from workflows.core.config import DISTRIBUTION_HELP, ConfigError, applicable_fields
 
@@ -365,7 +366,7 @@ def read_texts(texts, file, what):
     texts = list(texts)
     if file:
         try:
-            lines = Path(file).read_text(encoding="utf-8").splitlines()
+            lines = text_lines(Path(file).read_text(encoding="utf-8"))
         except IsADirectoryError:
             raise ConfigError(f"--file {file} is a folder; give a text file, one per line.") \
                 from None

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from data_prep.text import text_lines
 from workflows.retrievers import fusion
 from workflows.retrievers.bm25 import BM25Index
 from workflows.retrievers.dense import ApproximateIndex, DenseEncoder, index_for
@@ -123,7 +124,7 @@ class Searcher:
         folder = Path(folder)
         settings = SearchSettings(**json.loads((folder / SETTINGS_FILE).read_text()))
         documents = [json.loads(line) for line in
-                     (folder / "documents.jsonl").read_text("utf-8").splitlines()]
+                     text_lines((folder / "documents.jsonl").read_text("utf-8"))]
         encoder, embeddings, index = None, None, None
         if (folder / "encoder").is_dir():
             encoder, embeddings = DenseEncoder.load(folder / "encoder"), np.load(

@@ -23,7 +23,7 @@ import numpy as np
 from tqdm import tqdm
 
 from data_prep import cache
-from data_prep.text import SENTENCE_END, clean_html
+from data_prep.text import SENTENCE_END, clean_html, text_lines
 from workflows.seq2seq.presets import EXPERIMENT as TRANSLATION
 
 DIRECTIONS = {"translator": "en-es", "back_translator": "es-en"}
@@ -237,7 +237,7 @@ def read_memo(path):
     if not path.exists():
         return known
     text = path.read_text("utf-8")
-    for line in text.splitlines():
+    for line in text_lines(text):
         try:
             record = json.loads(line)
             if record["sha256"] == line_digest(record):
