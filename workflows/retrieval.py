@@ -149,6 +149,33 @@ def make_searcher(config, data, bm25, encoder, work_dir):
 # the core's resumable `fit`.
 
 
+def training_pairs(config, data):
+    """`(query texts, (query, document row) pairs, each query's corpus rows, document
+    texts, the corpus row of each document text)`: from the train judgements, or for a
+    cold start from the corpus alone, each pseudo-query paired with its document's text
+    less the query (a document row after the corpus's own)."""
+    from workflows.retrievers import pseudo_queries
+
+    if config.pseudo_queries != "none":
+        queries, positives, rows = pseudo_queries.pseudo_pairs(
+            data, config.pseudo_queries, config.pseudo_query_count, config.seed)
+        if not queries:
+            raise ConfigError(f"No document gives a pseudo-query from its "
+                              f"{config.pseudo_queries}; try --set pseudo_queries=sentences.")
+        corpus = len(data.doc_ids)
+        return (queries, [(q, corpus + q) for q in range(len(queries))], [{r} for r in rows],
+                data.searchable() + positives, list(range(corpus)) + rows)
+    query_ids, query_texts, judged = data.split("train")
+    if not query_ids:
+        raise ConfigError("Fine-tuning needs train judgements; this corpus has none: "
+                          "--set pseudo_queries=titles (or sentences) makes pairs from the "
+                          "corpus, --set epochs=0 uses the encoder as it is.")
+    row_of = {doc: row for row, doc in enumerate(data.doc_ids)}
+    judged_rows = [{row_of[d] for d in judged[q]} for q in query_ids]
+    pairs = [(q, row) for q in range(len(query_ids)) for row in sorted(judged_rows[q])]
+    return query_texts, pairs, judged_rows, data.searchable(), None
+
+
 def fine_tune(config, data, encoder, bm25, folder):
     """Fine-tunes `encoder` in place; returns the training state (history, best epoch)."""
     import mlflow
@@ -156,23 +183,17 @@ def fine_tune(config, data, encoder, bm25, folder):
     from workflows.core import store, training
     from workflows.retrievers import dense
 
-    query_ids, query_texts, judged = data.split("train")
-    if not query_ids:
-        raise ConfigError("Fine-tuning needs train judgements; this corpus has none "
-                          "(--set epochs=0 uses the encoder as it is).")
-    row_of = {doc: row for row, doc in enumerate(data.doc_ids)}
-    judged_rows = [{row_of[d] for d in judged[q]} for q in query_ids]
-    pairs = [(q, row) for q in range(len(query_ids)) for row in sorted(judged_rows[q])]
+    query_texts, pairs, judged_rows, documents, sources = training_pairs(config, data)
     bm25_rows, _ = bm25.search(query_texts, config.negatives_depth + max(map(len, judged_rows)))
     negatives = dense.hard_negatives(bm25_rows, pairs, judged_rows, config.negatives_depth,
                                      config.seed, len(data.doc_ids))
     query_tokens = encoder.tokenizer.ids(query_texts, config.query_length)
-    document_tokens = encoder.tokenizer.ids(data.searchable(), config.document_length)
+    document_tokens = encoder.tokenizer.ids(documents, config.document_length)
 
     def epoch_batches(epoch):
         return dense.PairBatches(query_tokens, document_tokens, pairs, negatives,
                                  config.batch_size, config.query_length,
-                                 config.document_length, config.seed + epoch)
+                                 config.document_length, config.seed + epoch, sources=sources)
 
     trainer = dense.compile_trainer(encoder, config.learning_rate, config.scale,
                                     dense.chunk_dividing(config.batch_size, config.chunk_size))

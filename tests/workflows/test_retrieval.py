@@ -220,6 +220,61 @@ def test_dense_fine_tuning_improves_a_planted_task_and_resumes(lesson, capsys):
     assert "already built" in capsys.readouterr().out
 
 
+
+def write_cold_start_beir(folder, topics=MORE_TOPICS, seed=0):
+    """A BEIR folder with titled, punctuated documents and judgements for dev and test
+    only: no train judgements to learn from."""
+    rng = random.Random(seed)
+    (folder / "qrels").mkdir(parents=True, exist_ok=True)
+    with open(folder / "corpus.jsonl", "w") as corpus, open(folder / "queries.jsonl", "w") as q:
+        for i, topic in enumerate(topics):
+            sentences = [" ".join(rng.sample(FILLER, 4)) + "." for _ in range(2)]
+            sentences.insert(rng.randint(0, 2), f"{topic} {' '.join(rng.sample(FILLER, 3))}.")
+            corpus.write(json.dumps({"_id": f"d{i}", "title": f"{topic} {rng.choice(FILLER)} "
+                                     f"{rng.choice(FILLER)}", "text": " ".join(sentences)}) + "\n")
+            q.write(json.dumps({"_id": f"q{i}", "text": f"{topic} {rng.choice(FILLER)}"}) + "\n")
+    for split, ids in (("dev", range(0, len(topics), 3)), ("test", range(1, len(topics), 3))):
+        (folder / "qrels" / f"{split}.tsv").write_text(
+            "query-id\tcorpus-id\tscore\n" + "".join(f"q{i}\td{i}\t1\n" for i in ids))
+    return folder
+
+
+def test_pseudo_queries_leave_the_query_out_of_its_document(tmp_path):
+    from data_prep import retrieval_corpus
+    from workflows.retrievers import pseudo_queries
+
+    data = retrieval_corpus.prepare(write_cold_start_beir(tmp_path / "c", MORE_TOPICS[:20]),
+                                    verbose=False)
+    for source in ("titles", "sentences"):
+        queries, positives, rows = pseudo_queries.pseudo_pairs(data, source, 12, seed=3)
+        assert len(queries) == len(positives) == 12 and len(set(rows)) == 12
+        for query, positive, row in zip(queries, positives, rows, strict=True):
+            assert query in data.searchable()[row] and query not in positive
+        assert pseudo_queries.pseudo_pairs(data, source, 12, seed=3)[0] == queries  # seeded
+    queries, _, rows = pseudo_queries.pseudo_pairs(data, "titles", 100, seed=3)
+    assert len(queries) == 20 and queries[0] == data.titles[rows[0]]
+
+
+def test_a_cold_start_fine_tunes_on_pseudo_queries_without_train_judgements(lesson, capsys):
+    import mlflow
+
+    corpus = write_cold_start_beir(lesson["root"] / "cold")
+    base = ["train", "--retriever", "dense", "--beir-path", str(corpus),
+            "--set", f"encoder={lesson['encoder']}", "--set", "learning_rate=3e-3",
+            "--set", "batch_size=8", "--set", "document_length=32",
+            "--set", "query_length=16"]
+    assert retrieval.main([*base, "--epochs", "2"]) == 2
+    assert "--set pseudo_queries=titles" in capsys.readouterr().err
+    # a title always holds the topic word; a sentence does one time in three
+    for source, gain in (("titles", 0.1), ("sentences", 0.02)):
+        assert retrieval.main([*base, "--epochs", "3", "--set", "patience=3", "--set",
+                               f"pseudo_queries={source}"]) == 0
+        run = latest_run("dense")
+        history = [m.value for m in mlflow.MlflowClient().get_metric_history(
+            run.info.run_id, "val_pool_ndcg_at_10")]
+        assert run.data.params["pseudo_queries"] == source and len(history) == 4
+        assert max(history[1:]) > history[0] + gain, (source, history)
+
 def test_embeddings_are_cached_per_encoder_and_corpus(lesson, tmp_path, monkeypatch):
     from data_prep import retrieval_corpus
 

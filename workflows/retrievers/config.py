@@ -56,6 +56,12 @@ class RetrievalConfig:
     # whole batch at once, with dropout (memory grows with batch_size)
     chunk_size: int = option(8, at_least=0, at_most=1024, applies=fine_tunes)
     negatives_depth: int = option(10, at_least=1, at_most=1000, applies=fine_tunes)
+    # a cold start: pairs made from the corpus alone (retrievers/pseudo_queries.py)
+    pseudo_queries: str = option("none", choices=("none", "titles", "sentences"),
+                                 applies=fine_tunes)
+    pseudo_query_count: int = option(2000, at_least=1, at_most=10_000_000,
+                                     applies=lambda c: fine_tunes(c)
+                                     and c.pseudo_queries != "none")
     patience: int = option(1, at_least=1, at_most=100, applies=fine_tunes)
     max_train_minutes: float = option(30.0, above=0.0, at_most=10_000.0, applies=fine_tunes)
     checkpoint_every_steps: int = option(50, at_least=1, at_most=1_000_000,

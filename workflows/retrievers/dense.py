@@ -416,11 +416,14 @@ class PairBatches(keras.utils.PyDataset):
     pairs, no document twice in a batch (it would be another query's false negative),
     each query with `negatives[pair]` (hard negatives) after the in-batch documents.
     Seeded by the epoch; `skip` resumes mid-epoch; a short last batch is dropped, so
-    every batch has one shape."""
+    every batch has one shape. `sources[row]`: the corpus document a document row is
+    made from (a pseudo-query's positive is its document less the query), so that
+    document is not another pair's negative in the same batch."""
 
     def __init__(self, query_ids, document_ids, pairs, negatives, batch_size, query_length,
-                 document_length, seed, order=None):
+                 document_length, seed, order=None, sources=None):
         super().__init__()
+        self.sources = sources or range(len(document_ids))
         self.query_ids, self.document_ids = query_ids, document_ids
         self.pairs, self.negatives = pairs, negatives
         self.batch_size, self.seed = batch_size, seed
@@ -433,7 +436,7 @@ class PairBatches(keras.utils.PyDataset):
         rng = np.random.default_rng(self.seed)
         full, open_batches = [], []
         for pair in rng.permutation(len(self.pairs)).tolist():
-            documents = {self.pairs[pair][1], self.negatives[pair]}
+            documents = {self.sources[self.pairs[pair][1]], self.sources[self.negatives[pair]]}
             batch = next((b for b in open_batches if not documents & b["documents"]), None)
             if batch is None:
                 batch = {"pairs": [], "documents": set()}
@@ -462,7 +465,7 @@ class PairBatches(keras.utils.PyDataset):
     def skip(self, count):
         return PairBatches(self.query_ids, self.document_ids, self.pairs, self.negatives,
                            self.batch_size, self.query_length, self.document_length,
-                           self.seed, self.order[count:])
+                           self.seed, self.order[count:], self.sources)
 
 
 def hard_negatives(bm25_rows, pairs, judged_rows, depth, seed, corpus_size):
