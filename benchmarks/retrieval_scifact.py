@@ -19,7 +19,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.reporting import write_results  # noqa: E402
 
 SETTINGS = ("k1", "b", "encoder", "encoder_run", "epochs", "batch_size", "learning_rate",
-            "depth", "fusion", "document_length")
+            "depth", "fusion", "document_length", "chunk_size", "pseudo_queries",
+            "pseudo_query_count", "max_train_minutes")
 METRICS = ("ndcg_at_10", "recall_at_100", "mrr_at_10", "map_at_100",
            "reciprocal_rank_sum_at_5", "queries_per_second")
 EXTRA = ("hybrid_weight_used", "index_seconds", "bm25_index_seconds", "train_minutes",
@@ -33,7 +34,9 @@ ANCHORS = {"bm25": "Lucene/Anserini BM25 0.679 (recall@100 0.913 on this file)",
 def summary(run):
     metrics, tags, params = run.data.metrics, run.data.tags, run.data.params
     tuned = params.get("epochs", "0") not in ("0", "None") or params.get("encoder_run")
-    encoder = (" + fine-tuned encoder" if tuned else " + zero-shot encoder") \
+    kind = f"cold-start ({params['pseudo_queries']})" if params.get(
+        "pseudo_queries", "none") != "none" else "fine-tuned"
+    encoder = (f" + {kind} encoder" if tuned else " + zero-shot encoder") \
         if params.get("retriever") != "bm25" else ""
     if params.get("fusion") == "rrf":
         encoder += " (RRF)"
