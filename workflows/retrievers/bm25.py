@@ -15,7 +15,8 @@ import bm25s
 import numpy as np
 
 # bm25s says at INFO, once per query, that a query of stop words only scores 0 everywhere
-# (Beam's workers log INFO): 305 lines for 600,000 labelled queries, nothing to act on
+# (Beam's workers log INFO): hundreds of lines for 600,000 labelled queries, nothing to
+# act on
 logging.getLogger("bm25s").setLevel(logging.WARNING)
 
 STEMMERS = ("english", "none")
