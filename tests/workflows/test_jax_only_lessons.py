@@ -123,6 +123,7 @@ def test_the_dual_encoder_fine_tunes_where_tensorflow_is_absent(tmp_path, new_st
     assert programs(result, "jit(train_step)") == 1  # every batch has one shape
 
 
+@pytest.mark.slow  # a JAX subprocess: the integration tier
 def test_the_cached_loss_makes_the_whole_batchs_step_on_jax(tmp_path):
     encoder = write_tiny_encoder(tmp_path / "encoder", words=[f"w{i}" for i in range(60)])
     result = run_steps("import json\nfrom tests.workflows.test_retrieval import "
