@@ -21,6 +21,7 @@ import dataclasses
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 from data_prep import retrieval_corpus
 from data_prep.commands import run_main
@@ -149,22 +150,39 @@ def make_searcher(config, data, bm25, encoder, work_dir):
 # the core's resumable `fit`.
 
 
+class TrainingPairs(NamedTuple):
+    """What fine-tuning reads: the query texts, `(query, document row)` pairs, each
+    query's corpus rows, the document texts, the corpus row of each document text (a
+    cold start's positives follow the corpus), and pseudo-pairs held out to validate on
+    (`(queries, positives, rows)`) when the corpus has no judged validation queries."""
+
+    query_texts: list
+    pairs: list
+    judged_rows: list
+    documents: list
+    sources: list | None = None
+    held_out: tuple | None = None
+
+
 def training_pairs(config, data):
-    """`(query texts, (query, document row) pairs, each query's corpus rows, document
-    texts, the corpus row of each document text)`: from the train judgements, or for a
-    cold start from the corpus alone, each pseudo-query paired with its document's text
-    less the query (a document row after the corpus's own)."""
+    """The `TrainingPairs` of the train judgements, or for a cold start of the corpus
+    alone: each pseudo-query paired with its document's text less the query."""
     from workflows.retrievers import pseudo_queries
 
     if config.pseudo_queries != "none":
+        held = 0 if data.split("validation")[0] else pseudo_queries.held_out_count(
+            config.pseudo_query_count, config.validation_share)
         queries, positives, rows = pseudo_queries.pseudo_pairs(
-            data, config.pseudo_queries, config.pseudo_query_count, config.seed)
+            data, config.pseudo_queries, config.pseudo_query_count + held, config.seed)
+        held_out = (queries[:held], positives[:held], rows[:held]) if held else None
+        queries, positives, rows = queries[held:], positives[held:], rows[held:]
         if not queries:
             raise ConfigError(f"No document gives a pseudo-query from its "
                               f"{config.pseudo_queries}; try --set pseudo_queries=sentences.")
         corpus = len(data.doc_ids)
-        return (queries, [(q, corpus + q) for q in range(len(queries))], [{r} for r in rows],
-                data.searchable() + positives, list(range(corpus)) + rows)
+        return TrainingPairs(queries, [(q, corpus + q) for q in range(len(queries))],
+                             [{r} for r in rows], data.searchable() + positives,
+                             list(range(corpus)) + rows, held_out)
     query_ids, query_texts, judged = data.split("train")
     if not query_ids:
         raise ConfigError("Fine-tuning needs train judgements; this corpus has none: "
@@ -173,7 +191,7 @@ def training_pairs(config, data):
     row_of = {doc: row for row, doc in enumerate(data.doc_ids)}
     judged_rows = [{row_of[d] for d in judged[q]} for q in query_ids]
     pairs = [(q, row) for q in range(len(query_ids)) for row in sorted(judged_rows[q])]
-    return query_texts, pairs, judged_rows, data.searchable(), None
+    return TrainingPairs(query_texts, pairs, judged_rows, data.searchable())
 
 
 def fine_tune(config, data, encoder, bm25, folder):
@@ -183,22 +201,25 @@ def fine_tune(config, data, encoder, bm25, folder):
     from workflows.core import store, training
     from workflows.retrievers import dense
 
-    query_texts, pairs, judged_rows, documents, sources = training_pairs(config, data)
-    bm25_rows, _ = bm25.search(query_texts, config.negatives_depth + max(map(len, judged_rows)))
-    negatives = dense.hard_negatives(bm25_rows, pairs, judged_rows, config.negatives_depth,
-                                     config.seed, len(data.doc_ids))
-    query_tokens = encoder.tokenizer.ids(query_texts, config.query_length)
-    document_tokens = encoder.tokenizer.ids(documents, config.document_length)
+    made = training_pairs(config, data)
+    pairs = made.pairs
+    bm25_rows, _ = bm25.search(made.query_texts,
+                               config.negatives_depth + max(map(len, made.judged_rows)))
+    negatives = dense.hard_negatives(bm25_rows, pairs, made.judged_rows,
+                                     config.negatives_depth, config.seed, len(data.doc_ids))
+    query_tokens = encoder.tokenizer.ids(made.query_texts, config.query_length)
+    document_tokens = encoder.tokenizer.ids(made.documents, config.document_length)
 
     def epoch_batches(epoch):
         return dense.PairBatches(query_tokens, document_tokens, pairs, negatives,
                                  config.batch_size, config.query_length,
-                                 config.document_length, config.seed + epoch, sources=sources)
+                                 config.document_length, config.seed + epoch,
+                                 sources=made.sources)
 
     trainer = dense.compile_trainer(encoder, config.learning_rate, config.scale,
                                     dense.chunk_dividing(config.batch_size, config.chunk_size))
     trainer(epoch_batches(0)[0][0])  # builds it, so a checkpoint can be restored into it
-    validate = evaluation.validation_ndcg(config, data, encoder, bm25)
+    validate = evaluation.validation_ndcg(config, data, encoder, bm25, made.held_out)
     run_id = mlflow.active_run().info.run_id
     if not mlflow.MlflowClient().get_metric_history(run_id, "val_pool_ndcg_at_10"):
         store.log_epoch(-1, {"val_pool_ndcg_at_10": validate()})  # step 0: before training

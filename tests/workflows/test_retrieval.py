@@ -275,6 +275,35 @@ def test_a_cold_start_fine_tunes_on_pseudo_queries_without_train_judgements(less
         assert run.data.params["pseudo_queries"] == source and len(history) == 4
         assert max(history[1:]) > history[0] + gain, (source, history)
 
+
+def test_a_catalogue_alone_validates_on_held_out_pseudo_queries(lesson, capsys):
+    """Documents and nothing else: the cold start validates on pseudo-queries it did not
+    train on, and the hybrid of its encoder keeps the weight 0.5 and says why."""
+    import mlflow
+
+    from workflows.retrievers import pseudo_queries
+
+    documents = write_cold_start_beir(lesson["root"] / "alone", seed=1) / "corpus.jsonl"
+    common = ["--documents", str(documents), "--set", f"encoder={lesson['encoder']}",
+              "--set", "document_length=32", "--set", "query_length=16"]
+    assert retrieval.main(["train", "--retriever", "dense", *common, "--epochs", "3",
+                           "--set", "patience=3", "--set", "learning_rate=3e-3",
+                           "--set", "batch_size=8", "--set", "pseudo_queries=titles",
+                           "--set", "pseudo_query_count=60"]) == 0
+    run = latest_run("dense")
+    history = [m.value for m in mlflow.MlflowClient().get_metric_history(
+        run.info.run_id, "val_pool_ndcg_at_10")]
+    assert len(history) == 4 and max(history[1:]) > history[0] + 0.1, history
+    assert "Fine-tuned on 60 pairs" in capsys.readouterr().out
+    assert pseudo_queries.held_out_count(60, 0.2) == 12
+    assert retrieval.main(["train", "--retriever", "hybrid", *common, "--set",
+                           f"encoder_run={run.info.run_id}"]) == 0
+    assert "it is 0.5" in capsys.readouterr().out
+    assert latest_run("hybrid").data.metrics["hybrid_weight_used"] == 0.5
+    assert retrieval.main(["evaluate", "--retriever", "hybrid"]) == 2
+    assert "no test judgements" in capsys.readouterr().err
+
+
 def test_embeddings_are_cached_per_encoder_and_corpus(lesson, tmp_path, monkeypatch):
     from data_prep import retrieval_corpus
 

@@ -11,13 +11,23 @@ from workflows.core.config import ConfigError
 from workflows.retrievers import metrics
 
 
-def validation_ndcg(config, data, encoder, bm25):
+def validation_ndcg(config, data, encoder, bm25, held_out=None):
     """A function giving nDCG@10 of dense search on the validation queries, searched
     among a pool of documents (their judged ones and BM25's top `validation_pool_depth`
-    for each): cheap enough to compute every epoch."""
+    for each): cheap enough to compute every epoch. Without judged validation queries,
+    on `held_out` pseudo-pairs `(queries, positives, rows)`: each row's text in the pool
+    is its positive, the document less the query."""
     from workflows.retrievers.dense import ExactIndex
 
     query_ids, query_texts, judged = data.split("validation")
+    texts = data.searchable()
+    if not query_ids and held_out:
+        query_texts, positives, rows = held_out
+        query_ids = [f"held-out-{number}" for number in range(len(rows))]
+        judged = {q: {data.doc_ids[row]: 1} for q, row in zip(query_ids, rows, strict=True)}
+        texts = texts.copy()
+        for row, positive in zip(rows, positives, strict=True):
+            texts[row] = positive
     if not query_ids:
         raise ConfigError("Fine-tuning stops early on validation queries; this corpus has "
                           "none (raise --set validation_share).")
@@ -25,7 +35,6 @@ def validation_ndcg(config, data, encoder, bm25):
     row_of = {doc: row for row, doc in enumerate(data.doc_ids)}
     pool = sorted(set(rows.reshape(-1).tolist())
                   | {row_of[d] for grades in judged.values() for d in grades})
-    texts = data.searchable()
 
     def validate():
         documents = encoder.encode([texts[r] for r in pool], config.document_length,
@@ -61,6 +70,10 @@ def choose_hybrid_weight(config, data, searcher):
     nDCG@10 (0 to 1 in steps of 0.1); the configured one when it is set."""
     if config.retriever != "hybrid" or config.fusion != "convex" or config.hybrid_weight >= 0:
         return max(config.hybrid_weight, 0.0) if config.retriever == "hybrid" else 0.5
+    if not data.split("validation")[0]:
+        print("No judged validation queries to choose the hybrid's weight on: it is 0.5 "
+              "(--set hybrid_weight=W sets another).")
+        return 0.5
     scores = {}
     for step in range(11):
         weight = step / 10

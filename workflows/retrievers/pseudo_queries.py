@@ -11,7 +11,9 @@ labelled pairs. Two cheaper sources that need nothing but the documents:
 
 Each gives at most one pair per document, for `count` documents drawn by a seeded
 choice. The positive is the document's text without the query; hard negatives are
-mined from BM25 as for judged pairs.
+mined from BM25 as for judged pairs. A corpus with no judged validation queries (a
+catalogue and nothing else) validates on pseudo-pairs held out of training: each
+query searched among its document's text less the query and BM25's pool for it.
 """
 
 import random
@@ -20,6 +22,13 @@ from data_prep.text import SENTENCE_END
 
 SOURCES = ("none", "titles", "sentences")
 MIN_WORDS = 3  # a title or sentence shorter than this is not a query
+MAX_HELD_OUT = 200  # pseudo-queries to validate on, each epoch, without judgements
+
+
+def held_out_count(count, share):
+    """How many pseudo-pairs are kept out of training to validate on: `share` of
+    `count`, at most `MAX_HELD_OUT`."""
+    return min(MAX_HELD_OUT, round(count * share))
 
 
 def pseudo_pairs(data, source, count, seed):
