@@ -325,6 +325,38 @@ def test_embeddings_are_cached_per_encoder_and_corpus(lesson, tmp_path, monkeypa
     assert len(calls) == 3  # another corpus
 
 
+def test_a_stopped_encoding_resumes_at_its_first_missing_shard(lesson, tmp_path,
+                                                              monkeypatch):
+    from data_prep import retrieval_corpus
+
+    data = retrieval_corpus.prepare(lesson["corpus"], verbose=False)
+    encoder = dense.DenseEncoder.pretrained(lesson["encoder"])
+    whole = encoder.encode(data.searchable(), 32, 8)
+    monkeypatch.setattr(dense, "ENCODE_SHARD", 5)  # 24 documents: 5 shards
+    shards, original = [], dense.DenseEncoder.encode
+
+    def encode(self, texts, *args, **kwargs):
+        if len(shards) == 3:
+            raise KeyboardInterrupt  # a stop during the fourth shard
+        shards.append(len(texts))
+        return original(self, texts, *args, **kwargs)
+
+    monkeypatch.setattr(dense.DenseEncoder, "encode", encode)
+    with pytest.raises(KeyboardInterrupt):
+        dense.document_embeddings(encoder, data.searchable(), {"weights": "s"}, 32, 8,
+                                  tmp_path)
+    assert shards == [5, 5, 5]
+    (next(tmp_path.rglob("*.shards")) / "000000000005-5.npy").write_bytes(b"\x93NUMPY")
+    shards.clear()
+    monkeypatch.setattr(dense.DenseEncoder, "encode", lambda self, texts, *a, **k: (
+        shards.append(len(texts)), original(self, texts, *a, **k))[1])
+    resumed = dense.document_embeddings(encoder, data.searchable(), {"weights": "s"}, 32,
+                                        8, tmp_path)
+    assert shards == [5, 5, 4]  # the damaged second shard, then the two never done
+    np.testing.assert_allclose(resumed, whole, atol=1e-6)
+    assert not list(tmp_path.rglob("*.shards"))
+
+
 @pytest.mark.parametrize("retriever", ["hybrid", "rerank", "intersection"])
 def test_fused_retrievers_find_the_planted_answers(lesson, retriever):
     """Every answer is found; the order is the random encoder's (rerank, intersection),

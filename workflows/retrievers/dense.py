@@ -29,6 +29,7 @@ from data_prep.text import WordPiece
 
 ENCODER_FOLDER = "encoder"  # a keras-hub preset (config, weights) and its vocab.txt
 SMALLEST_LENGTH = 16
+ENCODE_SHARD = 8192  # documents encoded between saves: a stop loses at most this many
 
 
 # ## The encoder
@@ -228,18 +229,55 @@ def recall_against_exact(index, queries, k=10):
 
 def document_embeddings(encoder, texts, identity, max_length, batch_size, root=None):
     """The embeddings of `texts`, computed once per (encoder weights, corpus, length)
-    and cached in the work folder like the other prepared data."""
+    and cached in the work folder like the other prepared data. They are encoded in
+    shards saved as they finish, so a stopped encoding resumes where it stopped."""
     from data_prep import cache
 
     settings = {"encoder": identity, "max_length": max_length,
                 "tokenizer": "data_prep.text"}
     directory = cache.prepared_dir("embeddings", settings, root)
     if not cache.is_intact(directory):
+        shards = directory.with_name(directory.name + ".shards")
+
         def fill(tmp):
-            np.save(tmp / "embeddings.npy", encoder.encode(
-                texts, max_length, batch_size, label=f"Encoding {len(texts):,} documents"))
+            np.save(tmp / "embeddings.npy",
+                    encode_in_shards(encoder, texts, max_length, batch_size, shards))
         cache.write_atomically(directory, settings, fill)
+        cache.remove(shards)
     return np.load(directory / "embeddings.npy")
+
+
+def encode_in_shards(encoder, texts, max_length, batch_size, folder):
+    """`encoder.encode(texts)`, `ENCODE_SHARD` texts at a time, each shard saved in
+    `folder` when done and read back, not encoded again, by a later call (the caller
+    holds the cache entry's lock and keys `folder` by what is encoded)."""
+    if not texts:
+        return encoder.encode(texts, max_length, batch_size)
+    folder.mkdir(parents=True, exist_ok=True)
+    parts = []
+    with tqdm(total=len(texts), desc=f"Encoding {len(texts):,} documents",
+              disable=None) as progress:
+        for start in range(0, len(texts), ENCODE_SHARD):
+            shard = texts[start:start + ENCODE_SHARD]
+            path = folder / f"{start:012d}-{len(shard)}.npy"
+            part = _saved_shard(path, len(shard))
+            if part is None:
+                part = encoder.encode(shard, max_length, batch_size)
+                written = path.with_name(path.stem + ".tmp.npy")
+                np.save(written, part)
+                written.replace(path)
+            parts.append(part)
+            progress.update(len(shard))
+    return np.concatenate(parts)
+
+
+def _saved_shard(path, rows):
+    """A shard saved by an earlier call, or None (missing, or not `rows` rows)."""
+    try:
+        part = np.load(path)
+    except (OSError, ValueError, EOFError):
+        return None
+    return part if len(part) == rows else None
 
 
 def weights_identity(encoder):
