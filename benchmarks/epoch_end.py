@@ -45,7 +45,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     from data_prep.cache import sha256_of
-    from workflows.core.training import (
+    from workflows.core.checkpoints import (
         CHECKPOINT_SHARE,
         TrainingFolder,
         TrainingState,

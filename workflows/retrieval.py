@@ -248,7 +248,7 @@ def train(config, args, tags=None):
     gets `tags` (a search's trial: its parent run)."""
     import mlflow
 
-    from workflows.core import models, store, training
+    from workflows.core import checkpoints, models, store, training
 
     data = load_data(config, args)
     encoder_id = encoder_identity(config, args.work_dir)  # before any run: none if refused
@@ -256,8 +256,8 @@ def train(config, args, tags=None):
                                                                         encoder_id])),
                                  args.work_dir)
     with training.training_lock(folder):
-        state = training.starting_state(folder, args.retrain)
-        training.remove_partial_files(folder)
+        state = checkpoints.starting_state(folder, args.retrain)
+        checkpoints.remove_partial_files(folder)
         if state.finished:
             print(f"{config.retriever} with this config is already built: run {state.run_id} "
                   f"({folder}). Pass --retrain to build it again.")
@@ -270,7 +270,7 @@ def train(config, args, tags=None):
                                                **retrieval_corpus.data_flags(args)))
                 mlflow.log_dict(dataclasses.asdict(config), "config.json")
                 state.run_id = mlflow.active_run().info.run_id
-                training.TrainingFolder(folder).save_state(state)
+                checkpoints.TrainingFolder(folder).save_state(state)
             bm25, encoder = None, None
             if reads_bm25(config) or config.epochs:
                 bm25, seconds = build_bm25(config, data)
@@ -294,7 +294,7 @@ def train(config, args, tags=None):
             models.export_and_log_model(ModelExport(
                 EXPORTED, searcher.save, PYFUNC_FILE, ["vitamin D and bone fractures"],
                 packages=("retrievers",), params={"k": 10}, requirements=REQUIREMENTS), folder)
-            training.TrainingFolder(folder).mark_finished(state)
+            checkpoints.TrainingFolder(folder).mark_finished(state)
     print(f"Run {state.run_id}; the retriever is in {folder / EXPORTED}")
     return state.run_id
 

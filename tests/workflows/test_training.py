@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from workflows.core.training import TrainingFolder, average_weights, fit_resumably, load_values
+from workflows.core.checkpoints import TrainingFolder, average_weights, load_values
+from workflows.core.training import fit_resumably
 
 STEPS = 8  # batches per epoch
 

@@ -6,7 +6,9 @@
 - `cli`: `LessonCLI`, the command line every lesson declares, and the error policy.
 - `training`: `TrainingRun`, the steps of a training a lesson calls in order (load the
   data, open the run folder, start or resume the MLflow run, fit, export), and the
-  resumable `fit` under it (checkpoints, early stopping, time budget).
+  resumable `fit` under it (early stopping, time budget, stops at any moment);
+  `checkpoints`: the run folder's state and weight files, written atomically, checked
+  by digest, falling back to the newest intact one.
 - `devices`: where a run trains and in which precision (processes, mirrored or
   data-parallel devices), the batches in few fixed shapes that `fit` reads, and what
   XLA compiled (compiled model calls, counted; shipped with every logged model).
