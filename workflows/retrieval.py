@@ -506,6 +506,10 @@ class RetrievalCLI(LessonCLI):
         overrides = overrides_from_args(args)
         if getattr(args, "epochs", None) is not None:
             overrides["epochs"] = args.epochs
+        if overrides.get("distribution", "none") != "none":
+            raise ConfigError("The search lesson fine-tunes on one device: its negatives are "
+                              "the whole batch's, and the cached loss (chunk_size) grows the "
+                              "batch within one device's memory; leave distribution out.")
         return CATALOG.make(args.retriever, None, overrides)
 
     def prepare(self, args):

@@ -494,6 +494,13 @@ def test_a_catalogue_with_attributes_becomes_a_corpus(tmp_path):
     assert data.judgements["test"] == {"q1": {"p1": 1}}
 
 
+def test_distribution_is_refused_with_the_reason(capsys):
+    assert retrieval.main(["train", "--retriever", "dense", "--epochs", "1",
+                           "--set", "distribution=mirrored"]) == 2
+    error = capsys.readouterr().err
+    assert "fine-tunes on one device" in error and "Traceback" not in error
+
+
 def test_a_catalogue_cell_over_the_csv_modules_128_kb_is_a_document_like_any(tmp_path):
     from data_prep import retrieval_corpus
 
