@@ -325,6 +325,19 @@ def test_embeddings_are_cached_per_encoder_and_corpus(lesson, tmp_path, monkeypa
     assert len(calls) == 3  # another corpus
 
 
+def test_exact_search_finds_the_largest_inner_products_best_first():
+    rng = np.random.default_rng(0)
+    documents = rng.standard_normal((500, 16)).astype("float32")
+    queries = rng.standard_normal((7, 16))  # float64: converted
+    rows, scores = dense.ExactIndex(documents).search(queries, 20)
+    expected = np.argsort(-(queries @ documents.T), axis=1)[:, :20]
+    np.testing.assert_array_equal(rows, expected)
+    np.testing.assert_allclose(scores, np.take_along_axis(queries @ documents.T, expected, 1),
+                               rtol=1e-5)
+    assert dense.ExactIndex(documents[:3]).search(queries, 20)[0].shape == (7, 3)
+    assert dense.ExactIndex(documents).search(queries[:0], 5)[0].shape == (0, 5)
+
+
 def test_a_stopped_encoding_resumes_at_its_first_missing_shard(lesson, tmp_path,
                                                               monkeypatch):
     from data_prep import retrieval_corpus

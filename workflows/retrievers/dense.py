@@ -30,6 +30,7 @@ from data_prep.text import WordPiece
 ENCODER_FOLDER = "encoder"  # a keras-hub preset (config, weights) and its vocab.txt
 SMALLEST_LENGTH = 16
 ENCODE_SHARD = 8192  # documents encoded between saves: a stop loses at most this many
+TOKENIZE_AT_ONCE = 1024
 
 
 # ## The encoder
@@ -46,8 +47,12 @@ class EncoderTokenizer:
         self.first, self.last = self.wordpiece.ids["[CLS]"], self.wordpiece.ids["[SEP]"]
 
     def ids(self, texts, max_length):
+        """Each text's ids, `TOKENIZE_AT_ONCE` texts at a time: a whole text's tokens
+        are held only while its batch is cut (100,000 reviews at once held gigabytes)."""
+        texts = list(texts)
         return [np.asarray([self.first, *ids[:max_length - 2], self.last], "int32")
-                for ids in self.wordpiece(texts)]
+                for start in range(0, len(texts), TOKENIZE_AT_ONCE)
+                for ids in self.wordpiece(texts[start:start + TOKENIZE_AT_ONCE])]
 
 
 def sentence_encoder(backbone):
@@ -153,20 +158,21 @@ class ExactIndex:
     """Exact maximum inner product search over unit vectors (cosine similarity)."""
 
     def __init__(self, embeddings):
-        self.embeddings = np.asarray(embeddings, "float32")
+        self.embeddings = np.ascontiguousarray(embeddings, "float32")
 
-    def search(self, queries, k, chunk_size=256):
-        """`(rows, scores)`, each `(len(queries), k)`, best first."""
+    def search(self, queries, k):
+        """`(rows, scores)`, each `(len(queries), k)`, best first: faiss's brute-force
+        k-nearest neighbours (a matrix product and a heap per query, in C++ threads;
+        1.4 times NumPy's product and `argpartition` on 100,000 documents)."""
+        import faiss
+
         k = min(k, len(self.embeddings))
-        rows, scores = [], []
-        for start in range(0, len(queries), chunk_size):
-            similarity = queries[start:start + chunk_size] @ self.embeddings.T
-            top = np.argpartition(-similarity, k - 1, axis=1)[:, :k]
-            top_scores = np.take_along_axis(similarity, top, axis=1)
-            order = np.argsort(-top_scores, axis=1, kind="stable")
-            rows.append(np.take_along_axis(top, order, axis=1))
-            scores.append(np.take_along_axis(top_scores, order, axis=1))
-        return np.concatenate(rows).astype("int64"), np.concatenate(scores)
+        queries = np.ascontiguousarray(queries, "float32")
+        if not len(queries) or not k:
+            return np.zeros((len(queries), k), "int64"), np.zeros((len(queries), k), "float32")
+        scores, rows = faiss.knn(queries, self.embeddings, k,
+                                 metric=faiss.METRIC_INNER_PRODUCT)
+        return rows.astype("int64"), scores
 
     def scores_of(self, queries, rows):
         """The cosine similarity of each query with the given document rows."""
