@@ -21,7 +21,9 @@ of its own: its wall time and peak resident memory (of the command's process, fr
 queries labelled per second) and quality where it is scored (test nDCG@10, and hit@10
 and MRR@10 of the labelled file against the known answers, read as a stream). A
 stopped benchmark carries on: finished stages are kept in `stages.json`, and the
-lesson's own steps resume (a finished `train` is reused, `label` keeps its chunks).
+lesson's own steps resume (a finished `train` is reused, `label` keeps its chunks). A
+label stage records the queries its own process labelled and their rate, stopped or not
+(`resumed_after_queries`: what an earlier, stopped run of it had written).
 """
 
 import argparse
@@ -201,22 +203,25 @@ def main(argv=None):
     for name, command, retriever, measure in stages_of(args.stages.split(","), args, folder):
         if finished.get(name, {}).get("exit_status") == 0:
             continue
+        parts = folder / f"labels-{retriever}.jsonl.parts"
+        before = labelled_lines(parts) if measure == "labels" else 0
         result = run_stage(name, command, env, folder / "commands.log")
-        if result["exit_status"] == 0 and measure:
+        if measure == "labels":
+            result.update(label_progress(folder, retriever, parts, before, result))
+        elif result["exit_status"] == 0 and measure:
             result.update(measured(measure, retriever, env, folder, documents, result))
         finished[name] = result
         record.write_text(json.dumps(finished, indent=2))
         print(json.dumps(result), flush=True)
     write_results({"machine": machine(), "documents": documents, "queries": args.queries,
                    "judged_test_queries": args.judged - args.judged // 3,
-                   "document_length": args.document_length, "workers": args.workers,
+                   "document_length": args.document_length,
                    "stages": list(finished.values())}, args.output)
     return 0
 
 
 def measured(measure, retriever, env, folder, documents, result):
-    """What a stage measured beyond time and memory: index build rate, test metrics, or
-    the labelled file's rate and quality."""
+    """What a stage measured beyond time and memory: index build rate or test metrics."""
     metrics = latest_metrics(env, retriever)
     if measure == "index":
         seconds = metrics.get("index_seconds")
@@ -225,13 +230,26 @@ def measured(measure, retriever, env, folder, documents, result):
         if retriever != "bm25" and seconds:
             found["documents_per_second"] = round(documents / seconds, 1)
         return found
-    if measure == "test":
-        return {name: metrics.get(f"test_{name}") for name in (
-            "ndcg_at_10", "recall_at_100", "mrr_at_10", "queries_per_second")}
+    return {name: metrics.get(f"test_{name}") for name in (
+        "ndcg_at_10", "recall_at_100", "mrr_at_10", "queries_per_second")}
+
+
+def labelled_lines(parts):
+    """Queries a stopped `label` already wrote (its finished chunks), 0 without any."""
+    return sum(sum(1 for _ in open(path, encoding="utf-8"))
+               for path in parts.glob("[0-9]*.jsonl")) if parts.is_dir() else 0
+
+
+def label_progress(folder, retriever, parts, before, result):
+    """A label stage's rate over the queries this process labelled (a resumed stage's
+    earlier chunks are not counted in it), and when the file is complete, its quality."""
     labels = folder / f"labels-{retriever}.jsonl"
-    lines = sum(1 for _ in open(folder / "answers.txt", encoding="utf-8"))
-    return {"queries_per_second": round(lines / result["wall_seconds"], 1),
-            **score_labels(labels, folder / "answers.txt")}
+    complete = result["exit_status"] == 0 and labels.is_file()
+    total = sum(1 for _ in open(folder / "answers.txt", encoding="utf-8"))
+    done = total if complete else labelled_lines(parts)
+    found = {"resumed_after_queries": before, "labelled_queries": done,
+             "queries_per_second": round((done - before) / result["wall_seconds"], 1)}
+    return {**found, **score_labels(labels, folder / "answers.txt")} if complete else found
 
 
 if __name__ == "__main__":
