@@ -46,6 +46,7 @@ INTEGRATION_TESTS = (  # file::test (any parameters): each starts other processe
     "tests/workflows/test_retrieval.py::test_the_logged_model_answers_in_a_fresh_process",
     "tests/workflows/test_retrieval.py::test_label_writes_every_line_in_order_and_resumes[2]",
     "tests/workflows/test_retrieval.py::test_the_served_retriever_answers",
+    "tests/workflows/test_retrieval.py::test_a_stopped_label_says_what_it_kept_and_goes_on",
     "tests/workflows/test_retrieval.py::test_a_cold_start_fine_tunes_on_pseudo_queries",
     "tests/workflows/test_retrieval.py::test_a_catalogue_alone_validates_on_held_out_pseudo",
     "tests/workflows/test_search.py::test_two_workers_share_one_study",

@@ -424,6 +424,33 @@ def test_label_writes_every_line_in_order_and_resumes(lesson, tmp_path, workers,
     assert not parts.exists()
 
 
+def test_a_stopped_label_says_what_it_kept_and_goes_on(lesson, tmp_path):
+    """SIGTERM while Beam labels (which wraps the stop in its own error): status 130, one
+    line, no traceback; the same command then finishes the file."""
+    import os
+    import signal
+    import time
+
+    path, output = tmp_path / "queries.txt", tmp_path / "top.jsonl"
+    path.write_text("".join(f"topic{i % 24} blood\n" for i in range(200_000)))
+    command = [sys.executable, "-m", "workflows.retrieval", "label", "--retriever", "bm25",
+               "--file", str(path), "--output", str(output)]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, env=os.environ.copy())
+    parts = tmp_path / "top.jsonl.parts"
+    deadline = time.monotonic() + 300
+    while not list(parts.glob("0*.jsonl")) and process.poll() is None:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    process.send_signal(signal.SIGTERM)
+    _, error = process.communicate(timeout=60)
+    assert process.returncode == 130, error[-3000:]
+    assert "Traceback" not in error and "chunks are labelled in" in error, error[-3000:]
+    subprocess.run(command, check=True, capture_output=True, env=os.environ.copy())
+    with open(output) as labelled:
+        assert sum(1 for _ in labelled) == 200_000
+
+
 def test_label_streams_the_file_and_refuses_parts_of_another_version_of_it(lesson, tmp_path,
                                                                          capsys):
     from workflows.retrievers import labelling

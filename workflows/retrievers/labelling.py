@@ -16,19 +16,29 @@ on Dataflow, Flink or Spark (`--runner` and that runner's options), with the fil
 queries, the retriever folder and the parts folder on storage every worker reaches.
 """
 
+import contextlib
 import hashlib
 import json
+import logging
 import os
 import shutil
+import sys
 import threading
 import time
 from pathlib import Path
 
-import apache_beam as beam
-from apache_beam.options.pipeline_options import PipelineOptions
 from tqdm import tqdm
 
-from data_prep.commands import UserError
+from data_prep.commands import ForcedStop, Stop, UserError
+
+# Beam warns at import that Google Cloud's optional clients are absent: not this lesson's
+_root_level = logging.getLogger().level
+logging.getLogger().setLevel(logging.ERROR)
+try:
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions
+finally:
+    logging.getLogger().setLevel(_root_level)
 
 CHUNK = 256
 
@@ -128,7 +138,7 @@ def label(retriever_folder, queries, output, k=10, workers=1, runner="DirectRunn
             flags=[], runner=runner, direct_num_workers=workers,
             direct_running_mode="multi_processing" if workers > 1 else "in_memory",
             default_sdk_harness_log_level="WARNING")
-        with _progress(parts, queries):
+        with _progress(parts, queries), _stop_stays_a_stop(parts, queries):
             with beam.Pipeline(options=options) as pipeline:
                 _ = (pipeline | beam.Create(todo) | beam.Reshuffle()
                      | beam.ParDo(LabelChunk(retriever_folder, queries.path, parts, k)))
@@ -141,6 +151,37 @@ def label(retriever_folder, queries, output, k=10, workers=1, runner="DirectRunn
           + (f" ({labelled:,} now, {rate:.1f} queries/s with {workers} worker(s))"
              if labelled else ""))
     return rate
+
+
+@contextlib.contextmanager
+def _stop_stays_a_stop(parts, queries):
+    """A stop ends the labelling as a stop (status 130, one line saying what is kept):
+    Beam wraps what a step raises, a stop's KeyboardInterrupt included, in its own
+    error."""
+    def kept():
+        return (f"{len(list(parts.glob('[0-9]*.jsonl')))} of {len(queries.chunks)} chunks "
+                f"are labelled in {parts}; the same command goes on from there")
+
+    kept_before, ForcedStop.kept = ForcedStop.kept, kept
+    handlers = [*logging.getLogger().handlers, logging.lastResort]
+    for handler in handlers:  # Beam logs the wrapped stop with its traceback
+        handler.addFilter(_not_after_a_stop)
+    try:
+        yield
+    except BaseException as error:
+        if not (Stop.requested or isinstance(error, KeyboardInterrupt)):
+            raise
+        print(f"Interrupted: {kept()}", file=sys.stderr, flush=True)
+        Stop.reported = True
+        raise KeyboardInterrupt from None
+    finally:
+        ForcedStop.kept = kept_before
+        for handler in handlers:
+            handler.removeFilter(_not_after_a_stop)
+
+
+def _not_after_a_stop(record):
+    return not Stop.requested
 
 
 def _check_parts_are_of(parts, queries):
