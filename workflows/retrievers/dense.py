@@ -158,21 +158,24 @@ class ExactIndex:
     """Exact maximum inner product search over unit vectors (cosine similarity)."""
 
     def __init__(self, embeddings):
-        self.embeddings = np.ascontiguousarray(embeddings, "float32")
+        self.embeddings = np.asarray(embeddings, "float32")
 
-    def search(self, queries, k):
-        """`(rows, scores)`, each `(len(queries), k)`, best first: faiss's brute-force
-        k-nearest neighbours (a matrix product and a heap per query, in C++ threads;
-        1.4 times NumPy's product and `argpartition` on 100,000 documents)."""
-        import faiss
-
+    def search(self, queries, k, chunk_size=256):
+        """`(rows, scores)`, each `(len(queries), k)`, best first: a matrix product and
+        a partial sort per chunk of queries. (faiss's brute-force `knn` was 8 times
+        slower on 100,000 real review embeddings, though faster on random vectors.)"""
         k = min(k, len(self.embeddings))
-        queries = np.ascontiguousarray(queries, "float32")
-        if not len(queries) or not k:
-            return np.zeros((len(queries), k), "int64"), np.zeros((len(queries), k), "float32")
-        scores, rows = faiss.knn(queries, self.embeddings, k,
-                                 metric=faiss.METRIC_INNER_PRODUCT)
-        return rows.astype("int64"), scores
+        queries = np.asarray(queries, "float32")
+        rows = np.zeros((len(queries), k), "int64")
+        scores = np.zeros((len(queries), k), "float32")
+        for start in range(0, len(queries) if k else 0, chunk_size):
+            similarity = queries[start:start + chunk_size] @ self.embeddings.T
+            top = np.argpartition(similarity, -k, axis=1)[:, -k:]
+            top_scores = np.take_along_axis(similarity, top, axis=1)
+            order = np.argsort(-top_scores, axis=1, kind="stable")
+            rows[start:start + chunk_size] = np.take_along_axis(top, order, axis=1)
+            scores[start:start + chunk_size] = np.take_along_axis(top_scores, order, axis=1)
+        return rows, scores
 
     def scores_of(self, queries, rows):
         """The cosine similarity of each query with the given document rows."""
