@@ -31,11 +31,13 @@ ANCHORS = {"bm25": "Lucene/Anserini BM25 0.679 (recall@100 0.913 on this file)",
            "fused": "BM25 + MiniLM cross-encoder (BEIR paper) 0.688; BGE-base 0.741"}
 
 
-def summary(run):
+def summary(run, params_of):
+    """One run's row; `params_of` maps run ids to params (a fused run's encoder is its
+    `encoder_run`'s: fine-tuned on judgements, or a cold start)."""
     metrics, tags, params = run.data.metrics, run.data.tags, run.data.params
     tuned = params.get("epochs", "0") not in ("0", "None") or params.get("encoder_run")
-    kind = f"cold-start ({params['pseudo_queries']})" if params.get(
-        "pseudo_queries", "none") != "none" else "fine-tuned"
+    source = params_of.get(params.get("encoder_run"), params).get("pseudo_queries", "none")
+    kind = f"cold-start ({source})" if source != "none" else "fine-tuned"
     encoder = (f" + {kind} encoder" if tuned else " + zero-shot encoder") \
         if params.get("retriever") != "bm25" else ""
     if params.get("fusion") == "rrf":
@@ -52,15 +54,18 @@ def summary(run):
     return row
 
 
-def evaluated_runs():
+def all_runs():
     import mlflow
 
     experiment = mlflow.get_experiment_by_name("retrieval")
     if experiment is None:
         return []
-    runs = mlflow.search_runs([experiment.experiment_id], output_format="list",
+    return mlflow.search_runs([experiment.experiment_id], output_format="list",
                               order_by=["attributes.start_time ASC"])
-    return [run for run in runs if "test_ndcg_at_10" in run.data.metrics]
+
+
+def evaluated_runs():
+    return [run for run in all_runs() if "test_ndcg_at_10" in run.data.metrics]
 
 
 def main(argv=None):
@@ -68,7 +73,9 @@ def main(argv=None):
                                      description=__doc__.split("\n")[0])
     parser.add_argument("--output", default="benchmarks/results/retrieval_scifact.json")
     args = parser.parse_args(argv)
-    rows = [summary(run) for run in evaluated_runs()]
+    runs = evaluated_runs()
+    params_of = {run.info.run_id: run.data.params for run in all_runs()}
+    rows = [summary(run, params_of) for run in runs]
     if not rows:
         print("No evaluated run of the retrieval lesson in this store (MLFLOW_TRACKING_URI); "
               "nothing written.", file=sys.stderr)
