@@ -227,8 +227,10 @@ def measured(measure, retriever, env, folder, documents, result):
         seconds = metrics.get("index_seconds")
         found = {"index_seconds": seconds,
                  "bm25_index_seconds": metrics.get("bm25_index_seconds")}
-        if retriever != "bm25" and seconds:
+        if retriever == "dense" and seconds:  # the hybrid reuses its cached embeddings
             found["documents_per_second"] = round(documents / seconds, 1)
+        if retriever == "hybrid":
+            found["hybrid_weight_used"] = metrics.get("hybrid_weight_used")
         return found
     return {name: metrics.get(f"test_{name}") for name in (
         "ndcg_at_10", "recall_at_100", "mrr_at_10", "queries_per_second")}
