@@ -78,7 +78,12 @@ def run_main(main):
     ForcedStop.watch()
     try:
         status = run_command(main)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Exception) as error:
+        # a library may turn the stop into its own error (pydantic's schema build, under
+        # an import of MLflow, raises a SchemaError around it): after a stop signal, any
+        # error is the stop
+        if not (isinstance(error, KeyboardInterrupt) or Stop.requested):
+            raise
         if not Stop.reported:  # a training says what it kept itself
             kept = ForcedStop.kept()
             print(f"Interrupted: {kept}" if kept else "Interrupted.", file=sys.stderr)
