@@ -305,3 +305,23 @@ def test_a_model_with_non_finite_weights_or_outputs_is_never_exported():
     model.compile(optimizer="adam", loss="mse")
     with pytest.raises(ExportError, match="loss on a validation batch is"):
         check_finite(model, validation)
+
+
+class CrashAt(InterruptAt):
+    """A process killed at that batch's end: no stop checkpoint is written."""
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self.model.optimizer.iterations.numpy() == self.epoch * STEPS + self.batch + 1:
+            raise RuntimeError("killed")
+
+
+@pytest.mark.parametrize("seconds, resumed_at", [(0.0, 5), (1e9, 0)])
+def test_long_steps_are_checkpointed_on_time_before_their_step_count(
+        tmp_path, monkeypatch, seconds, resumed_at):
+    # steps of a minute on a CPU: a kill must not lose every batch since the epoch began
+    monkeypatch.setattr("workflows.core.training.CHECKPOINT_EVERY_SECONDS", seconds)
+    with pytest.raises(RuntimeError):
+        fit_resumably(small_model(), epoch_dataset, epoch_dataset(99), tmp_path, epochs=2,
+                      patience=9, checkpoint_every_steps=1000,
+                      callbacks=[CrashAt(epoch=0, batch=4)], verbose=0)
+    assert TrainingFolder(tmp_path).load_state().step == resumed_at

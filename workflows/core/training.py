@@ -353,14 +353,16 @@ RETRAIN_HINT = ("Train it again with --retrain (a lower --set learning_rate=... 
 warnings.filterwarnings("ignore", message="Your input ran out of data")
 # kept free of a time budget for the export (at most a tenth of it), beyond what is measured
 EXPORT_SECONDS = 30.0
+CHECKPOINT_EVERY_SECONDS = 600.0  # within an epoch, at the latest (one process)
 
 
 # ## One epoch's batches, resumable after any of them
 
 class _Batches(keras.callbacks.Callback):
-    """Counts an epoch's batches into the state, checkpoints every `every` of them (when
-    due), ends the epoch early once the `budget` must keep the rest, and stops at a
-    batch's end when a stop signal came (`Stop`). The batches' metrics stay on the
+    """Counts an epoch's batches into the state, checkpoints every `every` of them or
+    every `CHECKPOINT_EVERY_SECONDS`, whichever comes first (when due), ends the epoch
+    early once the `budget` must keep the rest, and stops at a batch's end when a stop
+    signal came (`Stop`). The batches' metrics stay on the
     device until a checkpoint reads them (`epoch_metrics`)."""
 
     def __init__(self, folder, state, every, budget, agree=bool):
@@ -377,8 +379,12 @@ class _Batches(keras.callbacks.Callback):
         self.state.step = self.first_step + self.batches
         if Stop.requested:
             raise KeyboardInterrupt
+        since = time.perf_counter() - self.last_checkpoint
         at_step = self.every and self.state.step % self.every == 0
-        if at_step and self.agree(self.folder.due(time.perf_counter() - self.last_checkpoint)):
+        # one process alone checkpoints on time too: with steps of a minute (a CPU), a
+        # stop must not lose an hour (several processes decide at common steps only)
+        on_time = self.every and self.agree is bool and since >= CHECKPOINT_EVERY_SECONDS
+        if (at_step or on_time) and self.agree(self.folder.due(since)):
             started = time.perf_counter()
             self.state.partial = self.epoch_metrics
             self.folder.checkpoint(self.model, self.state)
@@ -463,8 +469,11 @@ def fit_resumably(model, epoch_dataset, validation_data, folder, epochs, patienc
     and `training_share`, the batches' share of the epoch's wall time) before they are
     checkpointed with the state; `on_epoch_end(epoch, metrics)` sees them once a
     checkpoint holds them (so a rerun never logs an epoch twice). Checkpoints: every
-    `checkpoint_every_steps` batches and at each epoch's end, each skipped while it would
-    cost over 5% of the time since the last; always at a stop and at the end.
+    `checkpoint_every_steps` batches (0: none within an epoch) or, in one process, every
+    `CHECKPOINT_EVERY_SECONDS` if that comes first, and at each epoch's end, each skipped
+    while it would cost over 5% of the time since the last; always at a stop and at the
+    end. A stop lands at the end of the batch under way, or ends the command a few
+    seconds after it (`ForcedStop`): it loses at most the batches since the last.
 
     `time_budget_seconds` is wall time from `started` (default: now), summed over
     resumptions: no epoch starts that would not end in it with time left for the export,
