@@ -181,6 +181,22 @@ def test_the_cached_loss_makes_the_whole_batchs_step(tmp_path):
     assert result["step"] > 1e-3 and result["difference"] < 1e-4 * result["step"], result
 
 
+@pytest.mark.parametrize("setting, expected", [(None, True), ("0", False)])
+def test_the_encoder_and_its_trainer_ask_for_xla_unless_told_not_to(
+        tmp_path, monkeypatch, setting, expected):
+    import keras
+
+    if setting is None:
+        monkeypatch.delenv("NLPKIT_XLA", raising=False)  # as a user runs it
+    else:
+        monkeypatch.setenv("NLPKIT_XLA", setting)
+    encoder = dense.DenseEncoder.pretrained(str(write_tiny_encoder(tmp_path / "encoder")))
+    trainer = dense.compile_trainer(encoder, 1e-3, 20.0, chunk_size=2)
+    on_tensorflow = keras.backend.backend() == "tensorflow"
+    assert encoder.model.jit_compile is (expected or not on_tensorflow)  # JAX: always
+    assert trainer.jit_compile is (expected or not on_tensorflow)
+
+
 def test_the_largest_chunk_that_divides_the_batch():
     assert [dense.chunk_dividing(32, c) for c in (0, 1, 8, 12, 64)] == [0, 1, 8, 8, 32]
     assert dense.chunk_dividing(30, 8) == 6

@@ -17,6 +17,7 @@ sorted by length and cut into batches of one fixed size at a few fixed lengths (
 """
 
 import contextlib
+import os
 import shutil
 from pathlib import Path
 
@@ -31,10 +32,6 @@ ENCODER_FOLDER = "encoder"  # a keras-hub preset (config, weights) and its vocab
 SMALLEST_LENGTH = 16
 ENCODE_SHARD = 8192  # documents encoded between saves: a stop loses at most this many
 TOKENIZE_AT_ONCE = 1024
-# XLA for the encoder and its trainer, on a CPU too, where Keras leaves TensorFlow
-# without it: on 2 CPU cores it encoded queries 2x and 256-token documents 1.75x faster,
-# and ran a training step 1.5x faster (benchmarks/RESULTS.md)
-XLA = True if keras.backend.backend() in ("tensorflow", "jax") else "auto"
 
 
 # ## The encoder
@@ -59,6 +56,14 @@ class EncoderTokenizer:
                 for ids in self.wordpiece(texts[start:start + TOKENIZE_AT_ONCE])]
 
 
+def xla():
+    """Whether the encoder and its trainer ask TensorFlow for XLA: on any device, where
+    Keras's "auto" leaves a CPU without it, unless `NLPKIT_XLA=0` (JAX always compiles
+    with XLA). On 2 CPU cores it encoded 1.3-1.7x faster and trained 1.34x faster, with
+    the same losses (`benchmarks/encoder_xla.py`), after a longer first compilation."""
+    return keras.backend.backend() == "tensorflow" and os.environ.get("NLPKIT_XLA") != "0"
+
+
 def sentence_encoder(backbone):
     """`(token_ids, padding_mask) -> normalized mean of the token vectors`."""
     token_ids = keras.Input((None,), dtype="int32", name="token_ids")
@@ -81,7 +86,8 @@ class DenseEncoder:
         self.backbone, self.folder = backbone, Path(folder)
         self.tokenizer = EncoderTokenizer(folder)
         self.model = sentence_encoder(backbone)
-        self.model.jit_compile = XLA  # its few fixed shapes: one compilation each
+        if xla():  # its few fixed shapes: one compilation each
+            self.model.jit_compile = True
 
     @classmethod
     def pretrained(cls, name_or_folder, root=None):
@@ -458,7 +464,7 @@ def compile_trainer(encoder, learning_rate, scale, chunk_size=0):
     encoder.backbone.get_layer("pooled_dense").trainable = False
     trainer = DualEncoderTrainer(encoder.model, scale, chunk_size)
     trainer.compile(optimizer=keras.optimizers.AdamW(learning_rate, weight_decay=0.01),
-                    jit_compile=XLA,
+                    jit_compile=True if xla() else "auto",
                     loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                     metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")])
     return trainer
