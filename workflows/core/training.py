@@ -362,8 +362,8 @@ class _Batches(keras.callbacks.Callback):
     """Counts an epoch's batches into the state, checkpoints every `every` of them or
     every `CHECKPOINT_EVERY_SECONDS`, whichever comes first (when due), ends the epoch
     early once the `budget` must keep the rest, and stops at a batch's end when a stop
-    signal came (`Stop`). The batches' metrics stay on the
-    device until a checkpoint reads them (`epoch_metrics`)."""
+    signal came (`Stop`). The batches' metrics stay on the device until a checkpoint
+    reads them (`epoch_metrics`)."""
 
     def __init__(self, folder, state, every, budget, agree=bool):
         super().__init__()
