@@ -15,7 +15,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import zipfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -26,14 +25,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def scifact_texts(path, documents):
-    """SciFact's claims and its first `documents` abstracts (title and text)."""
-    with zipfile.ZipFile(path) as archive:
-        names = {Path(name).name: name for name in archive.namelist()}
-        read = lambda name: [json.loads(line) for line in  # noqa: E731
-                             archive.read(names[name]).decode("utf-8").splitlines()]
-        queries = [row["text"] for row in read("queries.jsonl")]
-        corpus = [f"{row['title']} {row['text']}" for row in read("corpus.jsonl")[:documents]]
-    return queries, corpus
+    """SciFact's claims and its first `documents` abstracts (title and text), read by
+    the search lesson's own loader."""
+    from data_prep import retrieval_corpus
+
+    data = retrieval_corpus.prepare(path, verbose=False)
+    return list(data.queries.values()), data.searchable()[:documents]
 
 
 def timed(function, *args):
