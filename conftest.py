@@ -40,7 +40,8 @@ INTEGRATION_MARKS = ("slow", "browser", "team_server")
 INTEGRATION_FILES = ("tests/workflows/test_concurrency.py", "tests/workflows/test_mlflow_ui.py",
                      "tests/workflows/test_serving.py", "tests/workflows/test_distribution.py")
 INTEGRATION_TESTS = (  # file::test (any parameters): each starts other processes, or
-    # trains a second lesson's model end to end (a minute or so on two cores)
+    # trains a second model end to end (another lesson's, a fine-tune, a sweep's children:
+    # a minute or so on two cores); each lesson's own run stays in the quick tier
     "tests/workflows/test_translation.py::test_es_en_direction_end_to_end",
     "tests/workflows/test_translation.py::test_one_vocabulary_for_both_languages",
     "tests/workflows/test_imdb_sentiment.py::test_lm_classifier_transfers_a_language_model",
@@ -48,6 +49,12 @@ INTEGRATION_TESTS = (  # file::test (any parameters): each starts other processe
     "tests/data_prep/test_paragraph_vectors.py::test_a_texts_vector_is_the_same_in_any_batch",
     "tests/workflows/test_language_model.py::test_logged_model_generates_in_a_fresh_process",
     "tests/workflows/test_language_model.py::test_benchmark_compares_cached_and_uncached",
+    "tests/workflows/test_language_model.py::test_fine_tuning_keeps_the_tokenizer_and_reports",
+    "tests/workflows/test_language_model.py::test_fine_tuning_can_add_the_new_corpus_words",
+    "tests/workflows/test_imdb_sentiment.py::test_ensemble_fits_weights_on_validation_only_and",
+    "tests/workflows/test_imdb_sentiment.py::test_sweep_makes_one_parent_and_a_child_per_setting",
+    "tests/workflows/test_augmentation.py::test_a_model_trains_on_round_trip_paraphrases_of_train",
+    "tests/workflows/test_outside_failures.py::test_a_store_file_deleted_mid_run_is_one_line_and",
     "tests/workflows/test_outside_failures.py::test_search_workers_are_capped_by_the_cores",
     "tests/workflows/test_outside_failures.py::test_a_store_that_never_answers_is_reported",
     "tests/workflows/test_outside_failures.py::test_sigterm_to_a_search_stops_its_workers",

@@ -28,9 +28,11 @@ from workflows.seq2seq.translator import (
 from workflows.translation import build_model
 
 # float32: an untrained model's logits nearly tie, and bfloat16 breaks ties differently
-# in cached and uncached decoding, by CPU (`test_decoding_benchmark_matches_...`)
+# in cached and uncached decoding, by CPU (`test_decoding_benchmark_matches_...`). One
+# layer each side: a third less to compile; stacked layers are `tiny_config`'s (two).
 TINY_TRANSFORMER = ["--epochs", "2", "--set", "embed_dim=16", "--set", "dense_dim=32",
-                    "--set", "num_heads=2", "--set", "batch_tokens=256",
+                    "--set", "num_heads=2", "--set", "encoder_layers=1",
+                    "--set", "decoder_layers=1", "--set", "batch_tokens=256",
                     "--set", "bleu_sentences=8", "--set", "dtype_policy=float32",
                     "--average-epochs", "2"]
 TINY_GRU = ["--epochs", "2", "--set", "embed_dim=8", "--set", "latent_dim=16",
