@@ -127,16 +127,20 @@ def load_encoder(config, work_dir, folder):
     return DenseEncoder.load(target)
 
 
-def make_searcher(config, data, bm25, encoder, work_dir):
+def corpus_embeddings(config, data, encoder, work_dir):
+    """The corpus encoded by `encoder`, cached per (weights, corpus, length)."""
     from workflows.retrievers import dense
+
+    return dense.document_embeddings(
+        encoder, data.searchable(),
+        {"weights": dense.weights_identity(encoder), "corpus": data.fingerprint},
+        config.document_length, config.encode_batch_size, work_dir)
+
+
+def make_searcher(config, data, bm25, encoder, work_dir):
     from workflows.retrievers.searcher import Searcher, SearchSettings
 
-    embeddings = None
-    if encoder is not None:
-        embeddings = dense.document_embeddings(
-            encoder, data.searchable(),
-            {"weights": dense.weights_identity(encoder), "corpus": data.fingerprint},
-            config.document_length, config.encode_batch_size, work_dir)
+    embeddings = None if encoder is None else corpus_embeddings(config, data, encoder, work_dir)
     settings = SearchSettings(config.retriever, config.depth, 0.5, config.fusion,
                               config.rrf_k, config.query_length, config.encode_batch_size,
                               config.exact_limit)
@@ -194,7 +198,22 @@ def training_pairs(config, data):
     return TrainingPairs(query_texts, pairs, judged_rows, data.searchable())
 
 
-def fine_tune(config, data, encoder, bm25, folder):
+def candidate_rows(config, data, made, encoder, bm25, work_dir):
+    """Each training query's top corpus rows, deep enough to hold `negatives_depth`
+    unjudged ones: BM25's, or (`negatives_from=encoder`) the encoder's before fine-tuning."""
+    from workflows.retrievers import dense
+
+    depth = config.negatives_depth + max(map(len, made.judged_rows))
+    if config.negatives_from == "bm25":
+        return bm25.search(made.query_texts, depth)[0]
+    index = dense.index_for(corpus_embeddings(config, data, encoder, work_dir),
+                            config.exact_limit)
+    queries = encoder.encode(made.query_texts, config.query_length, config.encode_batch_size,
+                             label="Mining negatives")
+    return index.search(queries, depth)[0]
+
+
+def fine_tune(config, data, encoder, bm25, folder, work_dir):
     """Fine-tunes `encoder` in place; returns the training state (history, best epoch)."""
     import mlflow
 
@@ -203,10 +222,9 @@ def fine_tune(config, data, encoder, bm25, folder):
 
     made = training_pairs(config, data)
     pairs = made.pairs
-    bm25_rows, _ = bm25.search(made.query_texts,
-                               config.negatives_depth + max(map(len, made.judged_rows)))
-    negatives = dense.hard_negatives(bm25_rows, pairs, made.judged_rows,
-                                     config.negatives_depth, config.seed, len(data.doc_ids))
+    negatives = dense.hard_negatives(candidate_rows(config, data, made, encoder, bm25, work_dir),
+                                     pairs, made.judged_rows, config.negatives_depth,
+                                     config.seed, len(data.doc_ids))
     query_tokens = encoder.tokenizer.ids(made.query_texts, config.query_length)
     document_tokens = encoder.tokenizer.ids(made.documents, config.document_length)
 
@@ -278,7 +296,7 @@ def train(config, args, tags=None):
             if reads_encoder(config):
                 encoder = load_encoder(config, args.work_dir, folder)
             if config.epochs and fine_tunes(config):
-                state = fine_tune(config, data, encoder, bm25, folder)
+                state = fine_tune(config, data, encoder, bm25, folder, args.work_dir)
             started = time.perf_counter()
             searcher = make_searcher(config, data, bm25, encoder, args.work_dir)
             mlflow.log_metric("index_seconds", time.perf_counter() - started)

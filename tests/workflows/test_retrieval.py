@@ -1,6 +1,7 @@
 """The search lesson on a tiny generated corpus: retrievers, fusion, metrics, fine-tuning,
 the embedding cache, the logged model, batch labelling and the command line."""
 
+import dataclasses
 import json
 import random
 import subprocess
@@ -339,6 +340,30 @@ def test_embeddings_are_cached_per_encoder_and_corpus(lesson, tmp_path, monkeypa
     dense.document_embeddings(encoder, changed.searchable(),
                               {"weights": "a", "corpus": changed.fingerprint}, 32, 8)
     assert len(calls) == 3  # another corpus
+
+
+def test_hard_negatives_come_from_bm25_or_from_the_encoder_before_fine_tuning(lesson,
+                                                                             tmp_path):
+    """Each query's candidates for a negative: BM25's top rows, or the untrained encoder's
+    (its corpus embeddings cached like the index's), deep enough to skip judged rows."""
+    from data_prep import retrieval_corpus
+    from workflows.retrievers.config import RetrievalConfig
+
+    data = retrieval_corpus.prepare(lesson["corpus"], verbose=False)
+    encoder = dense.DenseEncoder.pretrained(lesson["encoder"])
+    bm25 = retrieval.build_bm25(RetrievalConfig(), data)[0]
+    made = retrieval.training_pairs(RetrievalConfig(retriever="dense"), data)
+    config = RetrievalConfig(retriever="dense", document_length=32, query_length=16,
+                             negatives_depth=3)
+    from_bm25 = retrieval.candidate_rows(config, data, made, encoder, bm25, tmp_path)
+    assert np.array_equal(from_bm25, bm25.search(made.query_texts, 4)[0])
+    config = dataclasses.replace(config, negatives_from="encoder")
+    from_encoder = retrieval.candidate_rows(config, data, made, encoder, bm25, tmp_path)
+    corpus = encoder.encode(data.searchable(), 32)
+    queries = encoder.encode(made.query_texts, 16)
+    assert np.array_equal(from_encoder, dense.ExactIndex(corpus).search(queries, 4)[0])
+    assert not np.array_equal(from_encoder, from_bm25)
+    assert list((tmp_path / "prepared").glob("embeddings-*"))  # the index's cache entry
 
 
 def test_exact_search_finds_the_largest_inner_products_best_first():

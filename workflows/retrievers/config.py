@@ -56,6 +56,9 @@ class RetrievalConfig:
     # whole batch at once, with dropout (memory grows with batch_size)
     chunk_size: int = option(8, at_least=0, at_most=1024, applies=fine_tunes)
     negatives_depth: int = option(10, at_least=1, at_most=1000, applies=fine_tunes)
+    # who mines the hard negatives: BM25, or the encoder before fine-tuning (documents
+    # close in meaning that it must learn to tell apart)
+    negatives_from: str = option("bm25", choices=("bm25", "encoder"), applies=fine_tunes)
     # a cold start: pairs made from the corpus alone (retrievers/pseudo_queries.py)
     pseudo_queries: str = option("none", choices=("none", "titles", "sentences"),
                                  applies=fine_tunes)
