@@ -127,25 +127,31 @@ def load_encoder(config, work_dir, folder):
     return DenseEncoder.load(target)
 
 
-def corpus_embeddings(config, data, encoder, work_dir):
-    """The corpus encoded by `encoder`, cached per (weights, corpus, length)."""
+def dense_index(config, data, encoder, work_dir):
+    """The corpus encoded by `encoder` (cached per weights, corpus and length) in an
+    index: a vector per document, or per window of `passage_sentences` sentences."""
     from workflows.retrievers import dense
 
-    return dense.document_embeddings(
-        encoder, data.searchable(),
-        {"weights": dense.weights_identity(encoder), "corpus": data.fingerprint},
-        config.document_length, config.encode_batch_size, work_dir)
+    identity = {"weights": dense.weights_identity(encoder), "corpus": data.fingerprint}
+    if not config.passage_sentences:
+        return dense.index_for(dense.document_embeddings(
+            encoder, data.searchable(), identity, config.document_length,
+            config.encode_batch_size, work_dir), config.exact_limit)
+    windows, owners = dense.sentence_windows(data.titles, data.texts, config.passage_sentences)
+    return dense.PassageIndex(dense.document_embeddings(
+        encoder, windows, {**identity, "passage_sentences": config.passage_sentences},
+        config.document_length, config.encode_batch_size, work_dir), owners)
 
 
 def make_searcher(config, data, bm25, encoder, work_dir):
     from workflows.retrievers.searcher import Searcher, SearchSettings
 
-    embeddings = None if encoder is None else corpus_embeddings(config, data, encoder, work_dir)
+    index = None if encoder is None else dense_index(config, data, encoder, work_dir)
     settings = SearchSettings(config.retriever, config.depth, 0.5, config.fusion,
                               config.rrf_k, config.query_length, config.encode_batch_size,
                               config.exact_limit)
     return Searcher(settings, data.doc_ids, data.titles,
-                    bm25 if reads_bm25(config) else None, encoder, embeddings)
+                    bm25 if reads_bm25(config) else None, encoder, index=index)
 
 
 # ## Fine-tuning the dual encoder
@@ -201,13 +207,11 @@ def training_pairs(config, data):
 def candidate_rows(config, data, made, encoder, bm25, work_dir):
     """Each training query's top corpus rows, deep enough to hold `negatives_depth`
     unjudged ones: BM25's, or (`negatives_from=encoder`) the encoder's before fine-tuning."""
-    from workflows.retrievers import dense
 
     depth = config.negatives_depth + max(map(len, made.judged_rows))
     if config.negatives_from == "bm25":
         return bm25.search(made.query_texts, depth)[0]
-    index = dense.index_for(corpus_embeddings(config, data, encoder, work_dir),
-                            config.exact_limit)
+    index = dense_index(config, data, encoder, work_dir)
     queries = encoder.encode(made.query_texts, config.query_length, config.encode_batch_size,
                              label="Mining negatives")
     return index.search(queries, depth)[0]

@@ -379,6 +379,41 @@ def test_exact_search_finds_the_largest_inner_products_best_first():
     assert dense.ExactIndex(documents).search(queries[:0], 5)[0].shape == (0, 5)
 
 
+def test_a_document_in_passages_is_scored_by_its_best_window():
+    windows, owners = dense.sentence_windows(
+        ["T1", "T2", ""], ["A b. C d! E f? G h.", "One sentence.", ""], sentences=2)
+    assert windows == ["T1 A b. C d!", "T1 C d! E f?", "T1 E f? G h.", "T2 One sentence.", ""]
+    assert owners == [0, 0, 0, 1, 2]
+    rng = np.random.default_rng(0)
+    owners = np.sort(np.r_[np.arange(40), rng.integers(0, 40, 160)])
+    embeddings = rng.standard_normal((len(owners), 8)).astype("float32")
+    queries = rng.standard_normal((9, 8)).astype("float32")
+    best = np.stack([np.max(queries @ embeddings[owners == row].T, axis=1)
+                     for row in range(40)], axis=1)  # by definition
+    index = dense.PassageIndex(embeddings, owners, chunk_size=len(owners) * 4)  # 4 at once
+    rows, scores = index.search(queries, 5)
+    np.testing.assert_array_equal(rows, np.argsort(-best, axis=1)[:, :5])
+    np.testing.assert_allclose(scores, np.sort(best, axis=1)[:, ::-1][:, :5], rtol=1e-5)
+    np.testing.assert_allclose(index.scores_of(queries, rows), scores, rtol=1e-5)
+    assert index.search(queries, 99)[0].shape == (9, 40)
+
+
+def test_a_passage_retriever_is_trained_saved_and_loaded_as_one(lesson, tmp_path):
+    from workflows.retrievers.searcher import Searcher
+
+    corpus = write_cold_start_beir(tmp_path / "sentences", MORE_TOPICS[:30])
+    assert retrieval.main(["train", "--retriever", "hybrid", "--beir-path", str(corpus),
+                           "--set", f"encoder={lesson['encoder']}",
+                           "--set", "passage_sentences=1"]) == 0
+    run = latest_run("hybrid")
+    assert run.data.params["passage_sentences"] == "1"
+    folder = next((lesson["root"] / "work" / "runs").rglob(f"*/{retrieval.EXPORTED}/owners.npy"))
+    searcher = Searcher.load(folder.parent)
+    assert isinstance(searcher.index, dense.PassageIndex)
+    assert len(searcher.index.embeddings) > len(searcher.doc_ids)  # a window per sentence
+    assert retrieval.main(["evaluate", "--run-id", run.info.run_id]) == 0
+
+
 def test_a_stopped_encoding_resumes_at_its_first_missing_shard(lesson, tmp_path,
                                                               monkeypatch):
     from data_prep import retrieval_corpus

@@ -26,7 +26,7 @@ import numpy as np
 from tqdm import tqdm
 
 from data_prep import encoders
-from data_prep.text import WordPiece
+from data_prep.text import SENTENCE_END, WordPiece
 
 ENCODER_FOLDER = "encoder"  # a keras-hub preset (config, weights) and its vocab.txt
 SMALLEST_LENGTH = 16
@@ -180,13 +180,18 @@ class ExactIndex:
         rows = np.zeros((len(queries), k), "int64")
         scores = np.zeros((len(queries), k), "float32")
         for start in range(0, len(queries) if k else 0, chunk_size):
-            similarity = queries[start:start + chunk_size] @ self.embeddings.T
-            top = np.argpartition(similarity, -k, axis=1)[:, -k:]
-            top_scores = np.take_along_axis(similarity, top, axis=1)
-            order = np.argsort(-top_scores, axis=1, kind="stable")
-            rows[start:start + chunk_size] = np.take_along_axis(top, order, axis=1)
-            scores[start:start + chunk_size] = np.take_along_axis(top_scores, order, axis=1)
+            rows[start:start + chunk_size], scores[start:start + chunk_size] = self.top(
+                queries[start:start + chunk_size] @ self.embeddings.T, k)
         return rows, scores
+
+    @staticmethod
+    def top(similarity, k):
+        """`(rows, scores)` of the `k` largest of each row of `similarity`, best first."""
+        top = np.argpartition(similarity, -k, axis=1)[:, -k:]
+        top_scores = np.take_along_axis(similarity, top, axis=1)
+        order = np.argsort(-top_scores, axis=1, kind="stable")
+        return np.take_along_axis(top, order, axis=1), np.take_along_axis(top_scores, order,
+                                                                           axis=1)
 
     def scores_of(self, queries, rows):
         """The cosine similarity of each query with the given document rows."""
@@ -230,6 +235,54 @@ class ApproximateIndex:
         import faiss
 
         return cls(embeddings, breadth=breadth, graph=faiss.read_index(str(path)))
+
+
+class PassageIndex:
+    """Documents as overlapping windows of sentences, a document's score its best
+    window's (MaxP, Dai and Callan, 2019): a query that matches one passage of a long
+    document is not diluted by the rest. `owners[i]`: the document row of window `i`,
+    ascending. Searched exactly, `chunk_size` similarities in memory at a time."""
+
+    def __init__(self, embeddings, owners, chunk_size=1 << 25):
+        self.embeddings = np.asarray(embeddings, "float32")
+        self.owners = np.asarray(owners, "int64")
+        self.starts = np.flatnonzero(np.r_[True, self.owners[1:] != self.owners[:-1]])
+        self.queries_at_once = max(1, chunk_size // max(1, len(self.embeddings)))
+
+    def best_windows(self, queries):
+        """`(len(queries), documents)`: each document's best window similarity."""
+        return np.maximum.reduceat(np.asarray(queries, "float32") @ self.embeddings.T,
+                                   self.starts, axis=1)
+
+    def search(self, queries, k):
+        """`(rows, scores)`, each `(len(queries), k)`, best first."""
+        k = min(k, len(self.starts))
+        rows = np.zeros((len(queries), k), "int64")
+        scores = np.zeros((len(queries), k), "float32")
+        for start in range(0, len(queries) if k else 0, self.queries_at_once):
+            found, best = ExactIndex.top(self.best_windows(
+                queries[start:start + self.queries_at_once]), k)
+            rows[start:start + len(found)], scores[start:start + len(found)] = found, best
+        return rows, scores
+
+    def scores_of(self, queries, rows):
+        """Each query's best window similarity in each of the given document rows."""
+        ends = np.r_[self.starts[1:], len(self.owners)]
+        return np.asarray([[float(np.max(self.embeddings[self.starts[r]:ends[r]] @ query))
+                            for r in query_rows] for query, query_rows in zip(
+                               queries, rows, strict=True)], "float32")
+
+
+def sentence_windows(titles, texts, sentences):
+    """`(windows, owners)`: each document as every run of `sentences` consecutive
+    sentences of its text (the whole text when it has fewer), its title first."""
+    windows, owners = [], []
+    for row, (title, text) in enumerate(zip(titles, texts, strict=True)):
+        parts = [part for part in SENTENCE_END.split(text.strip()) if part]
+        for start in range(max(1, len(parts) - sentences + 1)):
+            windows.append(f"{title} {' '.join(parts[start:start + sentences])}".strip())
+            owners.append(row)
+    return windows, owners
 
 
 def index_for(embeddings, exact_limit, degree=16, breadth=64):

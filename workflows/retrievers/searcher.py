@@ -6,7 +6,8 @@ retriever of the search lesson is exported, logged, served and loaded in).
       documents.jsonl  the id and title of each document, in index order
       bm25/            the BM25 index (bm25s), when the retriever reads it
       encoder/         the dual encoder (a keras-hub preset and its vocab.txt), when used
-      embeddings.npy   the documents' embeddings, when used
+      embeddings.npy   the documents' embeddings (or their windows'), when used
+      owners.npy       the document row of each window, with `passage_sentences`
       index.faiss      their HNSW graph, above `exact_limit` documents
 """
 
@@ -20,10 +21,11 @@ import numpy as np
 from data_prep.text import text_lines
 from workflows.retrievers import fusion
 from workflows.retrievers.bm25 import BM25Index
-from workflows.retrievers.dense import ApproximateIndex, DenseEncoder, index_for
+from workflows.retrievers.dense import ApproximateIndex, DenseEncoder, PassageIndex, index_for
 
 SETTINGS_FILE = "retriever.json"
 GRAPH_FILE = "index.faiss"  # the HNSW graph of a corpus above `exact_limit`
+OWNERS_FILE = "owners.npy"  # with passages: the document of each embedded window
 LEXICAL = ("bm25", "rerank", "intersection", "hybrid")
 DENSE = ("dense", "rerank", "intersection", "hybrid")
 
@@ -116,6 +118,8 @@ class Searcher:
         if self.encoder is not None:
             self.encoder.save(folder / "encoder")
             np.save(folder / "embeddings.npy", self.index.embeddings)
+            if isinstance(self.index, PassageIndex):
+                np.save(folder / OWNERS_FILE, self.index.owners)
             if isinstance(self.index, ApproximateIndex):
                 self.index.save(folder / GRAPH_FILE)
 
@@ -131,6 +135,8 @@ class Searcher:
                 folder / "embeddings.npy")
             if (folder / GRAPH_FILE).is_file():
                 index = ApproximateIndex.load(embeddings, folder / GRAPH_FILE)
+            elif (folder / OWNERS_FILE).is_file():
+                index = PassageIndex(embeddings, np.load(folder / OWNERS_FILE))
         return cls(settings, [d["id"] for d in documents], [d["title"] for d in documents],
                    BM25Index.load(folder / "bm25") if (folder / "bm25").is_dir() else None,
                    encoder, embeddings, index)
