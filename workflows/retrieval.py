@@ -207,7 +207,6 @@ def training_pairs(config, data):
 def candidate_rows(config, data, made, encoder, bm25, work_dir):
     """Each training query's top corpus rows, deep enough to hold `negatives_depth`
     unjudged ones: BM25's, or (`negatives_from=encoder`) the encoder's before fine-tuning."""
-
     depth = config.negatives_depth + max(map(len, made.judged_rows))
     if config.negatives_from == "bm25":
         return bm25.search(made.query_texts, depth)[0]
