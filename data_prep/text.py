@@ -22,6 +22,11 @@ WHITESPACE = re.compile(r"\s+")
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
+def sentences_of(text):
+    """`text`'s sentences (split after `.`, `!` or `?`), empty ones left out."""
+    return [s for s in SENTENCE_END.split(text) if s.strip()]
+
+
 
 def text_lines(text):
     """The lines of `text` (str or bytes), split at line feeds only (`\\r\\n` too).
@@ -50,7 +55,7 @@ def sentence_slices(texts, count=1, seed=0, place="anywhere"):
     slices = []
     for _ in range(count):
         for text in texts:
-            sentences = [s for s in SENTENCE_END.split(text) if s.strip()] or [text]
+            sentences = sentences_of(text) or [text]
             length = rng.randint(1, 2)
             start = (rng.randrange(len(sentences)) if place == "anywhere"
                      else max(len(sentences) - length, 0))

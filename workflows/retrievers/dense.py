@@ -26,7 +26,7 @@ import numpy as np
 from tqdm import tqdm
 
 from data_prep import encoders
-from data_prep.text import SENTENCE_END, WordPiece
+from data_prep.text import WordPiece, sentences_of
 
 ENCODER_FOLDER = "encoder"  # a keras-hub preset (config, weights) and its vocab.txt
 SMALLEST_LENGTH = 16
@@ -278,7 +278,7 @@ def sentence_windows(titles, texts, sentences):
     sentences of its text (the whole text when it has fewer), its title first."""
     windows, owners = [], []
     for row, (title, text) in enumerate(zip(titles, texts, strict=True)):
-        parts = [part for part in SENTENCE_END.split(text.strip()) if part]
+        parts = sentences_of(text.strip())
         for start in range(max(1, len(parts) - sentences + 1)):
             windows.append(f"{title} {' '.join(parts[start:start + sentences])}".strip())
             owners.append(row)

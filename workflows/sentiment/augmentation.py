@@ -23,7 +23,7 @@ import numpy as np
 from tqdm import tqdm
 
 from data_prep import cache
-from data_prep.text import SENTENCE_END, clean_html, text_lines
+from data_prep.text import clean_html, sentences_of, text_lines
 from workflows.seq2seq.presets import EXPERIMENT as TRANSLATION
 
 DIRECTIONS = {"translator": "en-es", "back_translator": "es-en"}
@@ -112,7 +112,7 @@ def units(texts, unit, copies, fraction, seed):
 
 def split_sentences(text):
     text = clean_html(text)
-    return [s for s in SENTENCE_END.split(text) if s.strip()] or [text]
+    return sentences_of(text) or [text]
 
 
 def edited(text, rng, share=0.1):
