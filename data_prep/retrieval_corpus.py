@@ -89,6 +89,13 @@ class RetrievalData:
         ids = sorted(judged)
         return ids, [self.queries[i] for i in ids], judged
 
+    def queries_to_learn_from(self):
+        """`(query ids, query texts)` of every query outside the validation and test
+        splits, in a stable order: what a cold start may learn from (their texts only)."""
+        held = {q for name in ("validation", "test") for q in self.judgements.get(name, {})}
+        ids = sorted(set(self.queries) - held)
+        return ids, [self.queries[i] for i in ids]
+
     def title_of(self):
         return dict(zip(self.doc_ids, self.titles, strict=True))
 

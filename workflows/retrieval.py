@@ -174,18 +174,24 @@ class TrainingPairs(NamedTuple):
     held_out: tuple | None = None
 
 
-def training_pairs(config, data):
-    """The `TrainingPairs` of the train judgements, or for a cold start of the corpus
-    alone: each pseudo-query paired with its document's text less the query."""
+def training_pairs(config, data, answer=None):
+    """The `TrainingPairs` of the train judgements, or for a cold start with none read:
+    each pseudo-query paired with its document's text less the query, or each query
+    with the row `answer` (query texts -> rows) gives it."""
     from workflows.retrievers import pseudo_queries
 
     if config.pseudo_queries != "none":
         held = 0 if data.split("validation")[0] else pseudo_queries.held_out_count(
             config.pseudo_query_count, config.validation_share)
         queries, positives, rows = pseudo_queries.pseudo_pairs(
-            data, config.pseudo_queries, config.pseudo_query_count + held, config.seed)
+            data, config.pseudo_queries, config.pseudo_query_count + held, config.seed,
+            answer)
         held_out = (queries[:held], positives[:held], rows[:held]) if held else None
         queries, positives, rows = queries[held:], positives[held:], rows[held:]
+        if not queries and config.pseudo_queries == "hybrid_answers":
+            raise ConfigError("pseudo_queries=hybrid_answers learns from the corpus's "
+                              "queries outside validation and test; this corpus has none "
+                              "(give --queries, or use titles or sentences).")
         if not queries:
             raise ConfigError(f"No document gives a pseudo-query from its "
                               f"{config.pseudo_queries}; try --set pseudo_queries=sentences.")
@@ -202,6 +208,18 @@ def training_pairs(config, data):
     judged_rows = [{row_of[d] for d in judged[q]} for q in query_ids]
     pairs = [(q, row) for q in range(len(query_ids)) for row in sorted(judged_rows[q])]
     return TrainingPairs(query_texts, pairs, judged_rows, data.searchable())
+
+
+def hybrid_answers(config, data, encoder, bm25, work_dir):
+    """Query texts -> each one's first row by the hybrid of BM25 and `encoder` as it is
+    now (weight 0.5: no judgement chooses it): the teacher of `hybrid_answers`."""
+    from workflows.retrievers.searcher import Searcher, SearchSettings
+
+    settings = SearchSettings("hybrid", query_length=config.query_length,
+                              encode_batch_size=config.encode_batch_size)
+    searcher = Searcher(settings, data.doc_ids, data.titles, bm25, encoder,
+                        index=dense_index(config, data, encoder, work_dir))
+    return lambda texts: [ranked[0][0] for ranked in searcher.search(texts, k=1)]
 
 
 def candidate_rows(config, data, made, encoder, bm25, work_dir):
@@ -223,7 +241,8 @@ def fine_tune(config, data, encoder, bm25, folder, work_dir):
     from workflows.core import store, training
     from workflows.retrievers import dense
 
-    made = training_pairs(config, data)
+    made = training_pairs(config, data, hybrid_answers(config, data, encoder, bm25, work_dir)
+                          if config.pseudo_queries == "hybrid_answers" else None)
     pairs = made.pairs
     negatives = dense.hard_negatives(candidate_rows(config, data, made, encoder, bm25, work_dir),
                                      pairs, made.judged_rows, config.negatives_depth,

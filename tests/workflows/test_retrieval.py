@@ -272,6 +272,31 @@ def test_pseudo_queries_leave_the_query_out_of_its_document(tmp_path):
     assert len(queries) == 20 and queries[0] == data.titles[rows[0]]
 
 
+def test_hybrid_answers_label_the_queries_outside_validation_and_test(tmp_path):
+    """Only the queries outside validation and test are asked, each paired with the
+    whole text of the row its teacher answers, whatever the train judgements say."""
+    from data_prep import retrieval_corpus
+    from workflows.retrievers import pseudo_queries
+
+    data = retrieval_corpus.prepare(write_beir(tmp_path / "c", MORE_TOPICS[:30]),
+                                    verbose=False)
+    held = {q for split in ("validation", "test") for q in data.split(split)[0]}
+    learnable = {text for q, text in data.queries.items() if q not in held}
+    asked = []
+
+    def next_document(texts):  # qi is about topic i, judged on di: answer d(i + 1)
+        asked.extend(texts)
+        return [(int(text.split()[0].removeprefix("topic")) + 1) % 30 for text in texts]
+
+    queries, positives, rows = pseudo_queries.pseudo_pairs(data, "hybrid_answers", 100, 3,
+                                                           next_document)
+    assert held and set(queries) == set(asked) == learnable and len(queries) == len(learnable)
+    assert rows == next_document(queries)
+    assert positives == [data.searchable()[row] for row in rows]
+    few, _, _ = pseudo_queries.pseudo_pairs(data, "hybrid_answers", 5, 3, next_document)
+    assert few == queries[:5]  # a seeded choice
+
+
 def test_a_cold_start_fine_tunes_on_pseudo_queries_without_train_judgements(lesson, capsys):
     import mlflow
 
@@ -282,8 +307,9 @@ def test_a_cold_start_fine_tunes_on_pseudo_queries_without_train_judgements(less
             "--set", "query_length=16"]
     assert retrieval.main([*base, "--epochs", "2"]) == 2
     assert "--set pseudo_queries=titles" in capsys.readouterr().err
-    # a title always holds the topic word; a sentence does one time in three
-    for source, gain in (("titles", 0.1), ("sentences", 0.02)):
+    # a title always holds the topic word; a sentence does one time in three; the hybrid
+    # (its BM25 half) answers the 30 queries outside dev and test from their topic words
+    for source, gain in (("titles", 0.1), ("sentences", 0.02), ("hybrid_answers", 0.04)):
         assert retrieval.main([*base, "--epochs", "3", "--set", "patience=3", "--set",
                                f"pseudo_queries={source}"]) == 0
         run = latest_run("dense")
@@ -364,6 +390,36 @@ def test_hard_negatives_come_from_bm25_or_from_the_encoder_before_fine_tuning(le
     assert np.array_equal(from_encoder, dense.ExactIndex(corpus).search(queries, 4)[0])
     assert not np.array_equal(from_encoder, from_bm25)
     assert list((tmp_path / "prepared").glob("embeddings-*"))  # the index's cache entry
+
+
+def test_the_teacher_of_hybrid_answers_is_the_untrained_hybrids_first_answer(lesson,
+                                                                            tmp_path):
+    from data_prep import retrieval_corpus
+    from workflows.core.config import ConfigError
+    from workflows.retrievers.config import RetrievalConfig
+
+    data = retrieval_corpus.prepare(lesson["corpus"], verbose=False)
+    encoder = dense.DenseEncoder.pretrained(lesson["encoder"])
+    bm25 = retrieval.build_bm25(RetrievalConfig(), data)[0]
+    config = RetrievalConfig(retriever="dense", document_length=32, query_length=16,
+                             pseudo_queries="hybrid_answers")
+    answer = retrieval.hybrid_answers(config, data, encoder, bm25, tmp_path)
+    texts = data.queries_to_learn_from()[1]
+    dense_rows, dense_scores = dense.ExactIndex(encoder.encode(data.searchable(), 32)).search(
+        encoder.encode(texts, 16), 100)
+    by_hand = []
+    for text, rows, scores in zip(texts, dense_rows, dense_scores, strict=True):
+        lexical_rows, lexical_scores = (found[0] for found in bm25.search([text], 100))
+        matching = lexical_scores > 0
+        by_hand.append(fusion.hybrid(lexical_rows[matching], lexical_scores[matching], rows,
+                                     scores, 0.5)[0][0])
+    assert answer(texts) == by_hand
+    made = retrieval.training_pairs(config, data, answer)
+    assert sorted(made.query_texts) == sorted(texts)
+    assert [made.sources[document] for _, document in made.pairs] == answer(made.query_texts)
+    no_queries = dataclasses.replace(data, queries={}, judgements={})
+    with pytest.raises(ConfigError, match="queries outside validation and test"):
+        retrieval.training_pairs(config, no_queries, answer)
 
 
 def test_exact_search_finds_the_largest_inner_products_best_first():

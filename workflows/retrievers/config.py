@@ -62,9 +62,9 @@ class RetrievalConfig:
     # who mines the hard negatives: BM25, or the encoder before fine-tuning (documents
     # close in meaning that it must learn to tell apart)
     negatives_from: str = option("bm25", choices=("bm25", "encoder"), applies=fine_tunes)
-    # a cold start: pairs made from the corpus alone (retrievers/pseudo_queries.py)
-    pseudo_queries: str = option("none", choices=("none", "titles", "sentences"),
-                                 applies=fine_tunes)
+    # a cold start: pairs made with no judgement read (retrievers/pseudo_queries.py)
+    pseudo_queries: str = option("none", choices=("none", "titles", "sentences",
+                                                  "hybrid_answers"), applies=fine_tunes)
     pseudo_query_count: int = option(2000, at_least=1, at_most=10_000_000,
                                      applies=lambda c: fine_tunes(c)
                                      and c.pseudo_queries != "none")

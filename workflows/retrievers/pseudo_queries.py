@@ -1,26 +1,31 @@
-"""Training pairs made from the corpus alone: a cold start, with no judgements read.
+"""Training pairs made without judgements: a cold start, with no judgement read.
 
 The deployment began with none, and tried back-translating its attribute lists into
-labelled pairs. Two cheaper sources that need nothing but the documents:
+labelled pairs. Three cheaper sources:
 
 - `titles`: a document's title is a query for its text (the title left out of it):
   short noun phrases, like the deployment's product names;
 - `sentences`: one sentence of a document is a query for the rest of it (the inverse
   cloze task, Lee et al., 2019): the sentence is left out, so matching it takes more
-  than copying words.
+  than copying words;
+- `hybrid_answers`: the corpus's own queries (outside validation and test; their texts
+  only), each paired with the document that the hybrid of BM25 and the encoder as it
+  is ranks first: pseudo-relevance labels (self-training), the queries the deployment
+  has, and a teacher better than either half of it.
 
-Each gives at most one pair per document, for `count` documents drawn by a seeded
-choice. The positive is the document's text without the query; hard negatives are
-mined from BM25 as for judged pairs. A corpus with no judged validation queries (a
-catalogue and nothing else) validates on pseudo-pairs held out of training: each
-query searched among its document's text less the query and BM25's pool for it.
+`titles` and `sentences` give at most one pair per document, for `count` documents
+drawn by a seeded choice, the positive the document's text without the query;
+`hybrid_answers` gives one pair for each of at most `count` queries (a seeded choice),
+the positive its answer's whole text. Hard negatives are mined as for judged pairs. A
+corpus with no judged validation queries (a catalogue and nothing else) validates on
+pseudo-pairs held out of training: each query searched among its positive and BM25's
+pool for it.
 """
 
 import random
 
 from data_prep.text import SENTENCE_END
 
-SOURCES = ("none", "titles", "sentences")
 MIN_WORDS = 3  # a title or sentence shorter than this is not a query
 MAX_HELD_OUT = 200  # pseudo-queries to validate on, each epoch, without judgements
 
@@ -31,9 +36,12 @@ def held_out_count(count, share):
     return min(MAX_HELD_OUT, round(count * share))
 
 
-def pseudo_pairs(data, source, count, seed):
+def pseudo_pairs(data, source, count, seed, answer=None):
     """`(queries, positives, rows)`: the query text, the text it is paired with, and the
-    corpus row it came from, for at most `count` documents."""
+    corpus row it came from (or answers), at most `count` of them. `answer` (query texts
+    -> their best rows) labels `hybrid_answers`."""
+    if source == "hybrid_answers":
+        return answered_queries(data, answer, count, seed)
     make = {"titles": _title_pair, "sentences": _sentence_pair}[source]
     rng = random.Random(seed)
     rows = list(range(len(data.doc_ids)))
@@ -48,6 +56,17 @@ def pseudo_pairs(data, source, count, seed):
             if len(queries) == count:
                 break
     return queries, positives, sources
+
+
+def answered_queries(data, answer, count, seed):
+    """At most `count` of the queries outside validation and test (a seeded choice),
+    each with the whole text of the row `answer` gives it."""
+    _, texts = data.queries_to_learn_from()
+    random.Random(seed).shuffle(texts)
+    queries = texts[:count]
+    rows = [int(row) for row in answer(queries)] if queries else []
+    searchable = data.searchable()
+    return queries, [searchable[row] for row in rows], rows
 
 
 def _title_pair(title, text, rng):
