@@ -188,13 +188,13 @@ def training_pairs(config, data, answer=None):
             answer)
         held_out = (queries[:held], positives[:held], rows[:held]) if held else None
         queries, positives, rows = queries[held:], positives[held:], rows[held:]
-        if not queries and config.pseudo_queries == "hybrid_answers":
-            raise ConfigError("pseudo_queries=hybrid_answers learns from the corpus's "
-                              "queries outside validation and test; this corpus has none "
-                              "(give --queries, or use titles or sentences).")
         if not queries:
-            raise ConfigError(f"No document gives a pseudo-query from its "
-                              f"{config.pseudo_queries}; try --set pseudo_queries=sentences.")
+            raise ConfigError(
+                "pseudo_queries=hybrid_answers learns from the corpus's queries outside "
+                "validation and test; this corpus has none (give --queries, or use titles "
+                "or sentences)." if config.pseudo_queries == "hybrid_answers" else
+                f"No document gives a pseudo-query from its {config.pseudo_queries}; try "
+                "--set pseudo_queries=sentences.")
         corpus = len(data.doc_ids)
         return TrainingPairs(queries, [(q, corpus + q) for q in range(len(queries))],
                              [{r} for r in rows], data.searchable() + positives,
