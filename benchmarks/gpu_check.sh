@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One command that measures a GPU with the kit's own steps, each under its own time limit so
 # that a slow step never costs the others: train the `gpu` translator on a wall budget,
-# evaluate it on the test split (greedy and beam), translate a file, and write
-# benchmarks/results/gpu.json from the MLflow runs (benchmarks/gpu_runs.py).
+# evaluate it on the test split (greedy and beam), translate a file, write
+# benchmarks/results/gpu.json from the MLflow runs (benchmarks/gpu_runs.py), then stop a
+# second training with SIGTERM and rerun it, which must resume and end within its budget.
 #
 #   benchmarks/gpu_check.sh stage           # here, where TensorFlow is: fills .gpu/ (ignored by git)
 #   benchmarks/gpu_check.sh run [OUT]       # on the GPU machine (JAX, no TensorFlow), from the root
@@ -17,7 +18,9 @@
 # GPU_CHECK_TOTAL_SECONDS (the whole run's, default 540), GPU_CHECK_TRAIN_ARGS (more train
 # flags, e.g. a tiny config to test the script), GPU_CHECK_EVAL_ARGS (e.g. --limit 2000),
 # GPU_CHECK_PYTHON (the interpreter, default python3), GPU_CHECK_RESULTS (where gpu.json is
-# copied, default benchmarks/results/gpu.json), GPU_CHECK_STAGE (default .gpu), SPA_ENG_PATH.
+# copied, default benchmarks/results/gpu.json), GPU_CHECK_STAGE (default .gpu), SPA_ENG_PATH,
+# GPU_CHECK_STOP_AFTER (seconds before the SIGTERM of the second training, default 50; 0
+# skips the stop and the resume) and GPU_CHECK_STOP_MINUTES (its budget, default 1.5).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -82,7 +85,21 @@ run() {
   step translate 60 $PY -m workflows.translation translate --file "$OUT/sentences.txt"
   step results 30 $PY benchmarks/gpu_runs.py --any-device --output "$OUT/gpu.json"
   [ -f "$OUT/gpu.json" ] && cp "$OUT/gpu.json" "${GPU_CHECK_RESULTS:-benchmarks/results/gpu.json}"
+  stop_and_resume
   cat "$OUT/steps.jsonl"
+}
+
+# A second training (another seed, its own budget) gets SIGTERM after GPU_CHECK_STOP_AFTER
+# seconds: `stop` must end with status 130 within seconds of the signal (its seconds minus
+# the delay), and `resume`, the same command again, must resume and finish on the budget.
+stop_and_resume() {
+  local after=${GPU_CHECK_STOP_AFTER:-50}
+  (( after > 0 )) || return 0
+  # shellcheck disable=SC2206  # the extra flags are words
+  local train=($PY -m workflows.translation train --preset gpu ${GPU_CHECK_TRAIN_ARGS:-}
+               --epochs 200 --set seed=2 --max-train-minutes "${GPU_CHECK_STOP_MINUTES:-1.5}")
+  step stop $((after + 30)) timeout --preserve-status -s TERM "$after" "${train[@]}"
+  step resume 150 "${train[@]}"
 }
 
 case "${1:-}" in

@@ -1,6 +1,6 @@
 """`benchmarks/gpu_check.sh` end to end on a tiny config, with TensorFlow hidden from the
 steps it runs (as on a JAX-only GPU machine): every step within its limit, the results
-written from the MLflow runs."""
+written from the MLflow runs, a SIGTERM obeyed and the stopped training resumed."""
 
 import json
 import os
@@ -16,6 +16,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 TINY = ("--epochs 3 --set embed_dim=16 --set dense_dim=32 --set num_heads=2 "
         "--set encoder_layers=1 --set decoder_layers=1 --set batch_tokens=512 "
         "--set bucket_width=20 --set bleu_sentences=8 --set validation_pairs=64")
+STOP_AFTER = 20  # seconds before the second training's SIGTERM
 
 
 def test_the_gpu_check_trains_evaluates_translates_and_reports_without_tensorflow(tmp_path):
@@ -32,15 +33,21 @@ def test_the_gpu_check_trains_evaluates_translates_and_reports_without_tensorflo
     assert stage.returncode == 0, stage.stderr[-3000:]
     out = tmp_path / "out"
     env.update(PYTHONPATH=f"{hidden}:{ROOT}", GPU_CHECK_MINUTES="2",
-               GPU_CHECK_TRAIN_ARGS=TINY, GPU_CHECK_RESULTS=str(tmp_path / "gpu.json"))
+               GPU_CHECK_TRAIN_ARGS=TINY, GPU_CHECK_RESULTS=str(tmp_path / "gpu.json"),
+               GPU_CHECK_STOP_AFTER=str(STOP_AFTER), GPU_CHECK_STOP_MINUTES="0.75")
     check = subprocess.run([ROOT / "benchmarks" / "gpu_check.sh", "run", str(out)], env=env,
                            capture_output=True, text=True, timeout=600)
     steps = [json.loads(line) for line in (out / "steps.jsonl").read_text().splitlines()]
     assert [(s["step"], s["status"]) for s in steps] == [
-        ("train", 0), ("evaluate", 0), ("translate", 0), ("results", 0)], check.stdout[-3000:]
+        ("train", 0), ("evaluate", 0), ("translate", 0), ("results", 0), ("stop", 130),
+        ("resume", 0)], check.stdout[-3000:]
     assert "tensorflow" not in (out / "train.log").read_text().lower()
     assert len((out / "translate.log").read_text().strip().splitlines()) >= 3
     (row,) = json.loads((tmp_path / "gpu.json").read_text())["runs"]
     assert row["backend"].startswith("jax") and row["trained_epochs"] == 3
     assert {"test_greedy_bleu", "test_beam4_bleu", "steady_training_share"} <= set(row)
     assert row["train_wall_minutes"] < 2
+    stop = next(s for s in steps if s["step"] == "stop")
+    assert stop["seconds"] < STOP_AFTER + 10  # a forced exit comes 8 s after the signal
+    assert "Interrupted" in (out / "stop.log").read_text()
+    assert "Resuming run" in (out / "resume.log").read_text()
