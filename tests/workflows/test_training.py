@@ -142,6 +142,46 @@ def test_time_budget_stops_before_an_epoch_that_would_not_fit(tmp_path):
     assert len(resumed.history) == 1  # the budget counts the time already spent
 
 
+class CompilingFirstEpoch(keras.callbacks.Callback):
+    """Epoch 1 ends with a second of "compiling", timed as JAX's listeners would time it
+    (on the last `Compilations` opened: `fit_resumably`'s)."""
+
+    def __init__(self, opened):
+        super().__init__()
+        self.opened, self.compiled = opened, False
+
+    def on_epoch_end(self, epoch, logs=None):
+        import time
+
+        if not self.compiled:
+            time.sleep(1.0)
+            self.opened[-1].seconds += 1.0
+            self.compiled = True
+
+
+def test_time_budget_measures_epochs_without_their_compiling(tmp_path, monkeypatch):
+    from workflows.core import devices
+
+    opened = []
+
+    class TimedCompilations(devices.Compilations):  # on every backend: the test times it
+        def __enter__(self):
+            opened.append(self)
+            return self
+
+    monkeypatch.setattr(devices, "Compilations", TimedCompilations)
+    model = small_model()  # its steps traced first: the budget is about epochs here
+    fit_resumably(model, epoch_dataset, epoch_dataset(99), tmp_path / "warm-up", epochs=1,
+                  verbose=0)
+    state = fit_resumably(model, epoch_dataset, epoch_dataset(99), tmp_path / "run",
+                          epochs=50, patience=50, verbose=0, time_budget_seconds=2.5,
+                          callbacks=[CompilingFirstEpoch(opened)])
+    # epoch 1 took over a second, most of it compiling: the next ones fit in what is left
+    assert state.history[0]["epoch_compile_seconds"] == pytest.approx(1.0)
+    assert state.history[0]["epoch_wall_seconds"] > 1.0 and len(state.history) >= 2
+    assert "epoch_compile_seconds" not in state.history[1]
+
+
 def test_epoch_weights_are_kept_for_the_last_epochs_and_average_to_their_mean(tmp_path):
     model = small_model()
     fit_resumably(model, epoch_dataset, epoch_dataset(99), tmp_path, epochs=4, patience=9,

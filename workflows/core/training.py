@@ -436,7 +436,8 @@ class WallBudget:
 
     def measured_end_work(self, seconds, checkpoint_seconds):
         """The run's end redoes an epoch's end work (averaging), checkpoints and exports;
-        the first epoch's end work, which compiles, counts until there are others."""
+        `seconds` leaves out compiling, and the first epoch's end work counts until there
+        are others."""
         self.end_work.append(seconds)
         self.reserve = (self.export_seconds + 2 * max(self.end_work[1:] or self.end_work)
                         + 2 * checkpoint_seconds)
@@ -465,8 +466,9 @@ def fit_resumably(model, epoch_dataset, validation_data, folder, epochs, patienc
     `monitor`, an epoch metric, higher or lower as `higher_is_better` says) and leaves
     the model with its best weights. `epoch_metrics(epoch, metrics)` may add to an epoch's
     metrics (plus `epoch_seconds`, the training batches' time, `examples_per_second`,
-    `validation_seconds`, `epoch_end_seconds`, `checkpoint_seconds`, `epoch_wall_seconds`
-    and `training_share`, the batches' share of the epoch's wall time) before they are
+    `validation_seconds`, `epoch_end_seconds`, `checkpoint_seconds`, `epoch_wall_seconds`,
+    `training_share`, the batches' share of the epoch's wall time, and on JAX
+    `epoch_compile_seconds`, its time compiling or loading programs) before they are
     checkpointed with the state; `on_epoch_end(epoch, metrics)` sees them once a
     checkpoint holds them (so a rerun never logs an epoch twice). Checkpoints: every
     `checkpoint_every_steps` batches (0: none within an epoch) or, in one process, every
@@ -476,8 +478,9 @@ def fit_resumably(model, epoch_dataset, validation_data, folder, epochs, patienc
     seconds after it (`ForcedStop`): it loses at most the batches since the last.
 
     `time_budget_seconds` is wall time from `started` (default: now), summed over
-    resumptions: no epoch starts that would not end in it with time left for the export,
-    and an epoch that runs over ends at that batch. `keep_epoch_weights`: keep the weights
+    resumptions: no epoch starts that would not end in it with time left for the export
+    (an epoch's length is measured without its compiling), and an epoch that runs over
+    ends at that batch. `keep_epoch_weights`: keep the weights
     of the last that many epochs (`epoch-N.weights.npz`) to average. `agree(flag)` turns
     whether to train another epoch into one decision for every process (the chief's).
 
@@ -490,22 +493,25 @@ def fit_resumably(model, epoch_dataset, validation_data, folder, epochs, patienc
     folder.output.mkdir(parents=True, exist_ok=True)
     state = folder.restore(model, folder.load_state())
     budget = WallBudget(time_budget_seconds, started, state.wall_seconds)
-    epoch = _Epoch(model, folder, state, budget, on_epoch_end, agree)
+    epoch = _Epoch(model, folder, state, budget, on_epoch_end, agree, devices.Compilations())
     kept_before, ForcedStop.kept = ForcedStop.kept, epoch.kept
     try:
-        while agree(state.epoch < epochs and state.epochs_without_improvement < patience
-                    and _within_budget(state, budget)):
-            print(f"Epoch {state.epoch + 1}/{epochs}"
-                  + (f" (resuming: {state.where})" if state.step or state.epoch_trained
-                     else ""), flush=True)
-            metrics = epoch.train(epoch_dataset, checkpoint_every_steps, callbacks, verbose,
-                                  train_examples)
-            epoch.validate(validation_data, metrics, epoch_metrics)
-            _update_early_stopping(model, folder, state, metrics, monitor, higher_is_better)
-            if keep_epoch_weights:
-                folder.keep_epoch_weights(model, state.epoch + 1, keep_epoch_weights, state)
-            epoch.end(metrics, last=state.epoch + 1 >= epochs or budget.exhausted())
-        epoch.save()
+        with epoch.compiled:
+            while agree(state.epoch < epochs and state.epochs_without_improvement < patience
+                        and _within_budget(state, budget)):
+                print(f"Epoch {state.epoch + 1}/{epochs}"
+                      + (f" (resuming: {state.where})" if state.step or state.epoch_trained
+                         else ""), flush=True)
+                metrics = epoch.train(epoch_dataset, checkpoint_every_steps, callbacks,
+                                      verbose, train_examples)
+                epoch.validate(validation_data, metrics, epoch_metrics)
+                _update_early_stopping(model, folder, state, metrics, monitor,
+                                       higher_is_better)
+                if keep_epoch_weights:
+                    folder.keep_epoch_weights(model, state.epoch + 1, keep_epoch_weights,
+                                              state)
+                epoch.end(metrics, last=state.epoch + 1 >= epochs or budget.exhausted())
+            epoch.save()
     except KeyboardInterrupt:
         epoch.save_at_stop()
         raise
@@ -519,9 +525,11 @@ def fit_resumably(model, epoch_dataset, validation_data, folder, epochs, patienc
 class _Epoch:
     """The steps of one epoch in `fit_resumably`, and what a stop during them saves."""
 
-    def __init__(self, model, folder, state, budget, on_epoch_end, agree):
+    def __init__(self, model, folder, state, budget, on_epoch_end, agree, compiled):
         self.model, self.folder, self.state, self.budget = model, folder, state, budget
         self.on_epoch_end, self.agree = on_epoch_end, agree
+        self.compiled = compiled  # a `devices.Compilations`: JAX's compiling, timed
+        self.compiling_mark = 0.0  # its seconds at the epoch's start
         self.unlogged = []  # epochs checkpointed nowhere yet: logged after the next one
         self.changed = False  # trained since the last checkpoint
         self.batches = None  # the `_Batches` of the epoch's `fit` while it runs
@@ -563,7 +571,7 @@ class _Epoch:
 
     def validate(self, validation_data, metrics, epoch_metrics):
         """The validation loss and metrics, then the lesson's own (`epoch_metrics`)."""
-        started = time.perf_counter()
+        started, compiling = time.perf_counter(), self.compiled.seconds
         if validation_data is not None:
             check = _Batches(self.folder, self.state, 0, self.budget)
             with Stop.at_batch_end():
@@ -577,8 +585,9 @@ class _Epoch:
             epoch_metrics(self.state.epoch, metrics)
         metrics["epoch_end_seconds"] = time.perf_counter() - validated
         # the after-training work redoes one validation and epoch end (averaging), then exports
-        self.budget.measured_end_work(time.perf_counter() - started,
-                                      self.folder.checkpoint_seconds)
+        self.budget.measured_end_work(
+            time.perf_counter() - started - (self.compiled.seconds - compiling),
+            self.folder.checkpoint_seconds)
 
     def end(self, metrics, last):
         """Closes the epoch: its wall time, then a checkpoint if one is due (or `last`),
@@ -588,7 +597,9 @@ class _Epoch:
         metrics["epoch_wall_seconds"] = now - self.mark
         if "epoch_seconds" in metrics:
             metrics["training_share"] = metrics["epoch_seconds"] / metrics["epoch_wall_seconds"]
-        self.mark = now
+        if self.compiled.seconds > self.compiling_mark:
+            metrics["epoch_compile_seconds"] = self.compiled.seconds - self.compiling_mark
+        self.mark, self.compiling_mark = now, self.compiled.seconds
         state.history.append(metrics)
         state.epoch, state.step, state.epoch_trained, state.partial = state.epoch + 1, 0, False, {}
         self.unlogged.append(state.epoch - 1)
@@ -650,8 +661,10 @@ def _within_budget(state, budget):
     when the budget must keep the rest)."""
     if budget.seconds is None or not state.history:
         return True
-    durations = [epoch.get("epoch_wall_seconds", 0.0) for epoch in state.history]
-    # the first epoch includes compiling the steps (minutes for a large model on a GPU)
+    # without compiling (minutes for a large model on a GPU, in the first epoch mostly)
+    durations = [epoch.get("epoch_wall_seconds", 0.0) - epoch.get("epoch_compile_seconds", 0.0)
+                 for epoch in state.history]
+    # the first epoch's warm-up (caches, autotuning) too, once there are others
     slowest = max(durations[1:] or durations, default=0.0)
     if budget.fits(slowest):
         return True
