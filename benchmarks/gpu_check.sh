@@ -14,13 +14,15 @@
 # (default: $OUT, else gpu-check/) as it goes: each step's log, steps.json (status and seconds
 # of each), nvidia-smi samples, the MLflow store (gpu-mlflow.db) and gpu.json.
 #
-# Settings (environment): GPU_CHECK_MINUTES (training's wall budget, default 6),
-# GPU_CHECK_TOTAL_SECONDS (the whole run's, default 540), GPU_CHECK_TRAIN_ARGS (more train
-# flags, e.g. a tiny config to test the script), GPU_CHECK_EVAL_ARGS (e.g. --limit 2000),
+# Settings (environment): GPU_CHECK_MINUTES (training's wall budget, default 4.5),
+# GPU_CHECK_TOTAL_SECONDS (the whole run's, default 570), GPU_CHECK_TRAIN_ARGS (more train
+# flags, e.g. a tiny config to test the script), GPU_CHECK_EVAL_ARGS (default --limit 1000),
 # GPU_CHECK_PYTHON (the interpreter, default python3), GPU_CHECK_RESULTS (where gpu.json is
 # copied, default benchmarks/results/gpu.json), GPU_CHECK_STAGE (default .gpu), SPA_ENG_PATH,
-# GPU_CHECK_STOP_AFTER (seconds before the SIGTERM of the second training, default 50; 0
-# skips the stop and the resume) and GPU_CHECK_STOP_MINUTES (its budget, default 1.5).
+# GPU_CHECK_STOP_AFTER (seconds before the SIGTERM of the second training, default 40; 0
+# skips the stop and the resume) and GPU_CHECK_STOP_MINUTES (its budget, default 2). The
+# defaults are sized from the steps' times on an H200 (benchmarks/results/gpu.json) to end
+# in about 530 s: one 10-minute call.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -62,8 +64,8 @@ step() {
 run() {
   OUT=${1:-${OUT:-$ROOT/gpu-check}}
   mkdir -p "$OUT"
-  DEADLINE=$(( $(date +%s) + ${GPU_CHECK_TOTAL_SECONDS:-540} ))
-  local minutes=${GPU_CHECK_MINUTES:-6}
+  DEADLINE=$(( $(date +%s) + ${GPU_CHECK_TOTAL_SECONDS:-570} ))
+  local minutes=${GPU_CHECK_MINUTES:-4.5}
   if [ -d "$STAGE/wheels" ]; then  # a JAX-only machine: the kit's pure-Python dependencies
     $PY -m pip install -q --no-index --no-deps --no-compile --target "$STAGE/site" \
       "$STAGE"/wheels/*.whl > "$OUT/wheels.log" 2>&1
@@ -79,7 +81,7 @@ run() {
     --max-train-minutes "$minutes" ${GPU_CHECK_TRAIN_ARGS:-}
   kill "$sampler" 2>/dev/null
   # shellcheck disable=SC2086
-  step evaluate 150 $PY -m workflows.translation evaluate ${GPU_CHECK_EVAL_ARGS:-}
+  step evaluate 120 $PY -m workflows.translation evaluate ${GPU_CHECK_EVAL_ARGS:---limit 1000}
   printf '%s\n' "I love reading books." "Where is the train station?" \
     "She didn't want to go to school today." > "$OUT/sentences.txt"
   step translate 60 $PY -m workflows.translation translate --file "$OUT/sentences.txt"
@@ -93,13 +95,13 @@ run() {
 # seconds: `stop` must end with status 130 within seconds of the signal (its seconds minus
 # the delay), and `resume`, the same command again, must resume and finish on the budget.
 stop_and_resume() {
-  local after=${GPU_CHECK_STOP_AFTER:-50}
+  local after=${GPU_CHECK_STOP_AFTER:-40}
   (( after > 0 )) || return 0
   # shellcheck disable=SC2206  # the extra flags are words
   local train=($PY -m workflows.translation train --preset gpu ${GPU_CHECK_TRAIN_ARGS:-}
-               --epochs 200 --set seed=2 --max-train-minutes "${GPU_CHECK_STOP_MINUTES:-1.5}")
+               --epochs 200 --set seed=2 --max-train-minutes "${GPU_CHECK_STOP_MINUTES:-2}")
   step stop $((after + 30)) timeout --preserve-status -s TERM "$after" "${train[@]}"
-  step resume 150 "${train[@]}"
+  step resume 120 "${train[@]}"
 }
 
 case "${1:-}" in

@@ -50,4 +50,5 @@ def test_the_gpu_check_trains_evaluates_translates_and_reports_without_tensorflo
     stop = next(s for s in steps if s["step"] == "stop")
     assert stop["seconds"] < STOP_AFTER + 10  # a forced exit comes 8 s after the signal
     assert "Interrupted" in (out / "stop.log").read_text()
-    assert "Resuming run" in (out / "resume.log").read_text()
+    resumed = (out / "resume.log").read_text()
+    assert "Resuming run" in resumed and "\nEpoch " in resumed  # and trained on
