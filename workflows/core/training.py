@@ -662,8 +662,8 @@ def _within_budget(state, budget):
     if budget.seconds is None or not state.history:
         return True
     # without compiling (minutes for a large model on a GPU, in the first epoch mostly)
-    durations = [epoch.get("epoch_wall_seconds", 0.0) - epoch.get("epoch_compile_seconds", 0.0)
-                 for epoch in state.history]
+    durations = [max(0.0, epoch.get("epoch_wall_seconds", 0.0)
+                     - epoch.get("epoch_compile_seconds", 0.0)) for epoch in state.history]
     # the first epoch's warm-up (caches, autotuning) too, once there are others
     slowest = max(durations[1:] or durations, default=0.0)
     if budget.fits(slowest):
