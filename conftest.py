@@ -71,6 +71,11 @@ INTEGRATION_TESTS = (  # file::test (any parameters): each starts other processe
     "tests/workflows/test_translation.py::test_exported_translator_round_trips_strings",
     "tests/workflows/test_translation.py::test_served_translator_answers_strings",
     "tests/workflows/test_translation.py::test_decoding_benchmark_matches_the_tutorial_loop",
+    "tests/workflows/test_quick_start.py::test_a_step_still_loads_what_it_needs",
+    "tests/workflows/test_search.py::test_a_search_block_in_the_yaml_config_is_read",
+    "tests/workflows/test_encoder_classifier.py::test_the_encoder_fine_tunes_from_its_pretrained",
+    "tests/workflows/test_augmentation.py::test_the_paraphrase_cache_is_keyed_by_translators",
+    "tests/workflows/test_retrieval.py::test_dense_fine_tuning_improves_a_planted_task",
 )
 
 
