@@ -363,7 +363,7 @@ class _Batches(keras.callbacks.Callback):
     every `CHECKPOINT_EVERY_SECONDS`, whichever comes first (when due), ends the epoch
     early once the `budget` must keep the rest, and stops at a batch's end when a stop
     signal came (`Stop`). The batches' metrics stay on the device until a checkpoint
-    reads them (`epoch_metrics`)."""
+    reads them (`epoch_metrics`). It times each batch's call (`first_calls_seconds`)."""
 
     def __init__(self, folder, state, every, budget, agree=bool):
         super().__init__()
@@ -373,8 +373,15 @@ class _Batches(keras.callbacks.Callback):
         self.batches, self.logs = 0, {}
         self.checkpoint_seconds, self.last_checkpoint = 0.0, time.perf_counter()
         self.out_of_time = False
+        self.call_seconds, self.called = [], None
+
+    def on_train_batch_begin(self, batch, logs=None):
+        self.called = time.perf_counter()
+
+    on_test_batch_begin = on_train_batch_begin
 
     def on_train_batch_end(self, batch, logs=None):
+        self.call_seconds.append(time.perf_counter() - self.called)
         self.batches, self.logs = batch + 1, logs or {}
         self.state.step = self.first_step + self.batches
         if Stop.requested:
@@ -395,8 +402,21 @@ class _Batches(keras.callbacks.Callback):
             self.out_of_time = self.model.stop_training = True
 
     def on_test_batch_end(self, batch, logs=None):
+        self.call_seconds.append(time.perf_counter() - self.called)
         if Stop.requested:
             raise KeyboardInterrupt
+
+    @property
+    def first_calls_seconds(self):
+        """The batches' time beyond 3 times the median batch's (and a tenth of a second
+        more, over a busy machine's jitter): what their first calls spent tracing and
+        compiling (a step dispatches without waiting for the device, but compiles before
+        it dispatches), on any backend."""
+        if not self.call_seconds:
+            return 0.0
+        median = float(np.median(self.call_seconds))
+        usual = max(3 * median, median + 0.1)
+        return sum(max(0.0, seconds - usual) for seconds in self.call_seconds)
 
     @property
     def epoch_metrics(self):
@@ -467,8 +487,9 @@ def fit_resumably(model, epoch_dataset, validation_data, folder, epochs, patienc
     the model with its best weights. `epoch_metrics(epoch, metrics)` may add to an epoch's
     metrics (plus `epoch_seconds`, the training batches' time, `examples_per_second`,
     `validation_seconds`, `epoch_end_seconds`, `checkpoint_seconds`, `epoch_wall_seconds`,
-    `training_share`, the batches' share of the epoch's wall time, and on JAX
-    `epoch_compile_seconds`, its time compiling or loading programs) before they are
+    `training_share`, the batches' share of the epoch's wall time, and
+    `epoch_compile_seconds`, its time compiling: JAX's own timing, or the batches' first
+    calls, whichever is more) before they are
     checkpointed with the state; `on_epoch_end(epoch, metrics)` sees them once a
     checkpoint holds them (so a rerun never logs an epoch twice). Checkpoints: every
     `checkpoint_every_steps` batches (0: none within an epoch) or, in one process, every
@@ -530,6 +551,7 @@ class _Epoch:
         self.on_epoch_end, self.agree = on_epoch_end, agree
         self.compiled = compiled  # a `devices.Compilations`: JAX's compiling, timed
         self.compiling_mark = 0.0  # its seconds at the epoch's start
+        self.first_calls = 0.0  # the epoch's batches' first-call time (`_Batches`)
         self.unlogged = []  # epochs checkpointed nowhere yet: logged after the next one
         self.changed = False  # trained since the last checkpoint
         self.batches = None  # the `_Batches` of the epoch's `fit` while it runs
@@ -558,6 +580,7 @@ class _Epoch:
             Stop.raise_if_requested()  # it came after the last batch's end
         seconds = time.perf_counter() - started - batches.checkpoint_seconds
         state.train_seconds += seconds
+        self.first_calls = batches.first_calls_seconds
         if batches.out_of_time:
             print(f"The time budget ends epoch {state.epoch + 1} after batch {state.step}.",
                   flush=True)
@@ -571,7 +594,7 @@ class _Epoch:
 
     def validate(self, validation_data, metrics, epoch_metrics):
         """The validation loss and metrics, then the lesson's own (`epoch_metrics`)."""
-        started, compiling = time.perf_counter(), self.compiled.seconds
+        started, compiling, first_calls = time.perf_counter(), self.compiled.seconds, 0.0
         if validation_data is not None:
             check = _Batches(self.folder, self.state, 0, self.budget)
             with Stop.at_batch_end():
@@ -579,15 +602,17 @@ class _Epoch:
                                            callbacks=[check])
             Stop.raise_if_requested()
             metrics.update({f"val_{name}": value for name, value in logs.items()})
+            first_calls = check.first_calls_seconds
+            self.first_calls += first_calls
         validated = time.perf_counter()
         metrics["validation_seconds"] = validated - started
         if epoch_metrics:
             epoch_metrics(self.state.epoch, metrics)
         metrics["epoch_end_seconds"] = time.perf_counter() - validated
         # the after-training work redoes one validation and epoch end (averaging), then exports
-        self.budget.measured_end_work(
-            time.perf_counter() - started - (self.compiled.seconds - compiling),
-            self.folder.checkpoint_seconds)
+        compiling = max(self.compiled.seconds - compiling, first_calls)
+        self.budget.measured_end_work(time.perf_counter() - started - compiling,
+                                      self.folder.checkpoint_seconds)
 
     def end(self, metrics, last):
         """Closes the epoch: its wall time, then a checkpoint if one is due (or `last`),
@@ -597,9 +622,10 @@ class _Epoch:
         metrics["epoch_wall_seconds"] = now - self.mark
         if "epoch_seconds" in metrics:
             metrics["training_share"] = metrics["epoch_seconds"] / metrics["epoch_wall_seconds"]
-        if self.compiled.seconds > self.compiling_mark:
-            metrics["epoch_compile_seconds"] = self.compiled.seconds - self.compiling_mark
-        self.mark, self.compiling_mark = now, self.compiled.seconds
+        compiling = max(self.compiled.seconds - self.compiling_mark, self.first_calls)
+        if compiling:
+            metrics["epoch_compile_seconds"] = compiling
+        self.mark, self.compiling_mark, self.first_calls = now, self.compiled.seconds, 0.0
         state.history.append(metrics)
         state.epoch, state.step, state.epoch_trained, state.partial = state.epoch + 1, 0, False, {}
         self.unlogged.append(state.epoch - 1)
