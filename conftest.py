@@ -85,18 +85,18 @@ def is_integration(item):
             or item.nodeid.startswith(INTEGRATION_TESTS))
 
 
-def pytest_collection_modifyitems(items):
-    """Marks the integration tier; then each package's files together, the packages with
-    long (integration) tests first,
-    the one with the fewest such files leading; in a package, files with long tests
-    first, then the files with the most tests.
+def pytest_collection_modifyitems(config, items):
+    """Marks the integration tier; then orders the files for the two workers.
 
     The test runner hands whole files to its workers in this order (pyproject sets
-    `--no-loadscope-reorder`). Keeping a package's files together builds its package
+    `--no-loadscope-reorder`), each package's files together, which builds its package
     fixtures (the workflows' shared store) once per worker instead of at every return
-    to the package; the package with one long file (the layer tests re-run on JAX)
-    goes first, so one worker takes that file while the other starts the workflows,
-    and the short files fill in at the end.
+    to the package. The integration tier runs the packages with long (integration)
+    tests first, the one with the fewest such files leading (the layer tests re-run on
+    JAX: one worker takes that file while the other starts the workflows); the quick
+    tier runs the packages with the most tests first (the lessons'). In a package,
+    files with long tests first, then the files with the most tests; the short files
+    fill in at the end.
     """
     files = {}
     for item in items:
@@ -108,11 +108,16 @@ def pytest_collection_modifyitems(items):
     packages = {}
     for name in files:
         packages.setdefault(name.rpartition("/")[0], []).append(name)
-    long_files = {package: sum(name in long for name in names)
-                  for package, names in packages.items()}
-    package_order = sorted(packages, key=lambda package: (long_files[package] == 0,
-                                                          long_files[package]))
-    order = [name for package in package_order
+    if config.getoption("markexpr") == "not integration":
+        def package_order(package):
+            return -sum(len(files[name]) for name in packages[package])
+    else:
+        long_files = {package: sum(name in long for name in names)
+                      for package, names in packages.items()}
+
+        def package_order(package):
+            return long_files[package] == 0, long_files[package]
+    order = [name for package in sorted(packages, key=package_order)
              for name in sorted(packages[package],
                                 key=lambda name: (name not in long, -len(files[name])))]
     items[:] = [item for name in order for item in files[name]]
