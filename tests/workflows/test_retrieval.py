@@ -317,6 +317,15 @@ def test_a_cold_start_fine_tunes_on_pseudo_queries_without_train_judgements(less
             run.info.run_id, "val_pool_ndcg_at_10")]
         assert run.data.params["pseudo_queries"] == source and len(history) == 4
         assert max(history[1:]) > history[0] + gain, (source, history)
+    # a second round: the encoder just taught goes on, on its own hybrid's answers
+    assert retrieval.main([*base, "--epochs", "1", "--set", "pseudo_queries=hybrid_answers",
+                           "--set", f"encoder_run={run.info.run_id}"]) == 0
+    second = latest_run("dense")
+    assert second.info.run_id != run.info.run_id
+    assert second.data.params["encoder_run"] == run.info.run_id
+    start = mlflow.MlflowClient().get_metric_history(second.info.run_id,
+                                                     "val_pool_ndcg_at_10")[0].value
+    assert start == pytest.approx(max(history[1:]), abs=1e-4)  # where the first round ended
 
 
 def test_a_catalogue_alone_validates_on_held_out_pseudo_queries(lesson, capsys):

@@ -34,8 +34,10 @@ class RetrievalConfig:
     stemmer: str = option("english", choices=("english", "none"), applies=reads_bm25)
     stop_words: str = option("en", choices=("en", "none"), applies=reads_bm25)
     # the dual encoder: a known name, a Hugging Face BERT folder, or a fine-tuned dense run
+    # (`encoder_run`: what a fused retriever reads; what a dense one fine-tunes further,
+    # e.g. a second round of `hybrid_answers` taught by that encoder's hybrid)
     encoder: str = option("all-minilm-l6-v2", applies=reads_encoder)
-    encoder_run: str = option("", applies=lambda c: fuses(c))
+    encoder_run: str = option("", applies=reads_encoder)
     query_length: int = option(64, at_least=8, at_most=512, applies=reads_encoder)
     document_length: int = option(256, at_least=16, at_most=512, applies=reads_encoder)
     encode_batch_size: int = option(32, at_least=1, at_most=1024, applies=reads_encoder)
