@@ -91,15 +91,17 @@ run() {
   cat "$OUT/steps.jsonl"
 }
 
-# A second training (another seed, its own budget) gets SIGTERM after GPU_CHECK_STOP_AFTER
-# seconds: `stop` must end with status 130 within seconds of the signal (its seconds minus
-# the delay), and `resume`, the same command again, must resume and finish on the budget.
+# A second training (another seed; its budget alone ends it, never its epochs or early
+# stopping) gets SIGTERM after GPU_CHECK_STOP_AFTER seconds: `stop` must end with status
+# 130 within seconds of the signal (its seconds minus the delay), and `resume`, the same
+# command again, must resume, train on and finish on the budget.
 stop_and_resume() {
   local after=${GPU_CHECK_STOP_AFTER:-40}
   (( after > 0 )) || return 0
   # shellcheck disable=SC2206  # the extra flags are words
   local train=($PY -m workflows.translation train --preset gpu ${GPU_CHECK_TRAIN_ARGS:-}
-               --epochs 200 --set seed=2 --max-train-minutes "${GPU_CHECK_STOP_MINUTES:-2}")
+               --epochs 10000 --set patience=10000 --set seed=2
+               --max-train-minutes "${GPU_CHECK_STOP_MINUTES:-2}")
   step stop $((after + 30)) timeout --preserve-status -s TERM "$after" "${train[@]}"
   step resume 120 "${train[@]}"
 }
