@@ -594,7 +594,7 @@ class _Epoch:
 
     def validate(self, validation_data, metrics, epoch_metrics):
         """The validation loss and metrics, then the lesson's own (`epoch_metrics`)."""
-        started, compiling, first_calls = time.perf_counter(), self.compiled.seconds, 0.0
+        started, compiled_before, first_calls = time.perf_counter(), self.compiled.seconds, 0.0
         if validation_data is not None:
             check = _Batches(self.folder, self.state, 0, self.budget)
             with Stop.at_batch_end():
@@ -610,7 +610,7 @@ class _Epoch:
             epoch_metrics(self.state.epoch, metrics)
         metrics["epoch_end_seconds"] = time.perf_counter() - validated
         # the after-training work redoes one validation and epoch end (averaging), then exports
-        compiling = max(self.compiled.seconds - compiling, first_calls)
+        compiling = max(self.compiled.seconds - compiled_before, first_calls)
         self.budget.measured_end_work(time.perf_counter() - started - compiling,
                                       self.folder.checkpoint_seconds)
 
