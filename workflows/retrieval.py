@@ -234,6 +234,25 @@ def candidate_rows(config, data, made, encoder, bm25, work_dir):
     return index.search(queries, depth)[0]
 
 
+def passage_pairs(config, data, encoder, made, negatives, work_dir):
+    """`(made, negatives)` with each pair's document and hard negative cut to the window
+    of it that `encoder`, before fine-tuning, finds best for the query
+    (`positives=passages`): the encoder learns to rank the windows it will search."""
+    from workflows.retrievers import dense
+
+    index = dense_index(config, data, encoder, work_dir)
+    windows, _ = dense.sentence_windows(data.titles, data.texts, config.passage_sentences)
+    vectors = encoder.encode(made.query_texts, config.query_length, config.encode_batch_size)
+    sources = made.sources or range(len(made.documents))
+    queries = [query for query, _ in made.pairs]
+    rows = [sources[document] for _, document in made.pairs] + list(negatives)
+    chosen = index.best_window_in(vectors[queries + queries], rows)
+    count = len(queries)
+    return made._replace(pairs=list(zip(queries, range(count), strict=True)),
+                         documents=[windows[window] for window in chosen],
+                         sources=rows), list(range(count, 2 * count))
+
+
 def fine_tune(config, data, encoder, bm25, folder, work_dir):
     """Fine-tunes `encoder` in place; returns the training state (history, best epoch)."""
     import mlflow
@@ -247,6 +266,9 @@ def fine_tune(config, data, encoder, bm25, folder, work_dir):
     negatives = dense.hard_negatives(candidate_rows(config, data, made, encoder, bm25, work_dir),
                                      pairs, made.judged_rows, config.negatives_depth,
                                      config.seed, len(data.doc_ids))
+    if config.positives == "passages":
+        made, negatives = passage_pairs(config, data, encoder, made, negatives, work_dir)
+        pairs = made.pairs
     query_tokens = encoder.tokenizer.ids(made.query_texts, config.query_length)
     document_tokens = encoder.tokenizer.ids(made.documents, config.document_length)
 

@@ -326,6 +326,25 @@ def test_a_cold_start_fine_tunes_on_pseudo_queries_without_train_judgements(less
     start = mlflow.MlflowClient().get_metric_history(second.info.run_id,
                                                      "val_pool_ndcg_at_10")[0].value
     assert start == pytest.approx(max(history[1:]), abs=1e-4)  # where the first round ended
+    # windows as positives and negatives, validated as they are searched (by best window):
+    # the run trains through the lifecycle and its hybrid reads it; whether windows teach
+    # better is SciFact's to say (docs/retrieval.md), not this corpus's
+    histories = {}
+    for positives in ("documents", "passages"):
+        assert retrieval.main([*base, "--epochs", "1", "--set", "pseudo_queries=hybrid_answers",
+                               "--set", "passage_sentences=1", "--set",
+                               f"positives={positives}"]) == 0
+        run = latest_run("dense")
+        assert run.data.params["positives"] == positives
+        histories[positives] = [m.value for m in mlflow.MlflowClient().get_metric_history(
+            run.info.run_id, "val_pool_ndcg_at_10")]
+    assert len(histories["passages"]) == 2  # before training, after its epoch
+    assert histories["passages"][0] == histories["documents"][0]  # the same windows scored
+    assert histories["passages"][1] != histories["documents"][1]  # not the same pairs
+    assert retrieval.main(["train", "--retriever", "hybrid", "--beir-path", str(corpus),
+                           "--set", "passage_sentences=1", "--set", "document_length=32",
+                           "--set", "query_length=16",
+                           "--set", f"encoder_run={run.info.run_id}"]) == 0
 
 
 def test_a_catalogue_alone_validates_on_held_out_pseudo_queries(lesson, capsys):
@@ -477,6 +496,60 @@ def test_a_passage_retriever_is_trained_saved_and_loaded_as_one(lesson, tmp_path
     assert isinstance(searcher.index, dense.PassageIndex)
     assert len(searcher.index.embeddings) > len(searcher.doc_ids)  # a window per sentence
     assert retrieval.main(["evaluate", "--run-id", run.info.run_id]) == 0
+
+
+def test_passage_positives_are_the_windows_the_encoder_finds_best(lesson, tmp_path):
+    """`positives=passages`: each pair's document and hard negative become the window of
+    their corpus row that the encoder finds best for the query, checked by hand."""
+    from data_prep import retrieval_corpus
+    from workflows.retrievers.config import RetrievalConfig
+
+    data = retrieval_corpus.prepare(write_cold_start_beir(tmp_path / "c", MORE_TOPICS[:12]),
+                                    verbose=False)
+    config = RetrievalConfig(retriever="dense", epochs=1, passage_sentences=1,
+                             positives="passages", document_length=32, query_length=16)
+    encoder = dense.DenseEncoder.pretrained(lesson["encoder"])
+    queries = ["topic3 cell", "topic7 risk", "topic3 mice"]
+    made = retrieval.TrainingPairs(queries, [(0, 3), (1, 7), (2, 3)], [{3}, {7}, {3}],
+                                   data.searchable())
+    made, negatives = retrieval.passage_pairs(config, data, encoder, made, [5, 2, 9],
+                                              tmp_path / "work")
+    assert made.pairs == [(0, 0), (1, 1), (2, 2)] and negatives == [3, 4, 5]
+    assert made.sources == [3, 7, 3, 5, 2, 9]
+    vectors = encoder.encode(queries, 16, 8)
+    for document, (query, row) in enumerate(zip([0, 1, 2, 0, 1, 2], made.sources,
+                                                strict=True)):
+        windows, _ = dense.sentence_windows([data.titles[row]], [data.texts[row]], 1)
+        similarity = encoder.encode(windows, 32, 8) @ vectors[query]
+        assert len(windows) == 3 and made.documents[document] == windows[np.argmax(similarity)]
+
+
+def test_validation_scores_documents_as_the_retriever_searches_them(lesson, tmp_path):
+    """With `passage_sentences`, the validation pool is searched by best window: with the
+    whole corpus in the pool, its nDCG@10 is the dense retriever's own on validation."""
+    from data_prep import retrieval_corpus
+    from workflows.retrievers import evaluation
+    from workflows.retrievers.bm25 import BM25Index
+    from workflows.retrievers.config import RetrievalConfig
+
+    data = retrieval_corpus.prepare(write_cold_start_beir(tmp_path / "c", MORE_TOPICS[:30]),
+                                    verbose=False)
+    encoder = dense.DenseEncoder.pretrained(lesson["encoder"])
+    bm25 = BM25Index.build(data.searchable())
+    for sentences in (0, 1):
+        config = RetrievalConfig(retriever="dense", passage_sentences=sentences,
+                                 validation_pool_depth=30, document_length=32,
+                                 query_length=16)
+        searcher = retrieval.make_searcher(config, data, None, encoder, tmp_path / "work")
+        expected = evaluation.score(searcher, data, "validation")["ndcg_at_10"]
+        validate = evaluation.validation_ndcg(config, data, encoder, bm25)
+        assert validate() == pytest.approx(expected, abs=1e-6), sentences
+
+
+def test_passage_positives_need_passages(lesson, capsys):
+    assert retrieval.main(["train", "--retriever", "dense", "--epochs", "1",
+                           "--set", "positives=passages"]) == 2
+    assert "positives does not apply" in capsys.readouterr().err
 
 
 def test_a_stopped_encoding_resumes_at_its_first_missing_shard(lesson, tmp_path,

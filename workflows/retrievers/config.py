@@ -70,6 +70,12 @@ class RetrievalConfig:
     pseudo_query_count: int = option(2000, at_least=1, at_most=10_000_000,
                                      applies=lambda c: fine_tunes(c)
                                      and c.pseudo_queries != "none")
+    # with passages: what a pair's document and hard negative are, the whole document or
+    # its window that the encoder before fine-tuning finds best for the query (what the
+    # retriever will search is what it learns to rank; judged pairs or hybrid_answers)
+    positives: str = option("documents", choices=("documents", "passages"),
+                            applies=lambda c: fine_tunes(c) and c.passage_sentences > 0
+                            and c.pseudo_queries in ("none", "hybrid_answers"))
     patience: int = option(1, at_least=1, at_most=100, applies=fine_tunes)
     max_train_minutes: float = option(30.0, above=0.0, at_most=10_000.0, applies=fine_tunes)
     checkpoint_every_steps: int = option(50, at_least=1, at_most=1_000_000,

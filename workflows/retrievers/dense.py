@@ -267,10 +267,18 @@ class PassageIndex:
 
     def scores_of(self, queries, rows):
         """Each query's best window similarity in each of the given document rows."""
-        ends = np.r_[self.starts[1:], len(self.owners)]
-        return np.asarray([[float(np.max(self.embeddings[self.starts[r]:ends[r]] @ query))
-                            for r in query_rows] for query, query_rows in zip(
-                               queries, rows, strict=True)], "float32")
+        return np.asarray([[float(np.max(self._windows_of(r) @ query)) for r in query_rows]
+                           for query, query_rows in zip(queries, rows, strict=True)],
+                          "float32")
+
+    def best_window_in(self, queries, rows):
+        """The index of each query's best window among the windows of its document row."""
+        return [int(self.starts[r] + np.argmax(self._windows_of(r) @ query))
+                for query, r in zip(queries, rows, strict=True)]
+
+    def _windows_of(self, row):
+        end = self.starts[row + 1] if row + 1 < len(self.starts) else len(self.owners)
+        return self.embeddings[self.starts[row]:end]
 
 
 def sentence_windows(titles, texts, sentences):

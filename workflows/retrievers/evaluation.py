@@ -14,20 +14,20 @@ from workflows.retrievers import metrics
 def validation_ndcg(config, data, encoder, bm25, held_out=None):
     """A function giving nDCG@10 of dense search on the validation queries, searched
     among a pool of documents (their judged ones and BM25's top `validation_pool_depth`
-    for each): cheap enough to compute every epoch. Without judged validation queries,
-    on `held_out` pseudo-pairs `(queries, positives, rows)`: each row's text in the pool
-    is its positive, the document less the query."""
-    from workflows.retrievers.dense import ExactIndex
+    for each), as the retriever searches them (whole, or by their best window of
+    `passage_sentences`): cheap enough to compute every epoch. Without judged validation
+    queries, on `held_out` pseudo-pairs `(queries, positives, rows)`: each row's text in
+    the pool is its positive, the document less the query."""
+    from workflows.retrievers.dense import ExactIndex, PassageIndex, sentence_windows
 
     query_ids, query_texts, judged = data.split("validation")
-    texts = data.searchable()
+    titles, texts = list(data.titles), list(data.texts)
     if not query_ids and held_out:
         query_texts, positives, rows = held_out
         query_ids = [f"held-out-{number}" for number in range(len(rows))]
         judged = {q: {data.doc_ids[row]: 1} for q, row in zip(query_ids, rows, strict=True)}
-        texts = texts.copy()
         for row, positive in zip(rows, positives, strict=True):
-            texts[row] = positive
+            titles[row], texts[row] = "", positive
     if not query_ids:
         raise ConfigError("Fine-tuning stops early on validation queries; this corpus has "
                           "none (raise --set validation_share).")
@@ -35,12 +35,19 @@ def validation_ndcg(config, data, encoder, bm25, held_out=None):
     row_of = {doc: row for row, doc in enumerate(data.doc_ids)}
     pool = sorted(set(rows.reshape(-1).tolist())
                   | {row_of[d] for grades in judged.values() for d in grades})
+    pool_titles, pool_texts = [titles[r] for r in pool], [texts[r] for r in pool]
+    if config.passage_sentences:
+        documents, owners = sentence_windows(pool_titles, pool_texts, config.passage_sentences)
+    else:
+        documents = [f"{t} {x}".strip() for t, x in zip(pool_titles, pool_texts, strict=True)]
 
     def validate():
-        documents = encoder.encode([texts[r] for r in pool], config.document_length,
-                                   config.encode_batch_size, label="Validation pool")
+        embedded = encoder.encode(documents, config.document_length, config.encode_batch_size,
+                                  label="Validation pool")
+        index = PassageIndex(embedded, owners) if config.passage_sentences else ExactIndex(
+            embedded)
         queries = encoder.encode(query_texts, config.query_length, config.encode_batch_size)
-        found, _ = ExactIndex(documents).search(queries, 10)
+        found, _ = index.search(queries, 10)
         rankings = {q: [data.doc_ids[pool[r]] for r in ranked]
                     for q, ranked in zip(query_ids, found, strict=True)}
         return metrics.mean(metrics.per_query(rankings, judged))["ndcg_at_10"]
