@@ -21,7 +21,7 @@ from benchmarks.reporting import write_results  # noqa: E402
 SETTINGS = ("k1", "b", "encoder", "encoder_run", "epochs", "batch_size", "learning_rate",
             "depth", "fusion", "document_length", "chunk_size", "pseudo_queries",
             "pseudo_query_count", "max_train_minutes", "negatives_from", "passage_sentences",
-            "positives")
+            "positives", "answer_share")
 METRICS = ("ndcg_at_10", "recall_at_100", "mrr_at_10", "map_at_100",
            "reciprocal_rank_sum_at_5", "queries_per_second")
 EXTRA = ("hybrid_weight_used", "index_seconds", "bm25_index_seconds", "train_minutes",
@@ -49,6 +49,8 @@ def summary(run, params_of):
         params.get("encoder_run"), {})
     if trained.get("positives") == "passages":
         encoder += ", trained on windows"
+    if float(trained.get("answer_share", 1)) < 1:
+        encoder += f", the surest {float(trained['answer_share']):.0%} of answers"
     row = {"run_id": run.info.run_id, "retriever": params.get("retriever") + encoder,
            "command": tags.get("command"), "machine": tags.get("accelerator")
            or tags.get("device"), "backend": tags.get("backend"),

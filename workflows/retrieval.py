@@ -138,9 +138,10 @@ def dense_index(config, data, encoder, work_dir):
             encoder, data.searchable(), identity, config.document_length,
             config.encode_batch_size, work_dir), config.exact_limit)
     windows, owners = dense.sentence_windows(data.titles, data.texts, config.passage_sentences)
-    return dense.PassageIndex(dense.document_embeddings(
+    return dense.index_for(dense.document_embeddings(
         encoder, windows, {**identity, "passage_sentences": config.passage_sentences},
-        config.document_length, config.encode_batch_size, work_dir), owners)
+        config.document_length, config.encode_batch_size, work_dir), config.exact_limit,
+        owners)
 
 
 def make_searcher(config, data, bm25, encoder, work_dir):
@@ -185,7 +186,7 @@ def training_pairs(config, data, answer=None):
             config.pseudo_query_count, config.validation_share)
         queries, positives, rows = pseudo_queries.pseudo_pairs(
             data, config.pseudo_queries, config.pseudo_query_count + held, config.seed,
-            answer)
+            answer, config.answer_share)
         held_out = (queries[:held], positives[:held], rows[:held]) if held else None
         queries, positives, rows = queries[held:], positives[held:], rows[held:]
         if not queries:
@@ -211,15 +212,22 @@ def training_pairs(config, data, answer=None):
 
 
 def hybrid_answers(config, data, encoder, bm25, work_dir):
-    """Query texts -> each one's first row by the hybrid of BM25 and `encoder` as it is
-    now (weight 0.5: no judgement chooses it): the teacher of `hybrid_answers`."""
+    """Query texts -> `(rows, leads)`: each one's first row by the hybrid of BM25 and
+    `encoder` as it is now (weight 0.5: no judgement chooses it), and its fused score's
+    lead over the second's: the teacher of `hybrid_answers`, and how sure it is."""
     from workflows.retrievers.searcher import Searcher, SearchSettings
 
     settings = SearchSettings("hybrid", query_length=config.query_length,
                               encode_batch_size=config.encode_batch_size)
     searcher = Searcher(settings, data.doc_ids, data.titles, bm25, encoder,
                         index=dense_index(config, data, encoder, work_dir))
-    return lambda texts: [ranked[0][0] for ranked in searcher.search(texts, k=1)]
+
+    def answer(texts):
+        found = searcher.search(texts, k=2)
+        return ([ranked[0][0] for ranked in found],
+                [ranked[0][1] - (ranked[1][1] if len(ranked) > 1 else 0.0) for ranked in found])
+
+    return answer
 
 
 def candidate_rows(config, data, made, encoder, bm25, work_dir):

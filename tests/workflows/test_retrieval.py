@@ -286,15 +286,46 @@ def test_hybrid_answers_label_the_queries_outside_validation_and_test(tmp_path):
 
     def next_document(texts):  # qi is about topic i, judged on di: answer d(i + 1)
         asked.extend(texts)
-        return [(int(text.split()[0].removeprefix("topic")) + 1) % 30 for text in texts]
+        rows = [(int(text.split()[0].removeprefix("topic")) + 1) % 30 for text in texts]
+        return rows, [0.5] * len(rows)
 
     queries, positives, rows = pseudo_queries.pseudo_pairs(data, "hybrid_answers", 100, 3,
                                                            next_document)
     assert held and set(queries) == set(asked) == learnable and len(queries) == len(learnable)
-    assert rows == next_document(queries)
+    assert rows == next_document(queries)[0]
     assert positives == [data.searchable()[row] for row in rows]
     few, _, _ = pseudo_queries.pseudo_pairs(data, "hybrid_answers", 5, 3, next_document)
     assert few == queries[:5]  # a seeded choice
+
+
+def test_answer_share_keeps_the_queries_the_teacher_is_surest_of(tmp_path):
+    """`answer_share` keeps the queries whose answer leads the second by the widest
+    margin, in the order they were drawn, at least one."""
+    from data_prep import retrieval_corpus
+    from workflows.retrievers import pseudo_queries
+
+    data = retrieval_corpus.prepare(write_beir(tmp_path / "c", MORE_TOPICS[:30]),
+                                    verbose=False)
+
+    def topic(text):
+        return int(text.split()[0].removeprefix("topic"))
+
+    def surest_on_even_topics(texts):  # the lead grows with the topic, even topics first
+        return ([topic(t) for t in texts],
+                [(1.0 if topic(t) % 2 == 0 else 0.0) + topic(t) / 100 for t in texts])
+
+    drawn, _, _ = pseudo_queries.pseudo_pairs(data, "hybrid_answers", 100, 3,
+                                              surest_on_even_topics)
+    even = [text for text in drawn if topic(text) % 2 == 0]
+    assert 0 < len(even) < len(drawn)
+    share = len(even) / len(drawn)
+    queries, positives, rows = pseudo_queries.pseudo_pairs(
+        data, "hybrid_answers", 100, 3, surest_on_even_topics, share)
+    assert queries == even and rows == [topic(text) for text in even]
+    assert positives == [data.searchable()[row] for row in rows]
+    surest = max(drawn, key=lambda text: (topic(text) % 2 == 0, topic(text)))
+    assert pseudo_queries.pseudo_pairs(data, "hybrid_answers", 100, 3, surest_on_even_topics,
+                                       1e-6)[0] == [surest]
 
 
 def test_a_cold_start_fine_tunes_on_pseudo_queries_without_train_judgements(lesson, capsys):
@@ -435,16 +466,27 @@ def test_the_teacher_of_hybrid_answers_is_the_untrained_hybrids_first_answer(les
     texts = data.queries_to_learn_from()[1]
     dense_rows, dense_scores = dense.ExactIndex(encoder.encode(data.searchable(), 32)).search(
         encoder.encode(texts, 16), 100)
-    by_hand = []
+    by_hand, leads = [], []
     for text, rows, scores in zip(texts, dense_rows, dense_scores, strict=True):
         lexical_rows, lexical_scores = (found[0] for found in bm25.search([text], 100))
         matching = lexical_scores > 0
-        by_hand.append(fusion.hybrid(lexical_rows[matching], lexical_scores[matching], rows,
-                                     scores, 0.5)[0][0])
-    assert answer(texts) == by_hand
+        fused = fusion.hybrid(lexical_rows[matching], lexical_scores[matching], rows, scores,
+                              0.5)
+        by_hand.append(fused[0][0])
+        leads.append(fused[0][1] - fused[1][1])
+    rows, answered_leads = answer(texts)
+    assert rows == by_hand
+    np.testing.assert_allclose(answered_leads, leads, atol=1e-6)
     made = retrieval.training_pairs(config, data, answer)
     assert sorted(made.query_texts) == sorted(texts)
-    assert [made.sources[document] for _, document in made.pairs] == answer(made.query_texts)
+    assert [made.sources[document] for _, document in made.pairs] == answer(
+        made.query_texts)[0]
+    surest = retrieval.training_pairs(dataclasses.replace(config, answer_share=0.5), data,
+                                      answer)
+    assert len(set(np.round(leads, 5))) == len(leads)  # no ties: one right answer
+    by_lead = sorted(zip(leads, texts, strict=True), reverse=True)
+    assert sorted(surest.query_texts) == sorted(text for _, text in
+                                                by_lead[:round(len(texts) / 2)])
     no_queries = dataclasses.replace(data, queries={}, judgements={})
     with pytest.raises(ConfigError, match="queries outside validation and test"):
         retrieval.training_pairs(config, no_queries, answer)
@@ -480,6 +522,33 @@ def test_a_document_in_passages_is_scored_by_its_best_window():
     np.testing.assert_allclose(scores, np.sort(best, axis=1)[:, ::-1][:, :5], rtol=1e-5)
     np.testing.assert_allclose(index.scores_of(queries, rows), scores, rtol=1e-5)
     assert index.search(queries, 99)[0].shape == (9, 40)
+
+
+def test_windows_above_the_exact_limit_are_searched_through_a_graph():
+    """Above `exact_limit` documents, windows are found through an HNSW graph and a
+    document's score is still its best window's; a query whose nearest windows name too
+    few documents is searched exactly."""
+    rng = np.random.default_rng(1)
+    owners = np.sort(np.r_[np.arange(40), rng.integers(0, 40, 160)])
+    embeddings = rng.standard_normal((len(owners), 8)).astype("float32")
+    embeddings /= np.linalg.norm(embeddings, axis=1, keepdims=True)
+    queries = rng.standard_normal((9, 8)).astype("float32")
+    exact = dense.index_for(embeddings, 40, owners)
+    graph = dense.index_for(embeddings, 39, owners, breadth=400)  # a graph, searched wide
+    assert not exact.approximate and graph.approximate and graph.exact().graph is None
+    for k in (1, 5, 40):
+        for found, expected in zip(graph.search(queries, k), exact.search(queries, k),
+                                   strict=True):
+            np.testing.assert_allclose(found, expected, rtol=1e-5)
+    crowded = np.r_[np.zeros(60, "int64"), np.arange(1, 40)]  # row 0: 60 windows alike
+    windows = rng.standard_normal((len(crowded), 8)).astype("float32")
+    windows[:60] = queries[0] + 0.01 * rng.standard_normal((60, 8))
+    windows /= np.linalg.norm(windows, axis=1, keepdims=True)
+    crowded_graph = dense.index_for(windows, 1, crowded, breadth=400)
+    assert len(np.unique(crowded[crowded_graph.graph.search(queries[:1], 5 * 3 * 2)[0]])) < 5
+    np.testing.assert_array_equal(crowded_graph.search(queries[:1], 5)[0],
+                                  dense.index_for(windows, 40, crowded).search(
+                                      queries[:1], 5)[0])
 
 
 def test_a_passage_retriever_is_trained_saved_and_loaded_as_one(lesson, tmp_path):
@@ -818,6 +887,23 @@ def test_an_approximate_index_above_the_exact_limit_logs_its_recall(lesson):
     assert 0.5 <= run.data.metrics["index_recall_at_10"] <= 1.0
     assert retrieval.main(["evaluate", "--run-id", run.info.run_id]) == 0
     assert latest_run("dense").data.metrics["test_recall_at_100"] == pytest.approx(1.0)
+
+
+def test_a_passage_retriever_above_the_exact_limit_saves_its_graph(lesson, tmp_path):
+    from workflows.retrievers.searcher import Searcher
+
+    corpus = write_cold_start_beir(tmp_path / "sentences", MORE_TOPICS[:30])
+    assert retrieval.main(["train", "--retriever", "hybrid", "--beir-path", str(corpus),
+                           "--set", f"encoder={lesson['encoder']}", "--set", "exact_limit=10",
+                           "--set", "passage_sentences=1"]) == 0
+    run = latest_run("hybrid")
+    assert run.data.metrics["approximate_index"] == 1
+    assert 0.5 <= run.data.metrics["index_recall_at_10"] <= 1.0
+    folder = next(graph.parent for graph in (lesson["root"] / "work" / "runs").rglob(
+        f"*/{retrieval.EXPORTED}/index.faiss") if (graph.parent / "owners.npy").is_file())
+    searcher = Searcher.load(folder)
+    assert isinstance(searcher.index, dense.PassageIndex) and searcher.index.approximate
+    assert retrieval.main(["evaluate", "--run-id", run.info.run_id]) == 0
 
 
 def test_label_refuses_an_output_that_is_its_input_or_another_file_before_loading(

@@ -41,7 +41,7 @@ class RetrievalConfig:
     query_length: int = option(64, at_least=8, at_most=512, applies=reads_encoder)
     document_length: int = option(256, at_least=16, at_most=512, applies=reads_encoder)
     encode_batch_size: int = option(32, at_least=1, at_most=1024, applies=reads_encoder)
-    exact_limit: int = option(100_000, at_least=1, applies=reads_encoder)  # then HNSW
+    exact_limit: int = option(100_000, at_least=1, applies=reads_encoder)  # documents; then HNSW
     # each document also as windows of this many sentences, its score its best window's
     # (searched exactly); 0: one vector per document
     passage_sentences: int = option(0, at_least=0, at_most=100, applies=reads_encoder)
@@ -70,6 +70,11 @@ class RetrievalConfig:
     pseudo_query_count: int = option(2000, at_least=1, at_most=10_000_000,
                                      applies=lambda c: fine_tunes(c)
                                      and c.pseudo_queries != "none")
+    # hybrid_answers: the share of the queries kept, those whose first answer leads the
+    # second by the widest margin (the teacher is right more often where it is surest)
+    answer_share: float = option(1.0, above=0.0, at_most=1.0,
+                                 applies=lambda c: fine_tunes(c)
+                                 and c.pseudo_queries == "hybrid_answers")
     # with passages: what a pair's document and hard negative are, the whole document or
     # its window that the encoder before fine-tuning finds best for the query (what the
     # retriever will search is what it learns to rank; judged pairs or hybrid_answers)

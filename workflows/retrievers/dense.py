@@ -168,6 +168,8 @@ def fixed_shape_batches(ids, max_length, batch_size):
 class ExactIndex:
     """Exact maximum inner product search over unit vectors (cosine similarity)."""
 
+    approximate = False
+
     def __init__(self, embeddings):
         self.embeddings = np.asarray(embeddings, "float32")
 
@@ -197,12 +199,17 @@ class ExactIndex:
         """The cosine similarity of each query with the given document rows."""
         return np.einsum("qd,qkd->qk", queries, self.embeddings[rows])
 
+    def exact(self):
+        return self
+
 
 class ApproximateIndex:
     """Approximate maximum inner product search: an HNSW graph (Malkov and Yashunin,
     2018) built by faiss, each node linked to `degree` neighbours, `breadth` candidates
     kept while searching (more: better recall, slower). faiss was measured against
     usearch (`benchmarks/results/retrieval_index.json`)."""
+
+    approximate = True
 
     def __init__(self, embeddings, degree=16, breadth=64, graph=None):
         import faiss
@@ -225,6 +232,9 @@ class ApproximateIndex:
     def scores_of(self, queries, rows):
         return np.einsum("qd,qkd->qk", queries, self.embeddings[rows])
 
+    def exact(self):
+        return ExactIndex(self.embeddings)
+
     def save(self, path):
         import faiss
 
@@ -241,13 +251,23 @@ class PassageIndex:
     """Documents as overlapping windows of sentences, a document's score its best
     window's (MaxP, Dai and Callan, 2019): a query that matches one passage of a long
     document is not diluted by the rest. `owners[i]`: the document row of window `i`,
-    ascending. Searched exactly, `chunk_size` similarities in memory at a time."""
+    ascending. Searched exactly, `chunk_size` similarities in memory at a time; or,
+    given `graph` (an `ApproximateIndex` of the windows), through the nearest
+    `WINDOWS_PER_DOCUMENT` times `k` windows it finds, a query whose windows name fewer
+    than `k` documents searched exactly."""
 
-    def __init__(self, embeddings, owners, chunk_size=1 << 25):
+    WINDOWS_PER_DOCUMENT = 2  # times the corpus's mean windows per document
+
+    def __init__(self, embeddings, owners, chunk_size=1 << 25, graph=None):
         self.embeddings = np.asarray(embeddings, "float32")
         self.owners = np.asarray(owners, "int64")
         self.starts = np.flatnonzero(np.r_[True, self.owners[1:] != self.owners[:-1]])
         self.queries_at_once = max(1, chunk_size // max(1, len(self.embeddings)))
+        self.graph = graph
+        self.approximate = graph is not None
+
+    def exact(self):
+        return PassageIndex(self.embeddings, self.owners) if self.graph else self
 
     def best_windows(self, queries):
         """`(len(queries), documents)`: each document's best window similarity."""
@@ -257,12 +277,35 @@ class PassageIndex:
     def search(self, queries, k):
         """`(rows, scores)`, each `(len(queries), k)`, best first."""
         k = min(k, len(self.starts))
+        if self.graph is not None and k and len(queries):
+            return self._search_graph(np.asarray(queries, "float32"), k)
         rows = np.zeros((len(queries), k), "int64")
         scores = np.zeros((len(queries), k), "float32")
         for start in range(0, len(queries) if k else 0, self.queries_at_once):
             found, best = ExactIndex.top(self.best_windows(
                 queries[start:start + self.queries_at_once]), k)
             rows[start:start + len(found)], scores[start:start + len(found)] = found, best
+        return rows, scores
+
+    def _search_graph(self, queries, k):
+        """The first `k` documents named by each query's nearest windows (the best
+        window of each found first); exact search for a query whose windows name fewer."""
+        per_document = -(-len(self.owners) // max(1, len(self.starts)))
+        windows, similarities = self.graph.search(
+            queries, min(len(self.owners), k * per_document * self.WINDOWS_PER_DOCUMENT))
+        rows = np.zeros((len(queries), k), "int64")
+        scores = np.zeros((len(queries), k), "float32")
+        short = []
+        for number, (found, similarity) in enumerate(zip(windows, similarities,
+                                                         strict=True)):
+            documents, first = np.unique(self.owners[found], return_index=True)
+            if len(documents) < k:
+                short.append(number)
+                continue
+            best = np.sort(first)[:k]
+            rows[number], scores[number] = self.owners[found[best]], similarity[best]
+        if short:
+            rows[short], scores[short] = self.exact().search(queries[short], k)
         return rows, scores
 
     def scores_of(self, queries, rows):
@@ -293,17 +336,20 @@ def sentence_windows(titles, texts, sentences):
     return windows, owners
 
 
-def index_for(embeddings, exact_limit, degree=16, breadth=64):
-    """Exact search up to `exact_limit` documents, an HNSW graph above."""
-    if len(embeddings) <= exact_limit:
-        return ExactIndex(embeddings)
-    return ApproximateIndex(embeddings, degree, breadth)
+def index_for(embeddings, exact_limit, owners=None, degree=16, breadth=64):
+    """Exact search up to `exact_limit` documents, an HNSW graph above; with `owners`,
+    the embeddings are those documents' windows (a `PassageIndex`)."""
+    documents = len(embeddings) if owners is None else len(np.unique(owners))
+    graph = ApproximateIndex(embeddings, degree, breadth) if documents > exact_limit else None
+    if owners is not None:
+        return PassageIndex(embeddings, owners, graph=graph)
+    return graph or ExactIndex(embeddings)
 
 
 def recall_against_exact(index, queries, k=10):
     """The share of the exact top `k` an index finds, averaged over `queries`."""
     found = index.search(queries, k)[0]
-    exact = ExactIndex(index.embeddings).search(queries, k)[0]
+    exact = index.exact().search(queries, k)[0]
     return float(np.mean([len(set(f) & set(e)) / k for f, e in zip(found, exact,
                                                                      strict=True)]))
 

@@ -11,7 +11,9 @@ labelled pairs. Three cheaper sources:
 - `hybrid_answers`: the corpus's own queries (outside validation and test; their texts
   only), each paired with the document that the hybrid of BM25 and the encoder as it
   is ranks first: pseudo-relevance labels (self-training), the queries the deployment
-  has, and a teacher better than either half of it.
+  has, and a teacher better than either half of it. With `share` below 1, only the
+  queries whose first answer leads their second by the widest margin are kept: the
+  teacher is right more often where it is surest.
 
 `titles` and `sentences` give at most one pair per document, for `count` documents
 drawn by a seeded choice, the positive the document's text without the query;
@@ -36,12 +38,13 @@ def held_out_count(count, share):
     return min(MAX_HELD_OUT, round(count * share))
 
 
-def pseudo_pairs(data, source, count, seed, answer=None):
+def pseudo_pairs(data, source, count, seed, answer=None, share=1.0):
     """`(queries, positives, rows)`: the query text, the text it is paired with, and the
     corpus row it came from (or answers), at most `count` of them. `answer` (query texts
-    -> their best rows) labels `hybrid_answers`."""
+    -> their best rows and the lead of each over the second) labels `hybrid_answers`,
+    keeping the `share` of them it leads most."""
     if source == "hybrid_answers":
-        return answered_queries(data, answer, count, seed)
+        return answered_queries(data, answer, count, seed, share)
     make = {"titles": _title_pair, "sentences": _sentence_pair}[source]
     rng = random.Random(seed)
     rows = list(range(len(data.doc_ids)))
@@ -58,13 +61,17 @@ def pseudo_pairs(data, source, count, seed, answer=None):
     return queries, positives, sources
 
 
-def answered_queries(data, answer, count, seed):
+def answered_queries(data, answer, count, seed, share=1.0):
     """At most `count` of the queries outside validation and test (a seeded choice),
-    each with the whole text of the row `answer` gives it."""
+    each with the whole text of the row `answer` gives it; of those, the `share` (at
+    least one) whose answer leads the second by the widest margin, in the same order."""
     _, texts = data.queries_to_learn_from()
     random.Random(seed).shuffle(texts)
     queries = texts[:count]
-    rows = [int(row) for row in answer(queries)] if queries else []
+    rows, leads = answer(queries) if queries else ([], [])
+    kept = sorted(range(len(queries)), key=lambda i: -leads[i])[:max(1, round(share * len(
+        queries)))] if queries else []
+    queries, rows = [queries[i] for i in sorted(kept)], [int(rows[i]) for i in sorted(kept)]
     searchable = data.searchable()
     return queries, [searchable[row] for row in rows], rows
 

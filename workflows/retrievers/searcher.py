@@ -8,7 +8,7 @@ retriever of the search lesson is exported, logged, served and loaded in).
       encoder/         the dual encoder (a keras-hub preset and its vocab.txt), when used
       embeddings.npy   the documents' embeddings (or their windows'), when used
       owners.npy       the document row of each window, with `passage_sentences`
-      index.faiss      their HNSW graph, above `exact_limit` documents
+      index.faiss      their (or their windows') HNSW graph, above `exact_limit` documents
 """
 
 import json
@@ -120,8 +120,9 @@ class Searcher:
             np.save(folder / "embeddings.npy", self.index.embeddings)
             if isinstance(self.index, PassageIndex):
                 np.save(folder / OWNERS_FILE, self.index.owners)
-            if isinstance(self.index, ApproximateIndex):
-                self.index.save(folder / GRAPH_FILE)
+            if self.index.approximate:
+                graph = self.index.graph if isinstance(self.index, PassageIndex) else self.index
+                graph.save(folder / GRAPH_FILE)
 
     @classmethod
     def load(cls, folder):
@@ -133,10 +134,12 @@ class Searcher:
         if (folder / "encoder").is_dir():
             encoder, embeddings = DenseEncoder.load(folder / "encoder"), np.load(
                 folder / "embeddings.npy")
-            if (folder / GRAPH_FILE).is_file():
-                index = ApproximateIndex.load(embeddings, folder / GRAPH_FILE)
-            elif (folder / OWNERS_FILE).is_file():
-                index = PassageIndex(embeddings, np.load(folder / OWNERS_FILE))
+            graph = ApproximateIndex.load(embeddings, folder / GRAPH_FILE) if (
+                folder / GRAPH_FILE).is_file() else None
+            if (folder / OWNERS_FILE).is_file():
+                index = PassageIndex(embeddings, np.load(folder / OWNERS_FILE), graph=graph)
+            else:
+                index = graph
         return cls(settings, [d["id"] for d in documents], [d["title"] for d in documents],
                    BM25Index.load(folder / "bm25") if (folder / "bm25").is_dir() else None,
                    encoder, embeddings, index)
