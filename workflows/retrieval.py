@@ -328,6 +328,8 @@ def train(config, args, tags=None):
     with training.training_lock(folder):
         state = checkpoints.starting_state(folder, args.retrain)
         checkpoints.remove_partial_files(folder)
+        if state.run_id:
+            training.check_run_is_in_this_store(state.run_id, folder)
         if state.finished:
             print(f"{config.retriever} with this config is already built: run {state.run_id} "
                   f"({folder}). Pass --retrain to build it again.")

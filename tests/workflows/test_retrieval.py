@@ -906,6 +906,18 @@ def test_a_passage_retriever_above_the_exact_limit_saves_its_graph(lesson, tmp_p
     assert retrieval.main(["evaluate", "--run-id", run.info.run_id]) == 0
 
 
+def test_a_run_folder_of_another_store_is_one_line(lesson, tmp_path, monkeypatch, capsys,
+                                                   new_store, restore_tracking_uri):
+    """A retriever built with another tracking store is not "already built" here."""
+    assert retrieval.main(["train", "--retriever", "bm25"]) == 0
+    capsys.readouterr()
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", new_store(tmp_path / "other.db"))
+    assert retrieval.main(["train", "--retriever", "bm25"]) == 2
+    err = capsys.readouterr().err
+    assert "belongs to run" in err and "--retrain" in err and err.count("\n") == 1
+    assert retrieval.main(["train", "--retriever", "bm25", "--retrain"]) == 0
+
+
 def test_label_refuses_an_output_that_is_its_input_or_another_file_before_loading(
         lesson, tmp_path, capsys):
     queries = tmp_path / "q.txt"

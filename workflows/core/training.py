@@ -111,7 +111,7 @@ class TrainingRun:
         state = self.processes.chief_first(lambda: _starting_state(
             self.folder, self.retrain, self.processes))
         if state.run_id and self.is_chief:
-            _check_run_is_in_this_store(state.run_id, self.folder)
+            check_run_is_in_this_store(state.run_id, self.folder)
             if not state.finished and not TrainingFolder(self.folder).can_resume(state):
                 state = _start_over(state, self.folder)
         self.run_id = state.run_id
@@ -262,7 +262,9 @@ def _start_over(state, folder):
     return fresh
 
 
-def _check_run_is_in_this_store(run_id, folder):
+def check_run_is_in_this_store(run_id, folder):
+    """Refuses a run folder whose run the tracking store does not have (the folder was
+    built with another `MLFLOW_TRACKING_URI`)."""
     if stored_run(run_id) is None:
         raise RunNotFoundError(
             f"The run folder {folder} belongs to run {run_id}, which the tracking store "

@@ -223,10 +223,16 @@ class ApproximateIndex:
         graph.hnsw.efSearch = breadth
         self.graph = graph
 
-    def search(self, queries, k):
-        """`(rows, scores)`, each `(len(queries), k)`, best first (approximately)."""
+    def search(self, queries, k, breadth=None):
+        """`(rows, scores)`, each `(len(queries), k)`, best first (approximately);
+        `breadth` candidates kept while searching, when more than the graph's own."""
+        import faiss
+
         k = min(k, len(self.embeddings))
-        scores, rows = self.graph.search(np.ascontiguousarray(queries, "float32"), k)
+        params = faiss.SearchParametersHNSW(efSearch=max(breadth, self.graph.hnsw.efSearch)) \
+            if breadth else None
+        scores, rows = self.graph.search(np.ascontiguousarray(queries, "float32"), k,
+                                         params=params)
         return np.where(rows >= 0, rows, 0).astype("int64"), scores
 
     def scores_of(self, queries, rows):
@@ -253,8 +259,9 @@ class PassageIndex:
     document is not diluted by the rest. `owners[i]`: the document row of window `i`,
     ascending. Searched exactly, `chunk_size` similarities in memory at a time; or,
     given `graph` (an `ApproximateIndex` of the windows), through the nearest
-    `WINDOWS_PER_DOCUMENT` times `k` windows it finds, a query whose windows name fewer
-    than `k` documents searched exactly."""
+    `WINDOWS_PER_DOCUMENT` times `k` windows it finds (twice as many candidates kept
+    while searching), a query whose windows name fewer than `k` documents searched
+    exactly."""
 
     WINDOWS_PER_DOCUMENT = 2  # times the corpus's mean windows per document
 
@@ -291,8 +298,8 @@ class PassageIndex:
         """The first `k` documents named by each query's nearest windows (the best
         window of each found first); exact search for a query whose windows name fewer."""
         per_document = -(-len(self.owners) // max(1, len(self.starts)))
-        windows, similarities = self.graph.search(
-            queries, min(len(self.owners), k * per_document * self.WINDOWS_PER_DOCUMENT))
+        count = min(len(self.owners), k * per_document * self.WINDOWS_PER_DOCUMENT)
+        windows, similarities = self.graph.search(queries, count, breadth=2 * count)
         rows = np.zeros((len(queries), k), "int64")
         scores = np.zeros((len(queries), k), "float32")
         short = []
