@@ -43,7 +43,7 @@ class RetrievalConfig:
     encode_batch_size: int = option(32, at_least=1, at_most=1024, applies=reads_encoder)
     exact_limit: int = option(100_000, at_least=1, applies=reads_encoder)  # documents; then HNSW
     # each document also as windows of this many sentences, its score its best window's
-    # (searched exactly); 0: one vector per document
+    # (HNSW of the windows above exact_limit documents); 0: one vector per document
     passage_sentences: int = option(0, at_least=0, at_most=100, applies=reads_encoder)
     # putting the two together
     depth: int = option(100, at_least=1, at_most=10_000, applies=fuses)

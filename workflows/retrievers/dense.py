@@ -305,6 +305,8 @@ class PassageIndex:
         short = []
         for number, (found, similarity) in enumerate(zip(windows, similarities,
                                                          strict=True)):
+            kept = similarity > np.finfo("float32").min  # faiss's "none found" is the least
+            found, similarity = found[kept], similarity[kept]
             documents, first = np.unique(self.owners[found], return_index=True)
             if len(documents) < k:
                 short.append(number)
