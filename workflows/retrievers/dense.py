@@ -276,6 +276,10 @@ class PassageIndex:
     def exact(self):
         return PassageIndex(self.embeddings, self.owners) if self.graph else self
 
+    def save(self, path):
+        """Its graph of the windows (an approximate index only)."""
+        self.graph.save(path)
+
     def best_windows(self, queries):
         """`(len(queries), documents)`: each document's best window similarity."""
         return np.maximum.reduceat(np.asarray(queries, "float32") @ self.embeddings.T,

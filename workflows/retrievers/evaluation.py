@@ -35,11 +35,12 @@ def validation_ndcg(config, data, encoder, bm25, held_out=None):
     row_of = {doc: row for row, doc in enumerate(data.doc_ids)}
     pool = sorted(set(rows.reshape(-1).tolist())
                   | {row_of[d] for grades in judged.values() for d in grades})
-    pool_titles, pool_texts = [titles[r] for r in pool], [texts[r] for r in pool]
     if config.passage_sentences:
-        documents, owners = sentence_windows(pool_titles, pool_texts, config.passage_sentences)
+        documents, owners = sentence_windows([titles[r] for r in pool],
+                                             [texts[r] for r in pool], config.passage_sentences)
     else:
-        documents = [f"{t} {x}".strip() for t, x in zip(pool_titles, pool_texts, strict=True)]
+        searchable = dataclasses.replace(data, titles=titles, texts=texts).searchable()
+        documents = [searchable[r] for r in pool]
 
     def validate():
         embedded = encoder.encode(documents, config.document_length, config.encode_batch_size,

@@ -69,9 +69,9 @@ def answered_queries(data, answer, count, seed, share=1.0):
     random.Random(seed).shuffle(texts)
     queries = texts[:count]
     rows, leads = answer(queries) if queries else ([], [])
-    kept = sorted(range(len(queries)), key=lambda i: -leads[i])[:max(1, round(share * len(
-        queries)))] if queries else []
-    queries, rows = [queries[i] for i in sorted(kept)], [int(rows[i]) for i in sorted(kept)]
+    surest = sorted(range(len(queries)), key=lambda i: -leads[i])
+    kept = sorted(surest[:max(1, round(share * len(queries)))])
+    queries, rows = [queries[i] for i in kept], [int(rows[i]) for i in kept]
     searchable = data.searchable()
     return queries, [searchable[row] for row in rows], rows
 

@@ -121,8 +121,7 @@ class Searcher:
             if isinstance(self.index, PassageIndex):
                 np.save(folder / OWNERS_FILE, self.index.owners)
             if self.index.approximate:
-                graph = self.index.graph if isinstance(self.index, PassageIndex) else self.index
-                graph.save(folder / GRAPH_FILE)
+                self.index.save(folder / GRAPH_FILE)
 
     @classmethod
     def load(cls, folder):
