@@ -164,8 +164,9 @@ def make_searcher(config, data, bm25, encoder, work_dir):
 class TrainingPairs(NamedTuple):
     """What fine-tuning reads: the query texts, `(query, document row)` pairs, each
     query's corpus rows, the document texts, the corpus row of each document text (a
-    cold start's positives follow the corpus), and pseudo-pairs held out to validate on
-    (`(queries, positives, rows)`) when the corpus has no judged validation queries."""
+    cold start's positives follow the corpus), pseudo-pairs held out to validate on
+    (`(queries, positives, rows)`) when the corpus has no judged validation queries, and
+    each pair's rival `(row, lead)` when a teacher answered it (`hybrid_answers`)."""
 
     query_texts: list
     pairs: list
@@ -173,6 +174,7 @@ class TrainingPairs(NamedTuple):
     documents: list
     sources: list | None = None
     held_out: tuple | None = None
+    rivals: list | None = None
 
 
 def training_pairs(config, data, answer=None):
@@ -184,11 +186,11 @@ def training_pairs(config, data, answer=None):
     if config.pseudo_queries != "none":
         held = 0 if data.split("validation")[0] else pseudo_queries.held_out_count(
             config.pseudo_query_count, config.validation_share)
-        queries, positives, rows = pseudo_queries.pseudo_pairs(
+        made = pseudo_queries.pseudo_pairs(
             data, config.pseudo_queries, config.pseudo_query_count + held, config.seed,
             answer, config.answer_share)
-        held_out = (queries[:held], positives[:held], rows[:held]) if held else None
-        queries, positives, rows = queries[held:], positives[held:], rows[held:]
+        held_out = tuple(part[:held] for part in made[:3]) if held else None
+        queries, positives, rows = (part[held:] for part in made[:3])
         if not queries:
             raise ConfigError(
                 "pseudo_queries=hybrid_answers learns from the corpus's queries outside "
@@ -199,7 +201,8 @@ def training_pairs(config, data, answer=None):
         corpus = len(data.doc_ids)
         return TrainingPairs(queries, [(q, corpus + q) for q in range(len(queries))],
                              [{r} for r in rows], data.searchable() + positives,
-                             list(range(corpus)) + rows, held_out)
+                             list(range(corpus)) + rows, held_out,
+                             made.rivals and made.rivals[held:])
     query_ids, query_texts, judged = data.split("train")
     if not query_ids:
         raise ConfigError("Fine-tuning needs train judgements; this corpus has none: "
@@ -212,9 +215,10 @@ def training_pairs(config, data, answer=None):
 
 
 def hybrid_answers(config, data, encoder, bm25, work_dir):
-    """Query texts -> `(rows, leads)`: each one's first row by the hybrid of BM25 and
-    `encoder` as it is now (weight 0.5: no judgement chooses it), and its fused score's
-    lead over the second's: the teacher of `hybrid_answers`, and how sure it is."""
+    """Query texts -> `(rows, leads, seconds)`: each one's first row by the hybrid of
+    BM25 and `encoder` as it is now (weight 0.5: no judgement chooses it), its fused
+    score's lead over the second's, and the second row (-1 if none): the teacher of
+    `hybrid_answers`, how sure it is, and its runner-up."""
     from workflows.retrievers.searcher import Searcher, SearchSettings
 
     settings = SearchSettings("hybrid", query_length=config.query_length,
@@ -225,7 +229,8 @@ def hybrid_answers(config, data, encoder, bm25, work_dir):
     def answer(texts):
         found = searcher.search(texts, k=2)
         return ([ranked[0][0] for ranked in found],
-                [ranked[0][1] - (ranked[1][1] if len(ranked) > 1 else 0.0) for ranked in found])
+                [ranked[0][1] - (ranked[1][1] if len(ranked) > 1 else 0.0) for ranked in found],
+                [ranked[1][0] if len(ranked) > 1 else -1 for ranked in found])
 
     return answer
 
@@ -266,7 +271,7 @@ def fine_tune(config, data, encoder, bm25, folder, work_dir):
     import mlflow
 
     from workflows.core import store, training
-    from workflows.retrievers import dense
+    from workflows.retrievers import dense, pseudo_queries
 
     made = training_pairs(config, data, hybrid_answers(config, data, encoder, bm25, work_dir)
                           if config.pseudo_queries == "hybrid_answers" else None)
@@ -274,6 +279,10 @@ def fine_tune(config, data, encoder, bm25, folder, work_dir):
     negatives = dense.hard_negatives(candidate_rows(config, data, made, encoder, bm25, work_dir),
                                      pairs, made.judged_rows, config.negatives_depth,
                                      config.seed, len(data.doc_ids))
+    shares = None
+    if config.answer_temperature:
+        negatives, shares = pseudo_queries.soft_targets(negatives, made.rivals,
+                                                        config.answer_temperature)
     if config.positives == "passages":
         made, negatives = passage_pairs(config, data, encoder, made, negatives, work_dir)
         pairs = made.pairs
@@ -284,7 +293,7 @@ def fine_tune(config, data, encoder, bm25, folder, work_dir):
         return dense.PairBatches(query_tokens, document_tokens, pairs, negatives,
                                  config.batch_size, config.query_length,
                                  config.document_length, config.seed + epoch,
-                                 sources=made.sources)
+                                 sources=made.sources, shares=shares)
 
     trainer = dense.compile_trainer(encoder, config.learning_rate, config.scale,
                                     dense.chunk_dividing(config.batch_size, config.chunk_size))

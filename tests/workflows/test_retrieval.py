@@ -139,10 +139,11 @@ def test_encoding_reaches_the_compiler_in_few_shapes():
 
 
 
-def cached_step_difference(encoder_folder):
+def cached_step_difference(encoder_folder, soft=False):
     """The largest difference between the weights after one SGD step of the cached
     loss (chunks of 2 texts) and of the whole batch at once (the same network: dropout
-    off), and the size of that step."""
+    off), and the size of that step; `soft`: each query's target shared between its
+    document and its hard negative."""
     import keras
 
     def one_step(chunk_size):
@@ -153,7 +154,7 @@ def cached_step_difference(encoder_folder):
         encoder.backbone.get_layer("pooled_dense").trainable = False
         trainer = dense.DualEncoderTrainer(encoder.model, 20.0, chunk_size)
         trainer.compile(optimizer=keras.optimizers.SGD(1.0),
-                        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+                        loss=keras.losses.CategoricalCrossentropy(from_logits=True))
         rng = np.random.default_rng(0)
         inputs = {"query_ids": rng.integers(5, 40, (4, 8)).astype("int32"),
                   "document_ids": rng.integers(5, 40, (8, 12)).astype("int32")}
@@ -162,7 +163,10 @@ def cached_step_difference(encoder_folder):
         inputs["query_mask"] = inputs["query_ids"] != 0
         inputs["document_mask"] = inputs["document_ids"] != 0
         before = [keras.ops.convert_to_numpy(w) for w in encoder.backbone.trainable_weights]
-        loss = trainer.train_on_batch(inputs, np.arange(4, dtype="int32"), return_dict=True)
+        targets = np.eye(4, 8, dtype="float32")
+        if soft:
+            targets = 0.7 * targets + 0.3 * np.eye(4, 8, 4, dtype="float32")
+        loss = trainer.train_on_batch(inputs, targets, return_dict=True)
         after = [keras.ops.convert_to_numpy(w) for w in encoder.backbone.trainable_weights]
         return loss["loss"], before, after
 
@@ -175,9 +179,10 @@ def cached_step_difference(encoder_folder):
                                                                     strict=True))}
 
 
-def test_the_cached_loss_makes_the_whole_batchs_step(tmp_path):
+@pytest.mark.parametrize("soft", [False, True])
+def test_the_cached_loss_makes_the_whole_batchs_step(tmp_path, soft):
     encoder = write_tiny_encoder(tmp_path / "encoder", words=[*MORE_TOPICS, *FILLER])
-    result = cached_step_difference(encoder)
+    result = cached_step_difference(encoder, soft)
     assert result["loss"][0] == pytest.approx(result["loss"][1], rel=1e-5)
     assert result["step"] > 1e-3 and result["difference"] < 1e-4 * result["step"], result
 
@@ -263,12 +268,12 @@ def test_pseudo_queries_leave_the_query_out_of_its_document(tmp_path):
     data = retrieval_corpus.prepare(write_cold_start_beir(tmp_path / "c", MORE_TOPICS[:20]),
                                     verbose=False)
     for source in ("titles", "sentences"):
-        queries, positives, rows = pseudo_queries.pseudo_pairs(data, source, 12, seed=3)
-        assert len(queries) == len(positives) == 12 and len(set(rows)) == 12
+        queries, positives, rows, rivals = pseudo_queries.pseudo_pairs(data, source, 12, seed=3)
+        assert rivals is None and len(queries) == len(positives) == 12 and len(set(rows)) == 12
         for query, positive, row in zip(queries, positives, rows, strict=True):
             assert query in data.searchable()[row] and query not in positive
         assert pseudo_queries.pseudo_pairs(data, source, 12, seed=3)[0] == queries  # seeded
-    queries, _, rows = pseudo_queries.pseudo_pairs(data, "titles", 100, seed=3)
+    queries, _, rows, _ = pseudo_queries.pseudo_pairs(data, "titles", 100, seed=3)
     assert len(queries) == 20 and queries[0] == data.titles[rows[0]]
 
 
@@ -287,14 +292,15 @@ def test_hybrid_answers_label_the_queries_outside_validation_and_test(tmp_path):
     def next_document(texts):  # qi is about topic i, judged on di: answer d(i + 1)
         asked.extend(texts)
         rows = [(int(text.split()[0].removeprefix("topic")) + 1) % 30 for text in texts]
-        return rows, [0.5] * len(rows)
+        return rows, [0.5] * len(rows), [(row + 1) % 30 for row in rows]
 
-    queries, positives, rows = pseudo_queries.pseudo_pairs(data, "hybrid_answers", 100, 3,
-                                                           next_document)
+    queries, positives, rows, rivals = pseudo_queries.pseudo_pairs(
+        data, "hybrid_answers", 100, 3, next_document)
     assert held and set(queries) == set(asked) == learnable and len(queries) == len(learnable)
     assert rows == next_document(queries)[0]
+    assert rivals == [((row + 1) % 30, 0.5) for row in rows]
     assert positives == [data.searchable()[row] for row in rows]
-    few, _, _ = pseudo_queries.pseudo_pairs(data, "hybrid_answers", 5, 3, next_document)
+    few = pseudo_queries.pseudo_pairs(data, "hybrid_answers", 5, 3, next_document).queries
     assert few == queries[:5]  # a seeded choice
 
 
@@ -312,20 +318,51 @@ def test_answer_share_keeps_the_queries_the_teacher_is_surest_of(tmp_path):
 
     def surest_on_even_topics(texts):  # the lead grows with the topic, even topics first
         return ([topic(t) for t in texts],
-                [(1.0 if topic(t) % 2 == 0 else 0.0) + topic(t) / 100 for t in texts])
+                [(1.0 if topic(t) % 2 == 0 else 0.0) + topic(t) / 100 for t in texts],
+                [-1] * len(texts))
 
-    drawn, _, _ = pseudo_queries.pseudo_pairs(data, "hybrid_answers", 100, 3,
-                                              surest_on_even_topics)
+    drawn = pseudo_queries.pseudo_pairs(data, "hybrid_answers", 100, 3,
+                                        surest_on_even_topics).queries
     even = [text for text in drawn if topic(text) % 2 == 0]
     assert 0 < len(even) < len(drawn)
     share = len(even) / len(drawn)
-    queries, positives, rows = pseudo_queries.pseudo_pairs(
+    queries, positives, rows, _ = pseudo_queries.pseudo_pairs(
         data, "hybrid_answers", 100, 3, surest_on_even_topics, share)
     assert queries == even and rows == [topic(text) for text in even]
     assert positives == [data.searchable()[row] for row in rows]
     surest = max(drawn, key=lambda text: (topic(text) % 2 == 0, topic(text)))
     assert pseudo_queries.pseudo_pairs(data, "hybrid_answers", 100, 3, surest_on_even_topics,
                                        1e-6)[0] == [surest]
+
+
+def test_soft_labels_share_each_target_with_the_teachers_second_answer():
+    """The rival is the hard negative where there is one, the first answer's share the
+    softmax of the two fused scores (sigmoid of lead / temperature); and each batch's
+    targets put that share on the query's document, the rest on its negative."""
+    from workflows.retrievers import pseudo_queries
+
+    negatives, shares = pseudo_queries.soft_targets([7, 8, 9], [(3, 0.0), (-1, 0.4),
+                                                                (5, 0.2)], 0.1)
+    assert negatives == [3, 8, 5]
+    np.testing.assert_allclose(shares, [0.5, 1.0, np.exp(2.0) / (np.exp(2.0) + 1.0)])
+    ids = [np.full(3, i + 1, "int32") for i in range(12)]
+    pairs, negatives = [(i, i) for i in range(6)], list(range(6, 12))
+    shares = [0.5, 0.6, 0.7, 0.8, 0.9, 1.0]
+    batches = dense.PairBatches(ids, ids, pairs, negatives, 3, 4, 4, seed=0, shares=shares)
+    seen = []
+    for index in range(len(batches)):
+        inputs, targets = batches[index]
+        batch = batches.order[index]
+        expected = np.zeros((3, 6), "float32")
+        for row, pair in enumerate(batch):
+            expected[row, row], expected[row, 3 + row] = shares[pair], 1 - shares[pair]
+        np.testing.assert_allclose(targets, expected, rtol=1e-6)
+        assert inputs["document_ids"][3:, 0].tolist() == [negatives[p] + 1 for p in batch]
+        seen += batch
+    assert sorted(seen) == list(range(6))
+    np.testing.assert_array_equal(batches.skip(1)[0][1], batches[1][1])  # resumes alike
+    hard = dense.PairBatches(ids, ids, pairs, negatives, 3, 4, 4, seed=0)[0][1]
+    np.testing.assert_array_equal(hard, np.eye(3, 6))  # judged pairs: one-hot
 
 
 def test_a_cold_start_fine_tunes_on_pseudo_queries_without_train_judgements(lesson, capsys):
@@ -348,6 +385,15 @@ def test_a_cold_start_fine_tunes_on_pseudo_queries_without_train_judgements(less
             run.info.run_id, "val_pool_ndcg_at_10")]
         assert run.data.params["pseudo_queries"] == source and len(history) == 4
         assert max(history[1:]) > history[0] + gain, (source, history)
+    # soft labels: the target shared with the teacher's second answer, the hard negative
+    assert retrieval.main([*base, "--epochs", "3", "--set", "patience=3", "--set",
+                           "pseudo_queries=hybrid_answers", "--set",
+                           "answer_temperature=0.1"]) == 0
+    soft = latest_run("dense")
+    soft_history = [m.value for m in mlflow.MlflowClient().get_metric_history(
+        soft.info.run_id, "val_pool_ndcg_at_10")]
+    assert soft.data.params["answer_temperature"] == "0.1" and len(soft_history) == 4
+    assert max(soft_history[1:]) > soft_history[0] + 0.04, soft_history
     # a second round: the encoder just taught goes on, on its own hybrid's answers
     assert retrieval.main([*base, "--epochs", "1", "--set", "pseudo_queries=hybrid_answers",
                            "--set", f"encoder_run={run.info.run_id}"]) == 0
@@ -472,15 +518,17 @@ def test_the_teacher_of_hybrid_answers_is_the_untrained_hybrids_first_answer(les
         matching = lexical_scores > 0
         fused = fusion.hybrid(lexical_rows[matching], lexical_scores[matching], rows, scores,
                               0.5)
-        by_hand.append(fused[0][0])
+        by_hand.append((fused[0][0], fused[1][0]))
         leads.append(fused[0][1] - fused[1][1])
-    rows, answered_leads = answer(texts)
-    assert rows == by_hand
+    rows, answered_leads, seconds = answer(texts)
+    assert list(zip(rows, seconds, strict=True)) == by_hand
     np.testing.assert_allclose(answered_leads, leads, atol=1e-6)
     made = retrieval.training_pairs(config, data, answer)
     assert sorted(made.query_texts) == sorted(texts)
-    assert [made.sources[document] for _, document in made.pairs] == answer(
-        made.query_texts)[0]
+    rows, answered_leads, seconds = answer(made.query_texts)
+    assert [made.sources[document] for _, document in made.pairs] == rows
+    assert [second for second, _ in made.rivals] == seconds
+    np.testing.assert_allclose([lead for _, lead in made.rivals], answered_leads)
     surest = retrieval.training_pairs(dataclasses.replace(config, answer_share=0.5), data,
                                       answer)
     assert len(set(np.round(leads, 5))) == len(leads)  # no ties: one right answer

@@ -75,6 +75,12 @@ class RetrievalConfig:
     answer_share: float = option(1.0, above=0.0, at_most=1.0,
                                  applies=lambda c: fine_tunes(c)
                                  and c.pseudo_queries == "hybrid_answers")
+    # hybrid_answers with soft labels: each query's hard negative the teacher's second
+    # answer, the target shared with its first by their fused scores' softmax at this
+    # temperature (0.1 is calibrated on SciFact's validation claims); 0: the first only
+    answer_temperature: float = option(0.0, at_least=0.0, at_most=10.0,
+                                       applies=lambda c: fine_tunes(c)
+                                       and c.pseudo_queries == "hybrid_answers")
     # with passages: what a pair's document and hard negative are, the whole document or
     # its window that the encoder before fine-tuning finds best for the query (what the
     # retriever will search is what it learns to rank; judged pairs or hybrid_answers)

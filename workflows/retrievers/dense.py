@@ -438,8 +438,9 @@ def weights_identity(encoder):
 class DualEncoderTrainer(keras.Model):
     """Scores each query against every document of its batch (its own relevant one at
     the same row, then the others and the hard negatives): `(batch, documents)` logits,
-    the cosine similarities times `scale`. Trained with sparse cross-entropy on the
-    labels `0..batch-1`, this is the multiple-negatives ranking loss.
+    the cosine similarities times `scale`. Trained with cross-entropy against one-hot
+    targets on the diagonal, this is the multiple-negatives ranking loss; a target may
+    also share its mass between a query's document and its hard negative (soft labels).
 
     With `chunk_size`, a training step is the cached form of that loss (GradCache, Gao
     et al., 2021), so memory no longer grows with the batch: the batch is embedded
@@ -469,7 +470,7 @@ class DualEncoderTrainer(keras.Model):
         raise NotImplementedError(f"chunked fine-tuning on {keras.backend.backend()}: "
                                   "use the JAX or TensorFlow backend, or chunk_size 0")
 
-    def _cached_loss(self, embed, inputs):
+    def _cached_loss(self, embed, inputs, targets):
         """`(logits, loss, chunks)`: the whole batch embedded chunk by chunk without
         gradients, and for each side its chunked `(ids, mask, loss gradient)`."""
         sides = [(inputs["query_ids"], inputs["query_mask"]),
@@ -479,7 +480,8 @@ class DualEncoderTrainer(keras.Model):
         queries, documents = (keras.ops.stop_gradient(keras.ops.reshape(
             keras.ops.map(lambda chunk: embed(*chunk), side), (-1, self.encoder.output_shape[-1])))
             for side in chunked)
-        logits, loss, gradients = multiple_negatives_gradients(queries, documents, self.scale)
+        logits, loss, gradients = multiple_negatives_gradients(queries, documents, self.scale,
+                                                               targets)
         return logits, loss, [(*side, _chunks(gradient, self.chunk_size))
                               for side, gradient in zip(chunked, gradients, strict=True)]
 
@@ -498,7 +500,7 @@ class DualEncoderTrainer(keras.Model):
             grads = jax.grad(lambda w: keras.ops.sum(embed(ids, mask, w) * upstream))(trainable)
             return jax.tree.map(lambda a, b: a + b, total, grads), None
 
-        logits, loss, chunks = self._cached_loss(embed, inputs)
+        logits, loss, chunks = self._cached_loss(embed, inputs, labels)
         grads = jax.tree.map(keras.ops.zeros_like, trainable)
         for side in chunks:  # a scan: one chunk's activations at a time
             grads = jax.lax.scan(add_chunk, grads, side)[0]
@@ -526,7 +528,7 @@ class DualEncoderTrainer(keras.Model):
             return index + 1, [a + tf.convert_to_tensor(g)
                                for a, g in zip(total, grads, strict=True)]
 
-        logits, loss, chunks = self._cached_loss(embed, inputs)
+        logits, loss, chunks = self._cached_loss(embed, inputs, labels)
         grads = [tf.zeros_like(w) for w in weights]
         for side in chunks:  # one chunk at a time (parallel_iterations=1)
             grads = tf.while_loop(lambda i, _, side=side: i < tf.shape(side[0])[0],
@@ -563,17 +565,17 @@ def _chunks(tensor, size):
     return keras.ops.reshape(tensor, (-1, size, *keras.ops.shape(tensor)[1:]))
 
 
-def multiple_negatives_gradients(queries, documents, scale):
+def multiple_negatives_gradients(queries, documents, scale, targets):
     """`(logits, loss, (d loss / d queries, d loss / d documents))` of the multiple-
-    negatives ranking loss (query `i`'s document at row `i`), in closed form: the
-    softmax cross-entropy's gradient with respect to the logits is `(p - onehot) / batch`."""
-    rows, columns = keras.ops.shape(logits := scale * keras.ops.matmul(
-        queries, keras.ops.transpose(documents)))
-    onehot = keras.ops.one_hot(keras.ops.arange(rows), columns)
+    negatives ranking loss (`targets`: each query's distribution over the documents), in
+    closed form: the softmax cross-entropy's gradient with respect to the logits is
+    `(p - targets) / batch`."""
+    logits = scale * keras.ops.matmul(queries, keras.ops.transpose(documents))
+    targets = keras.ops.cast(targets, logits.dtype)
     log_p = keras.ops.log_softmax(logits, axis=-1)
-    batch = keras.ops.cast(rows, "float32")
-    loss = -keras.ops.sum(onehot * log_p) / batch
-    upstream = (keras.ops.exp(log_p) - onehot) * (scale / batch)
+    batch = keras.ops.cast(keras.ops.shape(logits)[0], "float32")
+    loss = -keras.ops.sum(targets * log_p) / batch
+    upstream = (keras.ops.exp(log_p) - targets) * (scale / batch)
     return logits, loss, (keras.ops.matmul(upstream, documents),
                           keras.ops.matmul(keras.ops.transpose(upstream), queries))
 
@@ -585,24 +587,26 @@ def compile_trainer(encoder, learning_rate, scale, chunk_size=0):
     trainer = DualEncoderTrainer(encoder.model, scale, chunk_size)
     trainer.compile(optimizer=keras.optimizers.AdamW(learning_rate, weight_decay=0.01),
                     jit_compile=True if xla() else "auto",
-                    loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                    metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")])
+                    loss=keras.losses.CategoricalCrossentropy(from_logits=True),
+                    metrics=[keras.metrics.CategoricalAccuracy(name="accuracy")])
     return trainer
 
 
 class PairBatches(keras.utils.PyDataset):
-    """One epoch of `(inputs, labels)` batches: `batch_size` (query, relevant document)
+    """One epoch of `(inputs, targets)` batches: `batch_size` (query, relevant document)
     pairs, no document twice in a batch (it would be another query's false negative),
     each query with `negatives[pair]` (hard negatives) after the in-batch documents.
     Seeded by the epoch; `skip` resumes mid-epoch; a short last batch is dropped, so
     every batch has one shape. `sources[row]`: the corpus document a document row is
     made from (a pseudo-query's positive is its document less the query), so that
-    document is not another pair's negative in the same batch."""
+    document is not another pair's negative in the same batch. A query's target is its
+    document, or with `shares` the share `shares[pair]` of it and the rest its negative."""
 
     def __init__(self, query_ids, document_ids, pairs, negatives, batch_size, query_length,
-                 document_length, seed, order=None, sources=None):
+                 document_length, seed, order=None, sources=None, shares=None):
         super().__init__()
         self.sources = sources or range(len(document_ids))
+        self.shares = shares
         self.query_ids, self.document_ids = query_ids, document_ids
         self.pairs, self.negatives = pairs, negatives
         self.batch_size, self.seed = batch_size, seed
@@ -639,12 +643,23 @@ class PairBatches(keras.utils.PyDataset):
         document_ids, document_mask = pad(documents, self.document_length, len(documents))
         inputs = {"query_ids": query_ids, "query_mask": query_mask,
                   "document_ids": document_ids, "document_mask": document_mask}
-        return inputs, np.arange(len(pairs), dtype="int32")
+        return inputs, self._targets(pairs)
+
+    def _targets(self, pairs):
+        """`(queries, 2 * queries)`: each query's share of its document (the diagonal)
+        and of its hard negative (after the in-batch documents)."""
+        count = len(pairs)
+        shares = np.array([self.shares[p] for p in pairs] if self.shares else [1.0] * count,
+                          "float32")
+        targets = np.zeros((count, 2 * count), "float32")
+        targets[np.arange(count), np.arange(count)] = shares
+        targets[np.arange(count), count + np.arange(count)] = 1.0 - shares
+        return targets
 
     def skip(self, count):
         return PairBatches(self.query_ids, self.document_ids, self.pairs, self.negatives,
                            self.batch_size, self.query_length, self.document_length,
-                           self.seed, self.order[count:], self.sources)
+                           self.seed, self.order[count:], self.sources, self.shares)
 
 
 def hard_negatives(bm25_rows, pairs, judged_rows, depth, seed, corpus_size):

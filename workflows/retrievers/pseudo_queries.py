@@ -13,7 +13,9 @@ labelled pairs. Three cheaper sources:
   is ranks first: pseudo-relevance labels (self-training), the queries the deployment
   has, and a teacher better than either half of it. With `share` below 1, only the
   queries whose first answer leads their second by the widest margin are kept: the
-  teacher is right more often where it is surest.
+  teacher is right more often where it is surest. Each pair also names its rival, the
+  teacher's second answer, and the first's lead over it: soft labels (`soft_targets`)
+  share the target between the two, as sure of the first as the lead says.
 
 `titles` and `sentences` give at most one pair per document, for `count` documents
 drawn by a seeded choice, the positive the document's text without the query;
@@ -24,7 +26,9 @@ pseudo-pairs held out of training: each query searched among its positive and BM
 pool for it.
 """
 
+import math
 import random
+from typing import NamedTuple
 
 from data_prep.text import SENTENCE_END
 
@@ -38,10 +42,19 @@ def held_out_count(count, share):
     return min(MAX_HELD_OUT, round(count * share))
 
 
+class PseudoPairs(NamedTuple):
+    """The query texts, the text each is paired with, the corpus row it came from (or
+    answers), and for `hybrid_answers` each one's `(second row, lead)` (else None)."""
+
+    queries: list
+    positives: list
+    rows: list
+    rivals: list | None = None
+
+
 def pseudo_pairs(data, source, count, seed, answer=None, share=1.0):
-    """`(queries, positives, rows)`: the query text, the text it is paired with, and the
-    corpus row it came from (or answers), at most `count` of them. `answer` (query texts
-    -> their best rows and the lead of each over the second) labels `hybrid_answers`,
+    """`PseudoPairs`, at most `count` of them. `answer` (query texts -> their first rows,
+    the lead of each over the second, and the second rows) labels `hybrid_answers`,
     keeping the `share` of them it leads most."""
     if source == "hybrid_answers":
         return answered_queries(data, answer, count, seed, share)
@@ -58,7 +71,7 @@ def pseudo_pairs(data, source, count, seed, answer=None, share=1.0):
             sources.append(row)
             if len(queries) == count:
                 break
-    return queries, positives, sources
+    return PseudoPairs(queries, positives, sources)
 
 
 def answered_queries(data, answer, count, seed, share=1.0):
@@ -68,12 +81,25 @@ def answered_queries(data, answer, count, seed, share=1.0):
     _, texts = data.queries_to_learn_from()
     random.Random(seed).shuffle(texts)
     queries = texts[:count]
-    rows, leads = answer(queries) if queries else ([], [])
+    rows, leads, seconds = answer(queries) if queries else ([], [], [])
     surest = sorted(range(len(queries)), key=lambda i: -leads[i])
     kept = sorted(surest[:max(1, round(share * len(queries)))])
-    queries, rows = [queries[i] for i in kept], [int(rows[i]) for i in kept]
     searchable = data.searchable()
-    return queries, [searchable[row] for row in rows], rows
+    return PseudoPairs([queries[i] for i in kept], [searchable[int(rows[i])] for i in kept],
+                       [int(rows[i]) for i in kept],
+                       [(int(seconds[i]), float(leads[i])) for i in kept])
+
+
+def soft_targets(negatives, rivals, temperature):
+    """`(negatives, shares)`: each pair's hard negative its rival where it has one (else
+    the one given), and the first answer's share of the target `sigmoid(lead /
+    temperature)`, the softmax of the two fused scores at that temperature (1 without
+    a rival)."""
+    chosen, shares = [], []
+    for negative, (rival, lead) in zip(negatives, rivals, strict=True):
+        chosen.append(rival if rival >= 0 else negative)
+        shares.append(1.0 / (1.0 + math.exp(-lead / temperature)) if rival >= 0 else 1.0)
+    return chosen, shares
 
 
 def _title_pair(title, text, rng):
