@@ -129,19 +129,20 @@ def load_encoder(config, work_dir, folder):
 
 def dense_index(config, data, encoder, work_dir):
     """The corpus encoded by `encoder` (cached per weights, corpus and length) in an
-    index: a vector per document, or per window of `passage_sentences` sentences."""
+    index: a vector per document, or per window of `passage_sentences` sentences (the
+    graph above `exact_limit` documents cached with them)."""
     from workflows.retrievers import dense
 
     identity = {"weights": dense.weights_identity(encoder), "corpus": data.fingerprint}
-    if not config.passage_sentences:
-        return dense.index_for(dense.document_embeddings(
-            encoder, data.searchable(), identity, config.document_length,
-            config.encode_batch_size, work_dir), config.exact_limit)
-    windows, owners = dense.sentence_windows(data.titles, data.texts, config.passage_sentences)
-    return dense.index_for(dense.document_embeddings(
-        encoder, windows, {**identity, "passage_sentences": config.passage_sentences},
-        config.document_length, config.encode_batch_size, work_dir), config.exact_limit,
-        owners)
+    texts, owners = data.searchable(), None
+    if config.passage_sentences:
+        texts, owners = dense.sentence_windows(data.titles, data.texts, config.passage_sentences)
+        identity["passage_sentences"] = config.passage_sentences
+    embeddings = dense.document_embeddings(encoder, texts, identity, config.document_length,
+                                           config.encode_batch_size, work_dir)
+    cached_as = dense.embeddings_settings(identity, config.document_length)
+    return dense.index_for(embeddings, config.exact_limit, owners, cached_as=cached_as,
+                           root=work_dir)
 
 
 def make_searcher(config, data, bm25, encoder, work_dir):

@@ -32,6 +32,7 @@ ENCODER_FOLDER = "encoder"  # a keras-hub preset (config, weights) and its vocab
 SMALLEST_LENGTH = 16
 ENCODE_SHARD = 8192  # documents encoded between saves: a stop loses at most this many
 TOKENIZE_AT_ONCE = 1024
+CONSTRUCTION_BREADTH = 128  # candidates kept while building an HNSW graph
 
 
 # ## The encoder
@@ -218,7 +219,7 @@ class ApproximateIndex:
         if graph is None:
             graph = faiss.IndexHNSWFlat(self.embeddings.shape[1], degree,
                                         faiss.METRIC_INNER_PRODUCT)
-            graph.hnsw.efConstruction = 128
+            graph.hnsw.efConstruction = CONSTRUCTION_BREADTH
             graph.add(self.embeddings)
         graph.hnsw.efSearch = breadth
         self.graph = graph
@@ -349,14 +350,33 @@ def sentence_windows(titles, texts, sentences):
     return windows, owners
 
 
-def index_for(embeddings, exact_limit, owners=None, degree=16, breadth=64):
-    """Exact search up to `exact_limit` documents, an HNSW graph above; with `owners`,
-    the embeddings are those documents' windows (a `PassageIndex`)."""
+def index_for(embeddings, exact_limit, owners=None, degree=16, breadth=64, cached_as=None,
+              root=None):
+    """Exact search up to `exact_limit` documents, an HNSW graph above (with `cached_as`,
+    the embeddings' cache settings: built once and cached); with `owners`, the
+    embeddings are those documents' windows (a `PassageIndex`)."""
     documents = len(embeddings) if owners is None else len(np.unique(owners))
-    graph = ApproximateIndex(embeddings, degree, breadth) if documents > exact_limit else None
+    graph = None
+    if documents > exact_limit:
+        graph = ApproximateIndex(embeddings, degree, breadth) if cached_as is None else \
+            cached_graph(embeddings, cached_as, degree, breadth, root)
     if owners is not None:
         return PassageIndex(embeddings, owners, graph=graph)
     return graph or ExactIndex(embeddings)
+
+
+def cached_graph(embeddings, cached_as, degree, breadth, root=None):
+    """The HNSW graph of the embeddings cached with settings `cached_as`, built once per
+    embeddings and degree and cached in the work folder like them (minutes at scale)."""
+    from data_prep import cache
+
+    settings = {"embeddings": cached_as, "degree": degree,
+                "construction_breadth": CONSTRUCTION_BREADTH}
+    directory = cache.prepared_dir("hnsw", settings, root)
+    if not cache.is_intact(directory):
+        cache.write_atomically(directory, settings, lambda tmp: ApproximateIndex(
+            embeddings, degree, breadth).save(tmp / "index.faiss"))
+    return ApproximateIndex.load(embeddings, directory / "index.faiss", breadth)
 
 
 def recall_against_exact(index, queries, k=10):
@@ -373,8 +393,7 @@ def document_embeddings(encoder, texts, identity, max_length, batch_size, root=N
     shards saved as they finish, so a stopped encoding resumes where it stopped."""
     from data_prep import cache
 
-    settings = {"encoder": identity, "max_length": max_length,
-                "tokenizer": "data_prep.text"}
+    settings = embeddings_settings(identity, max_length)
     directory = cache.prepared_dir("embeddings", settings, root)
     if not cache.is_intact(directory):
         shards = directory.with_name(directory.name + ".shards")
@@ -385,6 +404,11 @@ def document_embeddings(encoder, texts, identity, max_length, batch_size, root=N
         cache.write_atomically(directory, settings, fill)
         cache.remove(shards)
     return np.load(directory / "embeddings.npy")
+
+
+def embeddings_settings(identity, max_length):
+    """What a cached entry of embeddings is keyed by."""
+    return {"encoder": identity, "max_length": max_length, "tokenizer": "data_prep.text"}
 
 
 def encode_in_shards(encoder, texts, max_length, batch_size, folder):
