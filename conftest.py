@@ -76,6 +76,17 @@ INTEGRATION_TESTS = (  # file::test (any parameters): each starts other processe
     "tests/workflows/test_encoder_classifier.py::test_the_encoder_fine_tunes_from_its_pretrained",
     "tests/workflows/test_augmentation.py::test_the_paraphrase_cache_is_keyed_by_translators",
     "tests/workflows/test_retrieval.py::test_dense_fine_tuning_improves_a_planted_task",
+    # decoding paths and second checks of a lesson's run (5 to 10 s each on two cores): the
+    # quick tier keeps its answer within 3 minutes
+    "tests/workflows/test_translation.py::test_translate_prints_n_best_with_scores",
+    "tests/workflows/test_translation.py::test_beam_width_param_is_declared_validated_and",
+    "tests/workflows/test_seq2seq.py::test_a_saved_translator_reloads_as_its_class_and",
+    "tests/workflows/test_language_model.py::test_a_fixed_seed_gives_the_same_sample",
+    "tests/workflows/test_search.py::test_the_pruner_stops_a_trial_forced_to_be_poor",
+    "tests/workflows/test_retrieval.py::test_an_encoder_archive_of_other_weights_is_another",
+    "tests/workflows/test_retrieval.py::test_a_passage_retriever_above_the_exact_limit_saves",
+    "tests/workflows/test_reliability.py::test_a_run_whose_checkpoints_are_all_damaged_starts",
+    "tests/workflows/test_imdb_sentiment.py::test_an_ensemble_with_the_lexicon_fitted_on_slices",
 )
 
 

@@ -21,7 +21,7 @@ from benchmarks.reporting import write_results  # noqa: E402
 SETTINGS = ("k1", "b", "encoder", "encoder_run", "epochs", "batch_size", "learning_rate",
             "depth", "fusion", "document_length", "chunk_size", "pseudo_queries",
             "pseudo_query_count", "max_train_minutes", "negatives_from", "passage_sentences",
-            "positives", "answer_share")
+            "positives", "answer_share", "answer_temperature")
 METRICS = ("ndcg_at_10", "recall_at_100", "mrr_at_10", "map_at_100",
            "reciprocal_rank_sum_at_5", "queries_per_second")
 EXTRA = ("hybrid_weight_used", "index_seconds", "bm25_index_seconds", "train_minutes",
@@ -51,6 +51,8 @@ def summary(run, params_of):
         encoder += ", trained on windows"
     if float(trained.get("answer_share", 1)) < 1:
         encoder += f", the surest {float(trained['answer_share']):.0%} of answers"
+    if float(trained.get("answer_temperature", 0)) > 0:
+        encoder += f", soft labels at temperature {trained['answer_temperature']}"
     row = {"run_id": run.info.run_id, "retriever": params.get("retriever") + encoder,
            "command": tags.get("command"), "machine": tags.get("accelerator")
            or tags.get("device"), "backend": tags.get("backend"),
