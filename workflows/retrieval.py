@@ -296,9 +296,13 @@ def fine_tune(config, data, encoder, bm25, folder, work_dir):
                                  config.document_length, config.seed + epoch,
                                  sources=made.sources, shares=shares)
 
+    first = epoch_batches(0)
+    if not len(first):
+        raise ConfigError(f"No batch of {config.batch_size} pairs, no document twice in it, "
+                          f"can be made of these {len(pairs):,} pairs: lower --set batch_size.")
     trainer = dense.compile_trainer(encoder, config.learning_rate, config.scale,
                                     dense.chunk_dividing(config.batch_size, config.chunk_size))
-    trainer(epoch_batches(0)[0][0])  # builds it, so a checkpoint can be restored into it
+    trainer(first[0][0])  # builds it, so a checkpoint can be restored into it
     validate = evaluation.validation_ndcg(config, data, encoder, bm25, made.held_out)
     run_id = mlflow.active_run().info.run_id
     if not mlflow.MlflowClient().get_metric_history(run_id, "val_pool_ndcg_at_10"):
