@@ -967,6 +967,17 @@ def test_a_passage_retriever_above_the_exact_limit_saves_its_graph(lesson, tmp_p
     assert retrieval.main(["evaluate", "--run-id", run.info.run_id]) == 0
 
 
+def test_a_batch_no_pairs_can_fill_is_one_line(lesson, capsys):
+    """More pairs in a batch than there are (or than fit with no document twice) is the
+    user's to change, not a traceback."""
+    capsys.readouterr()
+    assert retrieval.main(["train", "--retriever", "dense", "--epochs", "1", "--set",
+                           f"encoder={lesson['encoder']}", "--set", "batch_size=1024"]) == 2
+    err = capsys.readouterr().err
+    assert "No batch of 1024 pairs" in err and "lower --set batch_size" in err
+    assert err.count("\n") == 1
+
+
 def test_a_run_folder_of_another_store_is_one_line(lesson, tmp_path, monkeypatch, capsys,
                                                    new_store, restore_tracking_uri):
     """A retriever built with another tracking store is not "already built" here."""
