@@ -61,7 +61,7 @@ def one_setting(xla, beir, documents, batch, steps, embeddings_file):
     document_ids, document_mask = dense.pad(ids[batch:], 256, 2 * batch)
     inputs = {"query_ids": query_ids, "query_mask": query_mask,
               "document_ids": document_ids, "document_mask": document_mask}
-    labels = np.arange(batch, dtype="int32")
+    labels = np.eye(batch, 2 * batch, dtype="float32")  # each query's own document
     seconds, losses = [], []
     for _ in range(steps):
         logs, step_seconds = timed(trainer.train_on_batch, inputs, labels, None, None, True)
