@@ -302,7 +302,9 @@ def fine_tune(config, data, encoder, bm25, folder, work_dir):
                           f"can be made of these {len(pairs):,} pairs: lower --set batch_size.")
     trainer = dense.compile_trainer(encoder, config.learning_rate, config.scale,
                                     dense.chunk_dividing(config.batch_size, config.chunk_size))
-    trainer(first[0][0])  # builds it, so a checkpoint can be restored into it
+    # built on one pair of the first batch (a whole batch at once holds a gigabyte), so
+    # that a checkpoint can be restored into it
+    trainer({name: part[:1] for name, part in first[0][0].items()})
     validate = evaluation.validation_ndcg(config, data, encoder, bm25, made.held_out)
     run_id = mlflow.active_run().info.run_id
     if not mlflow.MlflowClient().get_metric_history(run_id, "val_pool_ndcg_at_10"):
