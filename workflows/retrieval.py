@@ -190,8 +190,9 @@ def training_pairs(config, data, answer=None):
         made = pseudo_queries.pseudo_pairs(
             data, config.pseudo_queries, config.pseudo_query_count + held, config.seed,
             answer, config.answer_share)
-        held_out = tuple(part[:held] for part in made[:3]) if held else None
-        queries, positives, rows = (part[held:] for part in made[:3])
+        parts = (made.queries, made.positives, made.rows)
+        held_out = tuple(part[:held] for part in parts) if held else None
+        queries, positives, rows = (part[held:] for part in parts)
         if not queries:
             raise ConfigError(
                 "pseudo_queries=hybrid_answers learns from the corpus's queries outside "
