@@ -268,6 +268,23 @@ def passage_pairs(config, data, encoder, made, negatives, work_dir):
                          sources=rows), list(range(count, 2 * count))
 
 
+def most_pairs(config, data):
+    """The most pairs a fine-tune of `config` can have, known before any is made."""
+    if config.pseudo_queries == "hybrid_answers":
+        return min(config.pseudo_query_count, len(data.queries_to_learn_from()[0]))
+    if config.pseudo_queries != "none":
+        return min(config.pseudo_query_count, len(data.doc_ids))
+    return sum(map(len, data.split("train")[2].values()))
+
+
+def check_pairs_can_fill_a_batch(config, data):
+    """A batch larger than every pair there could be is refused before any run starts
+    (a batch the pairs fill only with a document twice is found once they are made)."""
+    if config.epochs and fine_tunes(config) and most_pairs(config, data) < config.batch_size:
+        raise ConfigError(f"No batch of {config.batch_size} pairs can be made of at most "
+                          f"{most_pairs(config, data):,} pairs: lower --set batch_size.")
+
+
 def fine_tune(config, data, encoder, bm25, folder, work_dir):
     """Fine-tunes `encoder` in place; returns the training state (history, best epoch)."""
     import mlflow
@@ -339,6 +356,7 @@ def train(config, args, tags=None):
 
     data = load_data(config, args)
     encoder_id = encoder_identity(config, args.work_dir)  # before any run: none if refused
+    check_pairs_can_fill_a_batch(config, data)
     folder = training.run_folder(LESSON, config, ":".join(filter(None, [data.fingerprint,
                                                                         encoder_id])),
                                  args.work_dir)

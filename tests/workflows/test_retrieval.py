@@ -1018,14 +1018,26 @@ def test_a_passage_retriever_above_the_exact_limit_saves_its_graph(lesson, tmp_p
 
 
 def test_a_batch_no_pairs_can_fill_is_one_line(lesson, capsys):
-    """More pairs in a batch than there are (or than fit with no document twice) is the
-    user's to change, not a traceback."""
-    capsys.readouterr()
-    assert retrieval.main(["train", "--retriever", "dense", "--epochs", "1", "--set",
-                           f"encoder={lesson['encoder']}", "--set", "batch_size=1024"]) == 2
-    err = capsys.readouterr().err
-    assert "No batch of 1024 pairs" in err and "lower --set batch_size" in err
-    assert err.count("\n") == 1
+    """More pairs in a batch than there can be is the user's to change, not a traceback,
+    and is refused before any run starts (or teacher answers); a cold start's pairs are
+    at most its queries or documents."""
+    import mlflow
+
+    def runs():
+        experiment = mlflow.get_experiment_by_name(retrieval.EXPERIMENT)
+        return len(mlflow.search_runs([experiment.experiment_id], output_format="list"))
+
+    before = runs()
+    for cold_start in ([], ["--set", "pseudo_queries=hybrid_answers"],
+                       ["--set", "pseudo_queries=sentences"]):
+        capsys.readouterr()
+        assert retrieval.main(["train", "--retriever", "dense", "--epochs", "1", "--set",
+                               f"encoder={lesson['encoder']}", "--set", "batch_size=1024",
+                               *cold_start]) == 2
+        err = capsys.readouterr().err
+        assert "No batch of 1024 pairs" in err and "lower --set batch_size" in err
+        assert err.count("\n") == 1
+    assert runs() == before
 
 
 def test_a_run_folder_of_another_store_is_one_line(lesson, tmp_path, monkeypatch, capsys,
