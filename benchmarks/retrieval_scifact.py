@@ -21,7 +21,7 @@ from benchmarks.reporting import write_results  # noqa: E402
 SETTINGS = ("k1", "b", "encoder", "encoder_run", "epochs", "batch_size", "learning_rate",
             "depth", "fusion", "document_length", "chunk_size", "pseudo_queries",
             "pseudo_query_count", "max_train_minutes", "negatives_from", "passage_sentences",
-            "positives", "answer_share", "answer_temperature", "feedback_weight")
+            "positives", "answer_share", "answer_temperature")
 METRICS = ("ndcg_at_10", "recall_at_100", "mrr_at_10", "map_at_100",
            "reciprocal_rank_sum_at_5", "queries_per_second")
 EXTRA = ("hybrid_weight_used", "index_seconds", "bm25_index_seconds", "train_minutes",
@@ -43,8 +43,6 @@ def summary(run, params_of):
         if params.get("retriever") != "bm25" else ""
     if params.get("fusion") == "rrf":
         encoder += " (RRF)"
-    if float(params.get("feedback_weight", 0)) > 0:
-        encoder += f", feedback {params['feedback_weight']}"
     if params.get("passage_sentences", "0") != "0":
         encoder += f", passages of {params['passage_sentences']} sentences"
     trained = params if params.get("retriever") == "dense" else params_of.get(

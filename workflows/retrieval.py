@@ -151,7 +151,7 @@ def make_searcher(config, data, bm25, encoder, work_dir):
     index = None if encoder is None else dense_index(config, data, encoder, work_dir)
     settings = SearchSettings(config.retriever, config.depth, 0.5, config.fusion,
                               config.rrf_k, config.query_length, config.encode_batch_size,
-                              config.exact_limit, config.feedback_weight)
+                              config.exact_limit)
     return Searcher(settings, data.doc_ids, data.titles,
                     bm25 if reads_bm25(config) else None, encoder, index=index)
 

@@ -578,56 +578,6 @@ def test_a_document_in_passages_is_scored_by_its_best_window():
     assert index.search(queries, 99)[0].shape == (9, 40)
 
 
-def test_feedback_moves_each_query_towards_its_first_answers_vector():
-    rng = np.random.default_rng(2)
-    documents = rng.standard_normal((6, 4)).astype("float32")
-    queries = rng.standard_normal((3, 4)).astype("float32")
-    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
-    moved = dense.with_feedback(dense.ExactIndex(documents), queries, [4, 0, -1], 0.5)
-    for query, row, result in zip(queries[:2], [4, 0], moved, strict=False):
-        expected = query + 0.5 * documents[row]  # Rocchio, by hand
-        np.testing.assert_allclose(result, expected / np.linalg.norm(expected), rtol=1e-5)
-    np.testing.assert_allclose(moved[2], queries[2], rtol=1e-6)  # no answer: as it was
-    owners = [0, 0, 0, 1, 1, 2]  # with passages: the answer's best window for the query
-    best = [int(np.argmax(documents[:3] @ query)) for query in queries[:2]]
-    moved = dense.with_feedback(dense.PassageIndex(documents, owners), queries[:2], [0, 0], 2.0)
-    for query, window, result in zip(queries, best, moved, strict=False):
-        expected = query + 2.0 * documents[window]
-        np.testing.assert_allclose(result, expected / np.linalg.norm(expected), rtol=1e-5)
-
-
-@pytest.mark.parametrize("kind", ["dense", "hybrid"])
-def test_feedback_finds_what_the_first_answer_resembles(kind):
-    """Document 1 is the query's best answer; document 3 is its second nearest, and
-    document 2 is further from the query but close to document 1. Searched once, 3 is
-    second; with the first answer's vector added to the query, 2 is."""
-    from workflows.retrievers.searcher import Searcher, SearchSettings
-
-    class Encoder:
-        def encode(self, texts, length, batch_size):
-            return np.array([[1.0, 0.0, 0.0]] * len(texts), "float32")
-
-    class Lexical:  # BM25 finds document 1 only
-        def search(self, queries, k):
-            rows = np.array([[1] + [0] * (k - 1)] * len(queries))
-            return rows, np.array([[3.0] + [0.0] * (k - 1)] * len(queries), "float32")
-
-    vectors = np.array([[-1.0, 0.0, 0.0], [0.8, 0.6, 0.0], [0.5, 0.866, 0.0],
-                        [0.7, -0.714, 0.0]], "float32")
-    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-
-    def second(weight):
-        settings = SearchSettings(kind, depth=4, feedback_weight=weight)
-        searcher = Searcher(settings, ["a", "b", "c", "d"], ["", "", "", ""], Lexical(),
-                            Encoder(), vectors)
-        ranked = searcher.search(["q"], k=2)[0]
-        assert ranked[0][0] == 1
-        return ranked[1][0]
-
-    assert second(0.0) == 3
-    assert second(1.0) == 2
-
-
 def test_windows_above_the_exact_limit_are_searched_through_a_graph():
     """Above `exact_limit` documents, windows are found through an HNSW graph and a
     document's score is still its best window's; a query whose nearest windows name too

@@ -52,10 +52,6 @@ class RetrievalConfig:
     hybrid_weight: float = option(-1.0, at_least=-1.0, at_most=1.0,  # -1: chosen on validation
                                   applies=lambda c: c.retriever == "hybrid")
     rrf_k: int = option(60, at_least=1, at_most=10_000, applies=lambda c: c.retriever == "hybrid")
-    # dense and hybrid: search again, each query vector plus this times its first
-    # answer's (best window's) vector (Rocchio's pseudo-relevance feedback); 0: once
-    feedback_weight: float = option(0.0, at_least=0.0, at_most=10.0,
-                                    applies=lambda c: c.retriever in ("dense", "hybrid"))
     # fine-tuning the dual encoder (dense; 0 epochs: zero-shot)
     epochs: int = option(0, at_least=0, at_most=100, applies=fine_tunes)
     batch_size: int = option(32, at_least=2, at_most=1024, applies=fine_tunes)

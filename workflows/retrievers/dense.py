@@ -203,10 +203,6 @@ class ExactIndex:
     def exact(self):
         return self
 
-    def vectors_of(self, queries, rows):
-        """The vector of each query's document row."""
-        return self.embeddings[rows]
-
 
 class ApproximateIndex:
     """Approximate maximum inner product search: an HNSW graph (Malkov and Yashunin,
@@ -245,9 +241,6 @@ class ApproximateIndex:
 
     def exact(self):
         return ExactIndex(self.embeddings)
-
-    def vectors_of(self, queries, rows):
-        return self.embeddings[rows]
 
     def save(self, path):
         import faiss
@@ -335,10 +328,6 @@ class PassageIndex:
                            for query, query_rows in zip(queries, rows, strict=True)],
                           "float32")
 
-    def vectors_of(self, queries, rows):
-        """The best window of each query's document row, for that query."""
-        return self.embeddings[self.best_window_in(queries, rows)]
-
     def best_window_in(self, queries, rows):
         """The index of each query's best window among the windows of its document row."""
         return [int(self.starts[r] + np.argmax(self._windows_of(r) @ query))
@@ -347,20 +336,6 @@ class PassageIndex:
     def _windows_of(self, row):
         end = self.starts[row + 1] if row + 1 < len(self.starts) else len(self.owners)
         return self.embeddings[self.starts[row]:end]
-
-
-def with_feedback(index, queries, rows, weight):
-    """Rocchio's pseudo-relevance feedback (Rocchio, 1971; for dense retrieval, Li et al.,
-    2023): each query vector plus `weight` times the vector of its first answer `rows`
-    (that document's best window for it, with passages), of unit length again; a query
-    with no answer (row -1) is left as it is."""
-    queries = np.asarray(queries, "float32")
-    rows = np.asarray(rows, "int64")
-    answered = rows >= 0
-    moved = queries.copy()
-    if answered.any():
-        moved[answered] += weight * index.vectors_of(queries[answered], rows[answered])
-    return moved / np.linalg.norm(moved, axis=1, keepdims=True)
 
 
 def sentence_windows(titles, texts, sentences):

@@ -21,13 +21,7 @@ import numpy as np
 from data_prep.text import text_lines
 from workflows.retrievers import fusion
 from workflows.retrievers.bm25 import BM25Index
-from workflows.retrievers.dense import (
-    ApproximateIndex,
-    DenseEncoder,
-    PassageIndex,
-    index_for,
-    with_feedback,
-)
+from workflows.retrievers.dense import ApproximateIndex, DenseEncoder, PassageIndex, index_for
 
 SETTINGS_FILE = "retriever.json"
 GRAPH_FILE = "index.faiss"  # the HNSW graph of a corpus above `exact_limit`
@@ -48,7 +42,6 @@ class SearchSettings:
     query_length: int = 64
     encode_batch_size: int = 32
     exact_limit: int = 100_000  # documents searched exactly; above, an HNSW graph
-    feedback_weight: float = 0.0  # dense, hybrid: of the first answer's vector (Rocchio)
 
 
 class Searcher:
@@ -69,17 +62,13 @@ class Searcher:
 
     def search(self, queries, k=10):
         """Per query, its top `k` as `(row, score)`, best first; the fused retrievers
-        read `depth` candidates of each list (at least `k`). With `feedback_weight`,
-        dense and hybrid search twice: the query vector moved towards the first answer."""
+        read `depth` candidates of each list (at least `k`)."""
         kind, depth = self.settings.retriever, max(self.settings.depth, k)
         if kind == "bm25":
             return [_matching(ranked) for ranked in _pairs(*self.bm25.search(queries, k))]
         vectors = self.encode_queries(queries)
         if kind == "dense":
-            found = _pairs(*self.index.search(vectors, k))
-            if self.settings.feedback_weight:
-                found = _pairs(*self.index.search(self._moved(vectors, found), k))
-            return found
+            return _pairs(*self.index.search(vectors, k))
         bm25_rows, bm25_scores = self.bm25.search(queries, depth)
         bm25_rows = [rows[scores > 0] for rows, scores in zip(bm25_rows, bm25_scores,
                                                                 strict=True)]
@@ -88,15 +77,8 @@ class Searcher:
             return [fusion.rerank(rows, self.index.scores_of(vector[None], rows[None])[0],
                                   depth)[:k]
                     for rows, vector in zip(bm25_rows, vectors, strict=True)]
-        found = self._fused(bm25_rows, bm25_scores, vectors, depth, k)
-        if kind == "hybrid" and self.settings.feedback_weight:
-            found = self._fused(bm25_rows, bm25_scores, self._moved(vectors, found), depth, k)
-        return found
-
-    def _fused(self, bm25_rows, bm25_scores, vectors, depth, k):
-        """Intersection or hybrid: BM25's lists with the dense lists of `vectors`."""
         dense_rows, dense_scores = self.index.search(vectors, depth)
-        if self.settings.retriever == "intersection":
+        if kind == "intersection":
             return [fusion.intersection(b, d, s, depth)[:k]
                     for b, d, s in zip(bm25_rows, dense_rows, dense_scores, strict=True)]
         if self.settings.fusion == "rrf":
@@ -105,11 +87,6 @@ class Searcher:
         return [fusion.hybrid(b, bs, d, ds, self.settings.hybrid_weight)[:k]
                 for b, bs, d, ds in zip(bm25_rows, bm25_scores, dense_rows, dense_scores,
                                         strict=True)]
-
-    def _moved(self, vectors, found):
-        """The query vectors with the feedback of their first answers in `found`."""
-        firsts = [ranked[0][0] if ranked else -1 for ranked in found]
-        return with_feedback(self.index, vectors, firsts, self.settings.feedback_weight)
 
     def rankings(self, query_ids, queries, k=100):
         """`({query id: [document ids]}, seconds)`: what the metrics read; the seconds
