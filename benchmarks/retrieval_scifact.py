@@ -41,8 +41,8 @@ def summary(run, params_of):
     kind = f"cold-start ({source})" if source != "none" else "fine-tuned"
     encoder = (f" + {kind} encoder" if tuned else " + zero-shot encoder") \
         if params.get("retriever") != "bm25" else ""
-    if params.get("fusion") == "rrf":
-        encoder += " (RRF)"
+    if params.get("fusion") in ("rrf", "rescored"):
+        encoder += {"rrf": " (RRF)", "rescored": " (rescored)"}[params["fusion"]]
     if params.get("passage_sentences", "0") != "0":
         encoder += f", passages of {params['passage_sentences']} sentences"
     trained = params if params.get("retriever") == "dense" else params_of.get(

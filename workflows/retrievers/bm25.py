@@ -44,10 +44,10 @@ class BM25Index:
         return rows.astype("int64"), scores.astype("float32")
 
     def scores_of(self, queries, rows):
-        """The BM25 score of the given document rows (`(len(queries), n)`) per query."""
+        """Per query, the BM25 scores of its document rows (any number per query)."""
         tokens = _tokenize(queries, self.stemmer, self.stop_words, ids=False)
-        return np.stack([self.retriever.get_scores(query)[row]
-                         for query, row in zip(tokens, rows, strict=True)]).astype("float32")
+        return [self.retriever.get_scores(query)[np.asarray(row, "int64")].astype("float32")
+                for query, row in zip(tokens, rows, strict=True)]
 
     def save(self, folder):
         folder = Path(folder)

@@ -47,7 +47,9 @@ class RetrievalConfig:
     passage_sentences: int = option(0, at_least=0, at_most=100, applies=reads_encoder)
     # putting the two together
     depth: int = option(100, at_least=1, at_most=10_000, applies=fuses)
-    fusion: str = option("convex", choices=("convex", "rrf"),
+    # convex: w * dense + (1 - w) * bm25, a document missing from a list at its least;
+    # rescored: the same, each document of either list scored by both retrievers
+    fusion: str = option("convex", choices=("convex", "rescored", "rrf"),
                          applies=lambda c: c.retriever == "hybrid")
     hybrid_weight: float = option(-1.0, at_least=-1.0, at_most=1.0,  # -1: chosen on validation
                                   applies=lambda c: c.retriever == "hybrid")

@@ -197,8 +197,8 @@ class ExactIndex:
                                                                            axis=1)
 
     def scores_of(self, queries, rows):
-        """The cosine similarity of each query with the given document rows."""
-        return np.einsum("qd,qkd->qk", queries, self.embeddings[rows])
+        """Per query, its cosine similarity with its document rows (any number)."""
+        return _similarities(self.embeddings, queries, rows)
 
     def exact(self):
         return self
@@ -237,7 +237,7 @@ class ApproximateIndex:
         return np.where(rows >= 0, rows, 0).astype("int64"), scores
 
     def scores_of(self, queries, rows):
-        return np.einsum("qd,qkd->qk", queries, self.embeddings[rows])
+        return _similarities(self.embeddings, queries, rows)
 
     def exact(self):
         return ExactIndex(self.embeddings)
@@ -323,10 +323,19 @@ class PassageIndex:
         return rows, scores
 
     def scores_of(self, queries, rows):
-        """Each query's best window similarity in each of the given document rows."""
-        return np.asarray([[float(np.max(self._windows_of(r) @ query)) for r in query_rows]
-                           for query, query_rows in zip(queries, rows, strict=True)],
-                          "float32")
+        """Per query, its best window similarity in each of its document rows (any
+        number per query)."""
+        return [self._best_in(np.asarray(query, "float32"), np.asarray(query_rows, "int64"))
+                for query, query_rows in zip(queries, rows, strict=True)]
+
+    def _best_in(self, query, rows):
+        if not len(rows):
+            return np.zeros(0, "float32")
+        ends = np.r_[self.starts[1:], len(self.owners)]
+        lengths = ends[rows] - self.starts[rows]
+        firsts = np.r_[0, np.cumsum(lengths)[:-1]]
+        windows = np.arange(lengths.sum()) + np.repeat(self.starts[rows] - firsts, lengths)
+        return np.maximum.reduceat(self.embeddings[windows] @ query, firsts)
 
     def best_window_in(self, queries, rows):
         """The index of each query's best window among the windows of its document row."""
@@ -336,6 +345,11 @@ class PassageIndex:
     def _windows_of(self, row):
         end = self.starts[row + 1] if row + 1 < len(self.starts) else len(self.owners)
         return self.embeddings[self.starts[row]:end]
+
+
+def _similarities(embeddings, queries, rows):
+    return [embeddings[np.asarray(query_rows, "int64")] @ np.asarray(query, "float32")
+            for query, query_rows in zip(queries, rows, strict=True)]
 
 
 def sentence_windows(titles, texts, sentences):

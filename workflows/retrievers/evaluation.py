@@ -76,7 +76,7 @@ def log_index_recall(searcher, data):
 def choose_hybrid_weight(config, data, searcher):
     """The convex combination's weight of the dense score with the best validation
     nDCG@10 (0 to 1 in steps of 0.1); the configured one when it is set."""
-    if config.retriever != "hybrid" or config.fusion != "convex" or config.hybrid_weight >= 0:
+    if config.retriever != "hybrid" or config.fusion == "rrf" or config.hybrid_weight >= 0:
         return max(config.hybrid_weight, 0.0) if config.retriever == "hybrid" else 0.5
     if not data.split("validation")[0]:
         print("No judged validation queries to choose the hybrid's weight on: it is 0.5 "

@@ -9,7 +9,9 @@ Each function takes, per query, two ranked lists of document rows with their sco
   list alone when they share none;
 - `hybrid`: a convex combination `weight * dense + (1 - weight) * bm25` of the scores,
   each min-max normalized over its list (a document missing from a list gets that
-  list's minimum, 0 after normalization);
+  list's minimum, 0 after normalization). Given the same rows twice, each scored by
+  both retrievers, it is the lesson's `rescored` fusion: no document is scored as
+  the least of a list it did not reach;
 - `reciprocal_rank_fusion` (Cormack et al., 2009): the sum of `1 / (k + rank)` over
   the lists.
 """

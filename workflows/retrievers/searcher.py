@@ -37,7 +37,7 @@ class SearchSettings:
     retriever: str
     depth: int = 100  # candidates each list contributes to rerank, intersection, hybrid
     hybrid_weight: float = 0.5  # of the dense score in the convex combination
-    fusion: str = "convex"  # hybrid: "convex" or "rrf"
+    fusion: str = "convex"  # hybrid: "convex", "rescored" or "rrf"
     rrf_k: int = 60
     query_length: int = 64
     encode_batch_size: int = 32
@@ -84,6 +84,11 @@ class Searcher:
         if self.settings.fusion == "rrf":
             return [fusion.reciprocal_rank_fusion([b, d], self.settings.rrf_k)[:k]
                     for b, d in zip(bm25_rows, dense_rows, strict=True)]
+        if self.settings.fusion == "rescored":  # each candidate scored by both retrievers
+            bm25_rows = dense_rows = [np.union1d(b, d) for b, d in zip(bm25_rows, dense_rows,
+                                                                      strict=True)]
+            bm25_scores = self.bm25.scores_of(queries, bm25_rows)
+            dense_scores = self.index.scores_of(vectors, dense_rows)
         return [fusion.hybrid(b, bs, d, ds, self.settings.hybrid_weight)[:k]
                 for b, bs, d, ds in zip(bm25_rows, bm25_scores, dense_rows, dense_scores,
                                         strict=True)]
