@@ -85,6 +85,49 @@ def test_hybrid_is_a_convex_combination_of_min_max_normalized_scores():
     assert [r for r, _ in fusion.hybrid([1, 2], [2.0, 1.0], [2, 1], [0.9, 0.1], 0.0)] == [1, 2]
 
 
+def test_rescored_fusion_scores_every_candidate_by_both_retrievers():
+    """Document 1 is beyond BM25's top 2 and document 0 beyond the encoder's: the convex
+    fusion scores each at its list's least, the rescored one by its own scores."""
+    from workflows.retrievers.searcher import Searcher, SearchSettings
+
+    bm25_scores = np.array([1.0, 2.0, 3.0], "float32")
+
+    class Lexical:
+        def search(self, queries, k):
+            return np.array([[2, 0]]), np.array([[3.0, 1.0]], "float32")
+
+        def scores_of(self, queries, rows):
+            return [bm25_scores[r] for r in rows]
+
+    class Encoder:
+        def encode(self, texts, length, batch_size):
+            return np.array([[1.0, 0.0]], "float32")
+
+    similarities = [0.1, 0.9, 0.85]
+    vectors = np.array([[s, np.sqrt(1 - s * s)] for s in similarities], "float32")
+
+    def fused(how):
+        settings = SearchSettings("hybrid", depth=2, fusion=how)
+        searcher = Searcher(settings, ["a", "b", "c"], ["", "", ""], Lexical(), Encoder(),
+                            vectors)
+        return dict(searcher.search(["q"], k=2)[0])
+
+    assert fused("convex") == pytest.approx({2: 0.5, 1: 0.5})
+    # by hand: BM25 [1, 2, 3] -> [0, 0.5, 1], dense [0.1, 0.9, 0.85] -> [0, 1, 0.9375]
+    assert fused("rescored") == pytest.approx({2: 0.96875, 1: 0.75}, abs=1e-5)
+
+
+def test_bm25_scores_any_rows_as_its_search_does():
+    from workflows.retrievers.bm25 import BM25Index
+
+    index = BM25Index.build(["vitamin d bones", "bone fractures in the old", "gene therapy",
+                             "vitamin c colds"])
+    rows, scores = index.search(["vitamin d fractures", "gene"], 4)
+    found = index.scores_of(["vitamin d fractures", "gene"], [rows[0], rows[1][:1]])
+    np.testing.assert_allclose(found[0], scores[0], rtol=1e-6)
+    np.testing.assert_allclose(found[1], scores[1][:1], rtol=1e-6)
+
+
 def test_reciprocal_rank_fusion():
     fused = dict(fusion.reciprocal_rank_fusion([[1, 2], [2, 3]], k=60))
     assert fused == pytest.approx({1: 1 / 61, 2: 1 / 62 + 1 / 61, 3: 1 / 62})
@@ -575,6 +618,9 @@ def test_a_document_in_passages_is_scored_by_its_best_window():
     np.testing.assert_array_equal(rows, np.argsort(-best, axis=1)[:, :5])
     np.testing.assert_allclose(scores, np.sort(best, axis=1)[:, ::-1][:, :5], rtol=1e-5)
     np.testing.assert_allclose(index.scores_of(queries, rows), scores, rtol=1e-5)
+    ragged = [rng.permutation(40)[:n] for n in range(9)]  # any rows, any number a query
+    for query, rows, found in zip(best, ragged, index.scores_of(queries, ragged), strict=True):
+        np.testing.assert_allclose(found, query[rows], rtol=1e-5)
     assert index.search(queries, 99)[0].shape == (9, 40)
 
 
@@ -707,17 +753,21 @@ def test_a_stopped_encoding_resumes_at_its_first_missing_shard(lesson, tmp_path,
     assert not list(tmp_path.rglob("*.shards"))
 
 
-@pytest.mark.parametrize("retriever", ["hybrid", "rerank", "intersection"])
-def test_fused_retrievers_find_the_planted_answers(lesson, retriever):
+@pytest.mark.parametrize("retriever, fusion", [("hybrid", "convex"), ("hybrid", "rescored"),
+                                              ("rerank", None), ("intersection", None)])
+def test_fused_retrievers_find_the_planted_answers(lesson, retriever, fusion):
     """Every answer is found; the order is the random encoder's (rerank, intersection),
     so only the hybrid, half BM25 at least (ties on validation choose 0.5), ranks well."""
     depth = 24 if retriever == "intersection" else 5  # the random encoder's top 5 may miss
+    fused = ["--set", f"fusion={fusion}"] if fusion else []
     assert retrieval.main(["train", "--retriever", retriever, "--set",
-                           f"encoder={lesson['encoder']}", "--set", f"depth={depth}"]) == 0
+                           f"encoder={lesson['encoder']}", "--set", f"depth={depth}",
+                           *fused]) == 0
     assert retrieval.main(["evaluate", "--retriever", retriever]) == 0
     run = latest_run(retriever)
     assert run.data.metrics["test_recall_at_100"] == pytest.approx(1.0)
     if retriever == "hybrid":
+        assert run.data.params["fusion"] == fusion
         assert run.data.metrics["hybrid_weight_used"] <= 0.5
         assert run.data.metrics["test_ndcg_at_10"] > 0.8
 
