@@ -281,9 +281,12 @@ def check_pairs_can_fill_a_batch(config, data):
     """A batch larger than every pair there could be is refused before any run starts
     (a batch the pairs fill only with a document twice is found once they are made; no
     pair at all, with the reason, when they are made)."""
-    if config.epochs and fine_tunes(config) and 0 < most_pairs(config, data) < config.batch_size:
+    if not (config.epochs and fine_tunes(config)):
+        return
+    most = most_pairs(config, data)
+    if 0 < most < config.batch_size:
         raise ConfigError(f"No batch of {config.batch_size} pairs can be made of at most "
-                          f"{most_pairs(config, data):,} pairs: lower --set batch_size.")
+                          f"{most:,} pairs: lower --set batch_size.")
 
 
 def fine_tune(config, data, encoder, bm25, folder, work_dir):

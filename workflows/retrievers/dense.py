@@ -270,6 +270,7 @@ class PassageIndex:
         self.embeddings = np.asarray(embeddings, "float32")
         self.owners = np.asarray(owners, "int64")
         self.starts = np.flatnonzero(np.r_[True, self.owners[1:] != self.owners[:-1]])
+        self.ends = np.r_[self.starts[1:], len(self.owners)]  # each document's windows
         self.queries_at_once = max(1, chunk_size // max(1, len(self.embeddings)))
         self.graph = graph
         self.approximate = graph is not None
@@ -331,8 +332,7 @@ class PassageIndex:
     def _best_in(self, query, rows):
         if not len(rows):
             return np.zeros(0, "float32")
-        ends = np.r_[self.starts[1:], len(self.owners)]
-        lengths = ends[rows] - self.starts[rows]
+        lengths = self.ends[rows] - self.starts[rows]
         firsts = np.r_[0, np.cumsum(lengths)[:-1]]
         windows = np.arange(lengths.sum()) + np.repeat(self.starts[rows] - firsts, lengths)
         return np.maximum.reduceat(self.embeddings[windows] @ query, firsts)
@@ -343,8 +343,7 @@ class PassageIndex:
                 for query, r in zip(queries, rows, strict=True)]
 
     def _windows_of(self, row):
-        end = self.starts[row + 1] if row + 1 < len(self.starts) else len(self.owners)
-        return self.embeddings[self.starts[row]:end]
+        return self.embeddings[self.starts[row]:self.ends[row]]
 
 
 def _similarities(embeddings, queries, rows):
