@@ -14,13 +14,18 @@
 # (default: $OUT, else gpu-check/) as it goes: each step's log, steps.json (status and seconds
 # of each), nvidia-smi samples, the MLflow store (gpu-mlflow.db) and gpu.json.
 #
-# Settings (environment): GPU_CHECK_MINUTES (training's wall budget, default 4.5),
+# `run` refuses at once (one line, status 2) without the staged folder or without a GPU
+# (`nvidia-smi -L`; GPU_CHECK_ALLOW_CPU=1 lets a test run it on a CPU), and ends with status
+# 1 when any step failed (the stopped training must end with 130, the others with 0).
+#
+# Settings (environment): GPU_CHECK_MINUTES (training's wall budget, default 4),
 # GPU_CHECK_TOTAL_SECONDS (the whole run's, default 570), GPU_CHECK_TRAIN_ARGS (more train
-# flags, e.g. a tiny config to test the script), GPU_CHECK_EVAL_ARGS (default --limit 1000),
+# flags, e.g. a tiny config to test the script), GPU_CHECK_EVAL_ARGS (default: the whole
+# test split, 512 sentences decoded at once),
 # GPU_CHECK_PYTHON (the interpreter, default python3), GPU_CHECK_RESULTS (where gpu.json is
 # copied, default benchmarks/results/gpu.json), GPU_CHECK_STAGE (default .gpu), SPA_ENG_PATH,
-# GPU_CHECK_STOP_AFTER (seconds before the SIGTERM of the second training, default 40; 0
-# skips the stop and the resume) and GPU_CHECK_STOP_MINUTES (its budget, default 2). The
+# GPU_CHECK_STOP_AFTER (seconds before the SIGTERM of the second training, default 30; 0
+# skips the stop and the resume) and GPU_CHECK_STOP_MINUTES (its budget, default 1.5). The
 # defaults are sized from the steps' times on an H200 (benchmarks/results/gpu.json) to end
 # in about 530 s: one 10-minute call.
 set -uo pipefail
@@ -49,6 +54,7 @@ step() {
   (( limit > left )) && limit=$left
   if (( limit <= 5 )); then
     echo "{\"step\": \"$name\", \"status\": \"skipped: no time left\"}" >> "$OUT/steps.jsonl"
+    FAILED="$FAILED $name"
     return 1
   fi
   echo "== $name (at most ${limit} s): $*"
@@ -58,14 +64,24 @@ step() {
   printf '{"step": "%s", "status": %d, "seconds": %d.%03d, "limit": %d}\n' \
     "$name" "$status" $((ms / 1000)) $((ms % 1000)) "$limit" >> "$OUT/steps.jsonl"
   tail -n 3 "$OUT/$name.log"
+  local expected=0
+  [ "$name" = stop ] && expected=130
+  (( status == expected )) || FAILED="$FAILED $name"
   return $status
 }
 
+refuse() { echo "gpu_check.sh run: $*" >&2; exit 2; }
+
 run() {
+  [ -d "$STAGE/work" ] && [ -f "$STAGE/spa-eng.zip" ] \
+    || refuse "no staged data in $STAGE: run 'benchmarks/gpu_check.sh stage' here first, then carry .gpu"
+  [ "${GPU_CHECK_ALLOW_CPU:-}" = 1 ] || nvidia-smi -L > /dev/null 2>&1 \
+    || refuse "no GPU here (nvidia-smi -L found none): run it on a GPU machine"
   OUT=${1:-${OUT:-$ROOT/gpu-check}}
   mkdir -p "$OUT"
+  FAILED=""
   DEADLINE=$(( $(date +%s) + ${GPU_CHECK_TOTAL_SECONDS:-570} ))
-  local minutes=${GPU_CHECK_MINUTES:-4.5}
+  local minutes=${GPU_CHECK_MINUTES:-4}
   if [ -d "$STAGE/wheels" ]; then  # a JAX-only machine: the kit's pure-Python dependencies
     $PY -m pip install -q --no-index --no-deps --no-compile --target "$STAGE/site" \
       "$STAGE"/wheels/*.whl > "$OUT/wheels.log" 2>&1
@@ -81,14 +97,16 @@ run() {
     --max-train-minutes "$minutes" ${GPU_CHECK_TRAIN_ARGS:-}
   kill "$sampler" 2>/dev/null
   # shellcheck disable=SC2086
-  step evaluate 120 $PY -m workflows.translation evaluate ${GPU_CHECK_EVAL_ARGS:---limit 1000}
+  step evaluate 200 $PY -m workflows.translation evaluate ${GPU_CHECK_EVAL_ARGS:---batch-size 512}
   printf '%s\n' "I love reading books." "Where is the train station?" \
     "She didn't want to go to school today." > "$OUT/sentences.txt"
   step translate 60 $PY -m workflows.translation translate --file "$OUT/sentences.txt"
-  step results 30 $PY benchmarks/gpu_runs.py --any-device --output "$OUT/gpu.json"
+  step results 30 $PY benchmarks/gpu_runs.py --any-device --output "$OUT/gpu.json" \
+    --nvidia-smi "$OUT/nvidia-smi.csv"
   [ -f "$OUT/gpu.json" ] && cp "$OUT/gpu.json" "${GPU_CHECK_RESULTS:-benchmarks/results/gpu.json}"
   stop_and_resume
   cat "$OUT/steps.jsonl"
+  [ -z "$FAILED" ] || { echo "gpu_check.sh: failed:$FAILED" >&2; exit 1; }
 }
 
 # A second training (another seed; its budget alone ends it, never its epochs or early
@@ -96,18 +114,18 @@ run() {
 # 130 within seconds of the signal (its seconds minus the delay), and `resume`, the same
 # command again, must resume, train on and finish on the budget.
 stop_and_resume() {
-  local after=${GPU_CHECK_STOP_AFTER:-40}
+  local after=${GPU_CHECK_STOP_AFTER:-30}
   (( after > 0 )) || return 0
   # shellcheck disable=SC2206  # the extra flags are words
   local train=($PY -m workflows.translation train --preset gpu ${GPU_CHECK_TRAIN_ARGS:-}
                --epochs 10000 --set patience=10000 --set seed=2
-               --max-train-minutes "${GPU_CHECK_STOP_MINUTES:-2}")
+               --max-train-minutes "${GPU_CHECK_STOP_MINUTES:-1.5}")
   step stop $((after + 30)) timeout --preserve-status -s TERM "$after" "${train[@]}"
-  step resume 120 "${train[@]}"
+  step resume 100 "${train[@]}"
 }
 
 case "${1:-}" in
   stage) stage ;;
   run) shift; run "$@" ;;
-  *) sed -n '2,20p' "$0"; exit 2 ;;
+  *) sed -n '2,29p' "$0"; exit 2 ;;
 esac

@@ -23,7 +23,7 @@ BF16_PEAKS = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L4": 121e12}
 LESSONS = ("translation", "language_model", "imdb_sentiment")
 # per lesson: the metric of useful tokens per second in training
 TOKEN_RATES = {"translation": "target_tokens_per_second", "language_model": "tokens_per_second"}
-QUALITY = ("test_beam4_bleu", "test_beam4_lp3_bleu", "test_greedy_bleu", "test_beam4_chrf",
+QUALITY = ("test_sentences", "test_beam4_bleu", "test_beam4_lp3_bleu", "test_greedy_bleu", "test_beam4_chrf",
            "test_beam4_ms_per_sentence", "test_word_perplexity", "test_perplexity",
            "test_accuracy")
 
@@ -52,6 +52,7 @@ def summary(run, lesson):
         "train_step_programs": metrics.get("train_step_programs"),
         "compile_seconds": metrics.get("compile_seconds"),
         "compile_cache_hits": metrics.get("compile_cache_hits"),
+        "seconds_to_first_batch": metrics.get("seconds_to_first_batch"),
         "train_wall_minutes": metrics.get("train_wall_minutes"),
         "steady_examples_per_second": metrics.get("steady_examples_per_second"),
         "steady_training_share": metrics.get("steady_training_share"),
@@ -86,6 +87,9 @@ def main(argv=None):
                         help="only these runs (ids or prefixes; default: every GPU run)")
     parser.add_argument("--any-device", action="store_true",
                         help="every run of the store, on whatever device it ran")
+    parser.add_argument("--nvidia-smi", metavar="CSV", help="samples of `nvidia-smi "
+                        "--query-gpu=timestamp,utilization.gpu,memory.used --format=csv` "
+                        "taken while the first run trained (the GPU check's)")
     parser.add_argument("--output", default="benchmarks/results/gpu.json")
     args = parser.parse_args(argv)
     rows = [summary(run, lesson) for lesson, run in gpu_runs(run_ids=args.run_id,
@@ -94,8 +98,32 @@ def main(argv=None):
         print("No run made on a GPU in this store (MLFLOW_TRACKING_URI); nothing written.",
               file=sys.stderr)
         return 2
-    write_results({"runs": rows, "peaks_bf16": BF16_PEAKS}, args.output)
+    results = {"runs": rows, "peaks_bf16": BF16_PEAKS}
+    if args.nvidia_smi:
+        results["check"] = check_figures(rows[0], utilization(args.nvidia_smi))
+    write_results(results, args.output)
     return 0
+
+
+def utilization(csv_path):
+    """The GPU's utilization (%) in each sample of an `nvidia-smi` CSV (first GPU)."""
+    samples = []
+    for line in Path(csv_path).read_text().splitlines()[1:]:
+        fields = [field.strip() for field in line.split(",")]
+        if len(fields) >= 2 and fields[1].split(" ")[0].isdigit():
+            samples.append(int(fields[1].split(" ")[0]))
+    return samples
+
+
+def check_figures(row, samples):
+    """What the GPU check promises, from its training run and the samples taken while
+    it trained: busy means any utilization above 0%."""
+    return {"seconds_to_first_batch": row.get("seconds_to_first_batch"),
+            "gpu_busy_share": sum(s > 0 for s in samples) / len(samples) if samples else None,
+            "gpu_mean_utilization": sum(samples) / len(samples) if samples else None,
+            "nvidia_smi_samples": len(samples),
+            **{name: row.get(name) for name in ("steady_examples_per_second",
+                                                "test_beam4_bleu", "test_sentences")}}
 
 
 if __name__ == "__main__":

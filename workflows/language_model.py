@@ -153,7 +153,7 @@ def train(config, imdb_path=None, work_dir=None, retrain=False, tags=None, after
     """Trains `config` (or resumes it, or finds it trained); returns the MLflow run id."""
     from workflows.causal_lm import generator as generators
     from workflows.causal_lm.models import build_model
-    from workflows.core import devices, training
+    from workflows.core import batches, training
 
     with training.TrainingRun(EXPERIMENT, LESSON.run_name(config), config, work_dir, retrain,
                               tags, after_epoch) as run:
@@ -162,7 +162,7 @@ def train(config, imdb_path=None, work_dir=None, retrain=False, tags=None, after
             vocabulary = data.source.vocabulary if data.source else data.prepared.vocabulary()
             model = build_model(config, len(vocabulary), data.source)
             generator = generators.Generator(model, vocabulary)
-            validation = devices.for_backend(data.batches(config, "val",
+            validation = batches.for_backend(data.batches(config, "val",
                                                           windows=config.validation_windows))
             run.start(model, params={"parameters": model.count_params(),
                                      "vocabulary_entries": len(vocabulary)},
@@ -173,7 +173,7 @@ def train(config, imdb_path=None, work_dir=None, retrain=False, tags=None, after
                                  **({"vocabulary_extension.json": data.extension}
                                     if data.extension else {})},
                       metrics=starting_perplexities(data, model, validation))
-            run.fit(lambda epoch: devices.for_backend(data.batches(config, "train", epoch)),
+            run.fit(lambda epoch: batches.for_backend(data.batches(config, "train", epoch)),
                     validation, config.steps_per_epoch * config.batch_size,
                     epoch_end=epoch_scores(config, data, generator),
                     curves=("loss", "perplexity"),
@@ -229,7 +229,7 @@ def evaluate(run_id=None, imdb_path=None, work_dir=None, model_uri=None):
     """Test and validation perplexity (per token and per word), sample generations."""
     import layers
     from workflows.causal_lm import source as lm_source
-    from workflows.core import devices, runs
+    from workflows.core import batches, runs
 
     run = runs.model_run(LESSON, run_id, model_uri)
     generator, config = lm_source.load_generator(run), runs.config_of(LESSON, run)
@@ -238,7 +238,7 @@ def evaluate(run_id=None, imdb_path=None, work_dir=None, model_uri=None):
     generator.model.compile(loss=layers.MaskedCrossentropy())
     results = {}
     for split in ("val", "test"):
-        loss = generator.model.evaluate(devices.for_backend(data.batches(config, split)), verbose=0)
+        loss = generator.model.evaluate(batches.for_backend(data.batches(config, split)), verbose=0)
         loss = loss[0] if isinstance(loss, list) else loss
         results.update({f"{split}_{k}": v for k, v in perplexities(data, split, loss).items()})
     runs.log_evaluation(run.info.run_id, {f"final_{k}" if k.startswith("val") else k: v

@@ -142,6 +142,7 @@ def build_model(config, source_vocab_size, target_vocab_size):
     from workflows.core import devices
 
     devices.use_precision(config.dtype_policy)
+    devices.use_random_generator(config.random_generator)
     family = importlib.import_module(f"workflows.seq2seq.{FAMILIES[config.model]}")
     model = family.build(config, source_vocab_size, target_vocab_size)
     rate = layers.NoamSchedule(config.embed_dim, config.warmup_steps, scale=config.learning_rate) \
@@ -149,7 +150,8 @@ def build_model(config, source_vocab_size, target_vocab_size):
     optimizer = keras.optimizers.Adam(rate, beta_1=0.9, beta_2=0.98, epsilon=1e-9) \
         if config.optimizer == "adam" else keras.optimizers.RMSprop(rate)
     model.compile(optimizer=optimizer, loss=layers.MaskedCrossentropy(config.label_smoothing),
-                  weighted_metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")])
+                  weighted_metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+                  steps_per_execution=config.steps_per_execution)
     return model
 
 
@@ -169,7 +171,7 @@ def make_translator(config, model, tokenizer):
 def train(config, spa_eng_path=None, work_dir=None, retrain=False, tags=None,
           after_epoch=None):
     """Trains `config` (or resumes it, or finds it trained); returns the MLflow run id."""
-    from workflows.core import devices, training
+    from workflows.core import batches, training
     from workflows.seq2seq.translator import PYFUNC_PARAMS
 
     with training.TrainingRun(EXPERIMENT, LESSON.run_name(config), config, work_dir, retrain,
@@ -182,8 +184,8 @@ def train(config, spa_eng_path=None, work_dir=None, retrain=False, tags=None,
                       tags={"model_family": config.model, "preset": config.preset,
                             "direction": config.direction},
                       artifacts=vocabulary_artifacts(data.tokenizer))
-            run.fit(lambda epoch: devices.for_backend(data.batches(config, "train", epoch)),
-                    devices.for_backend(data.batches(config, "val",
+            run.fit(lambda epoch: batches.for_backend(data.batches(config, "train", epoch)),
+                    batches.for_backend(data.batches(config, "val",
                                                      limit=config.validation_pairs)),
                     len(data.arrays["train"][0]),
                     epoch_end=validation_sample_scores(config, data, translator),
@@ -236,9 +238,10 @@ def split_references(config, split, spa_eng_path=None, work_dir=None, limit=None
     return data, sources[:limit], refs[:limit]
 
 
-def load_run_translator(run_id=None, model_uri=None, beam_width=None, direction=None):
+def load_run_translator(run_id=None, model_uri=None, beam_width=None, direction=None,
+                        batch_size=None):
     """(run, Translator) for a registered `model_uri`, a `run_id`, or the latest run (of
-    `direction`, if given)."""
+    `direction`, if given), decoding `batch_size` sentences at once."""
     from workflows.core import models, runs
     from workflows.seq2seq.translator import Translator
 
@@ -246,11 +249,11 @@ def load_run_translator(run_id=None, model_uri=None, beam_width=None, direction=
     run = runs.model_run(LESSON, run_id, model_uri,
                          {"direction": direction} if direction else None)
     with models.verified_model(run) as local:
-        return run, Translator.load(local / "artifacts" / "translator", beam_width)
+        return run, Translator.load(local / "artifacts" / "translator", beam_width, batch_size)
 
 
 def evaluate(run_id=None, spa_eng_path=None, work_dir=None, model_uri=None, limit=None,
-             beam_width=None, length_penalty=None, direction=None):
+             beam_width=None, length_penalty=None, direction=None, batch_size=None):
     """Test BLEU/chrF (greedy, beam, and beam re-ranked with `length_penalty` if given),
     masked token accuracy, samples; logged to the run."""
     from workflows.core import runs
@@ -259,7 +262,10 @@ def evaluate(run_id=None, spa_eng_path=None, work_dir=None, model_uri=None, limi
     check_beam_width(beam_width)
     check_length_penalty(length_penalty)
     check_limit(limit)
-    run, translator = load_run_translator(run_id, model_uri, direction=direction)
+    if batch_size is not None and not 1 <= batch_size <= 4096:
+        raise ConfigError(f"--batch-size must be from 1 to 4096 sentences, got {batch_size}.")
+    run, translator = load_run_translator(run_id, model_uri, direction=direction,
+                                          batch_size=batch_size)
     config = runs.config_of(LESSON, run)
     beam_width = beam_width or config.beam_width
     test = split_references(config, "test", spa_eng_path, work_dir, limit)
@@ -390,8 +396,10 @@ CLI.step("run", "prepare, train, evaluate and translate", run_lesson, data=True,
                                    help="evaluate on the first N test sentences")
 _evaluate = CLI.step("evaluate", "test BLEU/chrF of a run, logged to it", lambda a: evaluate(
     a.run_id, a.spa_eng_path, a.work_dir, a.model_uri, a.limit, a.beam_width,
-    a.length_penalty, a.direction), data=True, model=True)
+    a.length_penalty, a.direction, a.batch_size), data=True, model=True)
 _evaluate.add_argument("--limit", type=int, help="only the first N test sentences")
+_evaluate.add_argument("--batch-size", type=int, metavar="N", help="sentences decoded at "
+                       "once (default 128; a GPU decodes 512 or more in the same time)")
 beam_width_flag(_evaluate)
 length_penalty_flag(_evaluate, "also score the beams re-ranked")
 _translate = CLI.step(

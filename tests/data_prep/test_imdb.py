@@ -6,7 +6,7 @@ from data_prep import cache, imdb
 from data_prep.text import BucketPlan
 from layers import RNNClassifier
 from tests.data_prep.fixtures import write_imdb_folder, write_tar_gz
-from workflows.core.devices import LabelledBatches
+from workflows.core.batches import LabelledBatches
 
 SETTINGS = imdb.ImdbSettings(max_tokens=60, sequence_length=12, include_unlabelled=True)
 

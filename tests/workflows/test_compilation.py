@@ -14,7 +14,7 @@ import pytest
 from tests.data_prep.fixtures import generated_spa_lines, write_spa_eng_zip
 from tests.workflows.jax_only import hits, programs, run_steps
 from workflows import translation as workflow
-from workflows.core.devices import for_backend
+from workflows.core.batches import for_backend
 from workflows.seq2seq.presets import make_config
 from workflows.seq2seq.translator import PairBatches, pair_plan
 from workflows.translation import build_model
@@ -26,8 +26,8 @@ TINY = ["--preset", "cpu", "--epochs", "1", "--set", "embed_dim=16", "--set", "d
 STEPS = """
 import json, sys
 from workflows import translation as workflow
-from workflows.core import devices
-with devices.Compilations() as compiled:
+from workflows.core import compilation
+with compilation.Compilations() as compiled:
     codes = [workflow.main(step) for step in {steps!r}]
 import mlflow
 runs = mlflow.search_runs(experiment_names=["translation"], output_format="list")

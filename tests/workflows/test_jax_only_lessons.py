@@ -16,9 +16,9 @@ LM = ["--epochs", "2", "--set", "vocabulary_size=200", "--set", "sequence_length
 LM_STEPS = """
 import json, sys
 from workflows import imdb_sentiment, language_model
-from workflows.core import devices
+from workflows.core import compilation
 lm = {lm!r}
-with devices.Compilations() as compiled:
+with compilation.Compilations() as compiled:
     codes = [language_model.main(["train", *lm]), language_model.main(["evaluate"]),
              language_model.main(["generate", "The film"])]
     run = language_model.compare(style="csv")[0]["run_id"]
@@ -61,7 +61,7 @@ print(json.dumps([imdb_sentiment.main(["prepare"]), language_model.main(["prepar
 GENERATION = """
 import json
 import numpy as np
-from workflows.core import devices
+from workflows.core import compilation
 from workflows.causal_lm.generator import BATCHES, Generator
 from workflows.causal_lm.models import GPT
 from workflows.causal_lm.sampling import Sampling
@@ -72,9 +72,9 @@ rng = np.random.default_rng(0)
 requests = [[list(rng.integers(4, 50, rng.integers(1, 20))) for _ in range(count)]
             for count in (1, 3, 9, 40, 2)]
 sampling = Sampling(max_new_tokens=7)
-with devices.Compilations() as first:
+with compilation.Compilations() as first:
     outputs = [generator.continue_ids(prompts, sampling) for prompts in requests]
-with devices.Compilations() as again:
+with compilation.Compilations() as again:
     alone = generator.continue_ids(requests[1][:1], sampling)
 print(json.dumps({"first": first.counts, "again": again.counts,
                   "counts": [len(texts) for texts in outputs], "batches": list(BATCHES),
@@ -99,10 +99,10 @@ def test_generation_compiles_a_few_fixed_shapes_whatever_the_prompts(tmp_path):
 RETRIEVAL = """
 import json, sys
 from workflows import retrieval
-from workflows.core import devices
+from workflows.core import compilation
 train = ["train", "--retriever", "dense", "--set", "encoder={encoder}", "--epochs", "2",
          "--set", "batch_size=4", "--set", "document_length=32", "--set", "query_length=16"]
-with devices.Compilations() as compiled:
+with compilation.Compilations() as compiled:
     codes = [retrieval.main(train), retrieval.main(["evaluate"]),
              retrieval.main(["search", "topic3 gene"])]
 print(json.dumps({{"codes": codes, "tensorflow": "tensorflow" in sys.modules,

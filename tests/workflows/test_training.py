@@ -160,16 +160,16 @@ class CompilingFirstEpoch(keras.callbacks.Callback):
 
 
 def test_time_budget_measures_epochs_without_their_compiling(tmp_path, monkeypatch):
-    from workflows.core import devices
+    from workflows.core import compilation
 
     opened = []
 
-    class TimedCompilations(devices.Compilations):  # on every backend: the test times it
+    class TimedCompilations(compilation.Compilations):  # on every backend: the test times it
         def __enter__(self):
             opened.append(self)
             return self
 
-    monkeypatch.setattr(devices, "Compilations", TimedCompilations)
+    monkeypatch.setattr(compilation, "Compilations", TimedCompilations)
     model = small_model()  # its steps traced first: the budget is about epochs here
     fit_resumably(model, epoch_dataset, epoch_dataset(99), tmp_path / "warm-up", epochs=1,
                   verbose=0)

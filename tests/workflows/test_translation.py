@@ -380,7 +380,8 @@ def test_logged_translator_ships_only_the_code_it_needs(translation_store, tmp_p
     assert sorted(p.name for p in (code / "workflows").iterdir()) == ["core", "seq2seq"]
     # of the core, the compiled model calls and batches, the model folder, the configs
     assert sorted(p.name for p in (code / "workflows" / "core").iterdir()) == [
-        "__init__.py", "config.py", "devices.py", "model_folder.py"]
+        "__init__.py", "batches.py", "compilation.py", "config.py", "devices.py",
+        "model_folder.py"]
 
 
 def test_beam_width_param_is_declared_validated_and_reaches_the_decoder(translation_store):

@@ -17,7 +17,7 @@ import layers  # noqa: F401  registers the layers a saved model uses
 from data_prep.text import SPECIAL_TOKENS, make_wordpiece_tokenizer
 from workflows.causal_lm.models import GPT  # noqa: F401  registered: a saved model is one
 from workflows.causal_lm.sampling import Sampling
-from workflows.core.devices import compiled
+from workflows.core.compilation import compiled
 from workflows.core.model_folder import read_folder, save_folder
 
 KIND = "generator"

@@ -161,14 +161,14 @@ class LessonCLI:
         """TensorFlow (if it is the backend) imported with its start-up noise muted;
         refuses what several processes cannot share; opens the compiled-program cache."""
         quiet_tensorflow()
-        from workflows.core import devices
+        from workflows.core import compilation, devices
 
         if devices.process_count() > 1 and (args.step in ("run", "search")
                                             or getattr(args, "sweep", None)):
             raise ConfigError(
                 "Several processes (KERAS_DISTRIBUTION_NUM_PROCESSES) train one config: use "
                 "the train step, then evaluate in one process (README: Scale out).")
-        devices.use_persistent_cache(getattr(args, "work_dir", None))
+        compilation.use_persistent_cache(getattr(args, "work_dir", None))
 
     # ## Shared steps
 

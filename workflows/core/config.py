@@ -79,6 +79,8 @@ DISTRIBUTION_HELP = (
 
 # The precision a model computes in (`core/devices.py`: what "auto" picks)
 DTYPE_POLICIES = ("auto", "float32", "mixed_bfloat16", "mixed_float16")
+# JAX's random generators for dropout (`core/devices.py`: `use_random_generator`)
+RANDOM_GENERATORS = ("threefry", "rbg")
 
 
 def distribution_option():

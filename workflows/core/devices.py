@@ -1,5 +1,5 @@
-"""Where and how a run computes: its devices and processes, its precision, what XLA
-compiled, and the batches of few fixed shapes that `fit` reads.
+"""Where and how a run computes: its devices and processes, and its precision (what XLA
+compiles: `compilation.py`; the batches `fit` reads: `batches.py`).
 
 Data parallelism runs on Keras' own engines, chosen per run (`--distribution`):
 
@@ -25,20 +25,14 @@ work with Keras 3 `fit` (keras-team/keras#20585): several machines on the Tensor
 backend are refused.
 """
 
-import collections
 import contextlib
 import os
-import sys
-import threading
 from dataclasses import dataclass
-from pathlib import Path
 
 import keras
 import numpy as np
 
-from data_prep import cache
 from data_prep.commands import UserError
-from data_prep.text import EMPTY, BucketPlan, boundaries_up_to
 
 
 class DistributionError(UserError):
@@ -296,6 +290,37 @@ def use_precision(policy):
     return keras.config.dtype_policy().name
 
 
+_keras_draw_seed = None  # Keras's own, while another generator is in use
+
+
+def use_random_generator(name):
+    """Draws Keras's random numbers on JAX (dropout masks, mostly) with JAX's generator
+    `name`: "threefry" (Keras's own: reproducible anywhere, but dozens of operations per
+    mask, which XLA compiles and runs) or "rbg" (one `RngBitGenerator` operation: a
+    third less compiling on a CPU, a fraction of the mask's cost on a GPU). Keras seeds
+    (two 32-bit words) become rbg keys of four. No effect on other backends."""
+    global _keras_draw_seed
+    if keras.backend.backend() != "jax":
+        return
+    from keras.src.backend.jax import random as keras_random  # the one place Keras draws
+
+    _keras_draw_seed = _keras_draw_seed or keras_random.jax_draw_seed
+    if name == "threefry":
+        keras_random.jax_draw_seed = _keras_draw_seed
+        return
+    import jax
+
+    def draw_rbg_key(seed):
+        words = _keras_draw_seed(seed)
+        if jax.dtypes.issubdtype(words.dtype, jax.dtypes.prng_key):
+            return words  # a typed key already
+        words = jax.numpy.asarray(words, "uint32")
+        mixed = jax.numpy.bitwise_xor(words, jax.numpy.uint32(0x9E3779B9))
+        return jax.random.wrap_key_data(jax.numpy.concatenate([words, mixed]), impl=name)
+
+    keras_random.jax_draw_seed = draw_rbg_key
+
+
 def first_device():
     """(platform, compute capability or None) of the device Keras trains on."""
     backend = keras.backend.backend()
@@ -319,267 +344,6 @@ def first_device():
         if torch.cuda.is_available():
             return "gpu", ".".join(map(str, torch.cuda.get_device_capability()))
     return "cpu", None
-
-
-# ## Compile once per machine: JAX's persistent compilation cache, and a count of compilations
-
-CACHE_ENV = "NLPKIT_COMPILATION_CACHE"  # "0": compile without the persistent cache
-_open_counters = []
-_lock = threading.Lock()
-_listening = False
-
-
-def use_persistent_cache(work_dir=None):
-    """Keeps JAX's compiled programs under the work folder (or where
-    `JAX_COMPILATION_CACHE_DIR` says); returns that folder (None with
-    `NLPKIT_COMPILATION_CACHE=0`). Loads nothing: before JAX is loaded, it sets the
-    environment variables JAX reads when it loads (harmless on other backends)."""
-    if os.environ.get(CACHE_ENV) == "0":
-        return None
-    chosen = os.environ.get("JAX_COMPILATION_CACHE_DIR")  # the user's own
-    folder = Path(chosen) if chosen else cache.work_dir(work_dir) / "compiled" / "jax"
-    settings = {"jax_compilation_cache_dir": str(folder),
-                # every program, however quick to compile: a small model's decoding steps too
-                "jax_persistent_cache_min_compile_time_secs": 0.0,
-                "jax_persistent_cache_min_entry_size_bytes": 0}
-    if "jax" in sys.modules:
-        import jax
-
-        for name, value in settings.items():
-            jax.config.update(name, value)
-    else:
-        os.environ.update({name.upper(): str(value) for name, value in settings.items()})
-    return folder
-
-
-class Compilations:
-    """While open, the XLA compilations of this process (JAX; nothing elsewhere).
-
-    `counts[name]` is how many programs `name` (e.g. `"jit(train_step)"`) was compiled
-    into or loaded from the persistent cache as; `cache_hits[name]` how many of those
-    were loaded; `seconds` the time spent compiling or loading.
-    """
-
-    def __init__(self):
-        self.counts = collections.Counter()
-        self.cache_hits = collections.Counter()
-        self.seconds = 0.0
-        self._hit_pending = False
-
-    def __enter__(self):
-        import keras
-
-        if keras.backend.backend() == "jax":
-            _listen()
-            with _lock:
-                _open_counters.append(self)
-        return self
-
-    def __exit__(self, *exc):
-        with _lock:
-            if self in _open_counters:
-                _open_counters.remove(self)
-
-    def of(self, prefix):
-        """Programs compiled or loaded for functions whose name starts with `prefix`."""
-        return sum(count for name, count in self.counts.items() if name.startswith(prefix))
-
-    def compiled(self, prefix=""):
-        """Programs really compiled (not loaded from the cache) for `prefix`."""
-        return self.of(prefix) - sum(count for name, count in self.cache_hits.items()
-                                     if name.startswith(prefix))
-
-    def _on_event(self, event):
-        if event == "/jax/compilation_cache/cache_hits":
-            self._hit_pending = True
-
-    def _on_compile(self, name, seconds):
-        self.counts[name] += 1
-        self.seconds += seconds
-        if self._hit_pending:
-            self.cache_hits[name] += 1
-            self._hit_pending = False
-
-
-def _listen():
-    """Registers JAX's monitoring listeners once per process."""
-    global _listening
-    with _lock:
-        if _listening:
-            return
-        _listening = True
-    from jax import monitoring
-
-    def on_event(event, **_):
-        for counter in list(_open_counters):
-            counter._on_event(event)
-
-    def on_duration(event, seconds, **kwargs):
-        if event == "/jax/core/compile/backend_compile_duration":
-            for counter in list(_open_counters):
-                counter._on_compile(kwargs.get("fun_name", "?"), seconds)
-
-    monitoring.register_event_listener(on_event)
-    monitoring.register_event_duration_secs_listener(on_duration)
-
-
-def compiled(function, *holders, tf_signature=None, jit_compile=False, name=None):
-    """`function(*arrays)` compiled for the current Keras backend (eager on torch).
-
-    `name` names the compiled program (JAX's compilation logs and counts: `jit(name)`).
-
-    `tf_signature` (`[(shape, dtype), ...]`, `None` for unknown sizes) fixes the
-    TensorFlow graph's input shapes, for loops whose shapes must stay unknown; without
-    it TensorFlow retraces per shape, generalizing as it goes. `jit_compile` has
-    TensorFlow compile the graph with XLA (one compilation per input shape; JAX always
-    does).
-
-    On JAX the variables of `holders` (models, keras-hub samplers) are passed in at
-    every call, so the compiled code always reads their current values, never those
-    at tracing time (weights trained or loaded since), and the values it changes (a
-    sampler's seed state) are written back.
-    """
-    import keras  # lazily: this module is imported before TensorFlow is configured
-
-    backend = keras.backend.backend()
-    if backend == "tensorflow":
-        import tensorflow as tf  # only on its backend
-
-        if tf_signature:
-            return tf.function(function, jit_compile=jit_compile, input_signature=[
-                tf.TensorSpec(shape, dtype) for shape, dtype in tf_signature])
-        return tf.function(function, jit_compile=jit_compile, reduce_retracing=True)
-    if backend != "jax":
-        return function
-    import jax  # likewise
-
-    variables = list({id(v): v for h in holders for v in h.variables}.values())
-
-    def stateless(values, *args):
-        with keras.StatelessScope(state_mapping=list(zip(variables, values, strict=True))) as scope:
-            output = function(*args)
-        return output, [scope.get_current_value(v) for v in variables]
-
-    stateless.__name__ = stateless.__qualname__ = name or getattr(function, "__name__", "step")
-    jitted = jax.jit(stateless)
-
-    def call(*args):
-        output, values = jitted([v.value for v in variables], *args)
-        for variable, value in zip(variables, values, strict=True):
-            if not variable.trainable and value is not None:
-                variable.assign(value)
-        return output
-
-    return call
-
-
-# ## Bucketed batches of fixed shapes for `fit`, `evaluate` and `predict`, on any backend
-
-class BucketedBatches(keras.utils.PyDataset):
-    """Batches `make(bucket, row indices)` in the order `plan.batches(lengths, seed)`.
-
-    Subclasses set `self.plan` and implement `make`; `order` (a list of
-    `(bucket, indices)`) replaces the plan's order (resuming, a subset).
-    """
-
-    def __init__(self, plan, lengths, seed=None, order=None):
-        super().__init__()
-        self.plan, self.seed = plan, seed
-        self.order = plan.batches(lengths, seed) if order is None else order
-
-    def __len__(self):
-        return len(self.order)
-
-    def __getitem__(self, index):
-        bucket, rows = self.order[index]
-        return self.make(bucket, rows)
-
-    def make(self, bucket, rows):
-        raise NotImplementedError
-
-    def with_order(self, order):
-        """The same rows, batched as `order` says."""
-        raise NotImplementedError
-
-    def skip(self, count):
-        """The same batches without the first `count` (resuming mid-epoch)."""
-        return self.with_order(self.order[count:])
-
-    def rows(self):
-        """Every real row index, in batch order (top-up rows left out)."""
-        indices = [rows[rows != EMPTY] for _, rows in self.order]
-        return np.concatenate(indices) if indices else np.zeros(0, "int64")
-
-    @property
-    def shapes(self):
-        """The distinct input shapes these batches reach a compiler with."""
-        return sorted({self.plan.shapes[bucket] for bucket, _ in self.order})
-
-
-def token_batches(ids, labels, lengths, batch_size, batch_tokens=None, seed=None,
-                  bucketing=True):
-    """Labelled token id batches in a few fixed shapes, for this backend: with
-    `bucketing`, rows padded to the first of `lengths` (up to the longest) that holds
-    them, `batch_tokens // length` (or `batch_size`) rows a batch; else every batch
-    `batch_size` rows of the full length."""
-    longest = ids.shape[1]
-    if bucketing:
-        plan = BucketPlan(boundaries_up_to(longest, lengths), batch_tokens,
-                          None if batch_tokens else batch_size)
-    else:
-        plan = BucketPlan.single(longest, batch_size)
-    return for_backend(LabelledBatches(ids, labels, plan, seed))
-
-
-def for_backend(batches):
-    """`batches` as the fastest input of the current backend: on TensorFlow a `tf.data`
-    pipeline with unknown sizes (one trace) and without the top-up rows (a replica of
-    `MirroredStrategy` given only top-up rows would average its loss in as 0); the
-    `PyDataset` itself elsewhere."""
-    if keras.backend.backend() != "tensorflow":
-        return batches
-    import tensorflow as tf  # only on its backend: the JAX path runs where TF is absent
-
-    def spec(array):
-        array = np.asarray(array)
-        return tf.TensorSpec((None,) * array.ndim, tf.as_dtype(array.dtype))
-
-    signature = tf.nest.map_structure(spec, batches[0])
-    dataset = tf.data.Dataset.from_generator(
-        lambda: (real_rows(batches, i) for i in range(len(batches))),
-        output_signature=signature)
-    return dataset.apply(tf.data.experimental.assert_cardinality(len(batches))).prefetch(2)
-
-
-def real_rows(batches, index):
-    """Batch `index` without its top-up rows (as it is if `batches` has none)."""
-    batch = batches[index]
-    order = getattr(batches, "order", None)
-    if order is None:
-        return batch
-    real = order[index][1] != EMPTY
-    return keras.tree.map_structure(lambda array: np.asarray(array)[real], batch)
-
-
-class LabelledBatches(BucketedBatches):
-    """`(ids, labels, weights)` batches of 0-padded id rows with one label each (a review
-    and its sentiment): rows cut to their bucket's length, top-up rows repeating a
-    real row of the batch with weight 0. Compile the model with `weighted_metrics` so
-    the top-up rows count in no metric."""
-
-    def __init__(self, ids, labels, plan, seed=None, order=None):
-        self.ids, self.labels = np.asarray(ids), np.asarray(labels)
-        lengths = np.maximum((self.ids != 0).sum(axis=1), 1)
-        super().__init__(plan, lengths, seed, order)
-
-    def make(self, bucket, rows):
-        real = rows != EMPTY
-        rows = np.where(real, rows, rows[real][0])
-        return (self.ids[rows, :self.plan.boundaries[bucket]], self.labels[rows],
-                real.astype("float32"))
-
-    def with_order(self, order):
-        return LabelledBatches(self.ids, self.labels, self.plan, order=order)
 
 
 class EvenBatches(keras.utils.PyDataset):

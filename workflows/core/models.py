@@ -23,7 +23,8 @@ class ModelChangedError(UserError):
 
 # what the packages' models import of core: compiled steps, and the configs that the
 # model families' modules declare beside their classifiers
-SHIPPED_CORE = ("__init__.py", "config.py", "devices.py", "model_folder.py")
+SHIPPED_CORE = ("__init__.py", "batches.py", "compilation.py", "config.py", "devices.py",
+                "model_folder.py")
 DIGEST_TAG = "model_sha256"  # digest of every file of the run's logged model
 
 
@@ -47,7 +48,7 @@ def log_pyfunc_model(python_model_file, artifacts, input_example, pip_requiremen
     `layers/` and `data_prep/` always travel with the model, and `packages` names the
     subpackages of `workflows/` it needs too (e.g. `seq2seq`), shipped alone as
     `workflows/<package>` with the compiled model calls they use
-    (`workflows/core/devices.py`): a translator does not carry the IMDB lesson. It loads in a
+    and batches (`workflows/core/compilation.py`, `batches.py`): a translator does not carry the IMDB lesson. It loads in a
     fresh process that does not have this repository. `params` (name -> default) are
     declared in the signature (inferred with the input example), so callers and the
     model server may pass them. A digest of every file of the logged model is recorded

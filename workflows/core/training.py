@@ -33,7 +33,7 @@ import numpy as np
 
 from data_prep import cache, commands
 from data_prep.commands import ForcedStop, Stop, UserError
-from workflows.core import devices, store
+from workflows.core import compilation, devices, store
 from workflows.core.checkpoints import (
     TrainingFolder,
     average_weights,
@@ -78,7 +78,7 @@ class TrainingRun:
     def __enter__(self):
         self._kept_before = ForcedStop.kept
         devices.check(self.config.distribution)  # before any data is read
-        devices.use_persistent_cache(self.work_dir)
+        compilation.use_persistent_cache(self.work_dir)
         self.processes = devices.join_processes(self.config.distribution)
         return self
 
@@ -169,7 +169,7 @@ class TrainingRun:
             metrics["learning_rate"] = float(keras.ops.convert_to_numpy(
                 self.model.optimizer.learning_rate))
 
-        with devices.Compilations() as compiled:
+        with compilation.Compilations() as compiled:
             self.state = fit_resumably(
                 self.model, lambda epoch: placement.batches(train_batches(epoch)),
                 self.validation_batches, self.training_folder, config.epochs,
@@ -376,20 +376,25 @@ class _Batches(keras.callbacks.Callback):
         self.checkpoint_seconds, self.last_checkpoint = 0.0, time.perf_counter()
         self.out_of_time = False
         self.call_seconds, self.called = [], None
+        self.first_batch = None  # its `time.monotonic()`
 
     def on_train_batch_begin(self, batch, logs=None):
+        if self.first_batch is None:
+            self.first_batch = time.monotonic()
         self.called = time.perf_counter()
 
-    on_test_batch_begin = on_train_batch_begin
+    def on_test_batch_begin(self, batch, logs=None):
+        self.called = time.perf_counter()
 
     def on_train_batch_end(self, batch, logs=None):
         self.call_seconds.append(time.perf_counter() - self.called)
+        previous = self.state.step  # (several batches a call with `steps_per_execution`)
         self.batches, self.logs = batch + 1, logs or {}
         self.state.step = self.first_step + self.batches
         if Stop.requested:
             raise KeyboardInterrupt
         since = time.perf_counter() - self.last_checkpoint
-        at_step = self.every and self.state.step % self.every == 0
+        at_step = self.every and self.state.step // self.every > previous // self.every
         # one process alone checkpoints on time too: with steps of a minute (a CPU), a
         # stop must not lose an hour (several processes decide at common steps only)
         on_time = self.every and self.agree is bool and since >= CHECKPOINT_EVERY_SECONDS
@@ -426,6 +431,18 @@ class _Batches(keras.callbacks.Callback):
         ran = {name: float(keras.ops.convert_to_numpy(value))
                for name, value in self.logs.items()}
         return _combined(self.before, ran, self.batches)
+
+
+class _CompileAhead(keras.callbacks.Callback):
+    """Once `fit` has built the model's optimizer and metrics, every batch shape's train
+    and test steps compile at once (`compilation.AheadOfTime`; JAX only)."""
+
+    def __init__(self, compiler, train_batches, test_batches):
+        super().__init__()
+        self.compiler, self.batches = compiler, (train_batches, test_batches)
+
+    def on_train_begin(self, logs=None):
+        self.compiler.start(self.model, *self.batches)
 
 
 def _combined(before, ran, batches):
@@ -516,7 +533,8 @@ def fit_resumably(model, epoch_dataset, validation_data, folder, epochs, patienc
     folder.output.mkdir(parents=True, exist_ok=True)
     state = folder.restore(model, folder.load_state())
     budget = WallBudget(time_budget_seconds, started, state.wall_seconds)
-    epoch = _Epoch(model, folder, state, budget, on_epoch_end, agree, devices.Compilations())
+    epoch = _Epoch(model, folder, state, budget, on_epoch_end, agree, compilation.Compilations(),
+                   started)
     kept_before, ForcedStop.kept = ForcedStop.kept, epoch.kept
     try:
         with epoch.compiled:
@@ -525,8 +543,8 @@ def fit_resumably(model, epoch_dataset, validation_data, folder, epochs, patienc
                 print(f"Epoch {state.epoch + 1}/{epochs}"
                       + (f" (resuming: {state.where})" if state.step or state.epoch_trained
                          else ""), flush=True)
-                metrics = epoch.train(epoch_dataset, checkpoint_every_steps, callbacks,
-                                      verbose, train_examples)
+                metrics = epoch.train(epoch_dataset, validation_data, checkpoint_every_steps,
+                                      callbacks, verbose, train_examples)
                 epoch.validate(validation_data, metrics, epoch_metrics)
                 _update_early_stopping(model, folder, state, metrics, monitor,
                                        higher_is_better)
@@ -548,10 +566,14 @@ def fit_resumably(model, epoch_dataset, validation_data, folder, epochs, patienc
 class _Epoch:
     """The steps of one epoch in `fit_resumably`, and what a stop during them saves."""
 
-    def __init__(self, model, folder, state, budget, on_epoch_end, agree, compiled):
+    def __init__(self, model, folder, state, budget, on_epoch_end, agree, compiled,
+                 started=None):
         self.model, self.folder, self.state, self.budget = model, folder, state, budget
         self.on_epoch_end, self.agree = on_epoch_end, agree
-        self.compiled = compiled  # a `devices.Compilations`: JAX's compiling, timed
+        self.compiled = compiled  # a `compilation.Compilations`: JAX's compiling, timed
+        self.ahead = compilation.AheadOfTime()  # every batch shape's steps, at once
+        self.started = started_at() if started is None else started
+        self.first_batch = None  # seconds from `started` to this process's first batch
         self.compiling_mark = 0.0  # its seconds at the epoch's start
         self.first_calls = 0.0  # the epoch's batches' first-call time (`_Batches`)
         self.unlogged = []  # epochs checkpointed nowhere yet: logged after the next one
@@ -559,8 +581,9 @@ class _Epoch:
         self.batches = None  # the `_Batches` of the epoch's `fit` while it runs
         self.last_checkpoint = self.mark = time.perf_counter()
 
-    def train(self, epoch_dataset, every, callbacks, verbose, train_examples):
-        """The epoch's batches (those not trained yet); returns their metrics."""
+    def train(self, epoch_dataset, validation_data, every, callbacks, verbose, train_examples):
+        """The epoch's batches (those not trained yet); returns their metrics (with
+        `seconds_to_first_batch` in the epoch of this command's first batch)."""
         state, model = self.state, self.model
         resumed = state.step or state.epoch_trained
         self.batches = batches = _Batches(self.folder, state, every, self.budget, self.agree)
@@ -571,9 +594,10 @@ class _Epoch:
                 dataset = dataset.skip(state.step)
             if not _is_empty(dataset):
                 self.changed = True
+                ahead = _CompileAhead(self.ahead, dataset, validation_data)
                 with Stop.at_batch_end():
                     logs = model.fit(dataset, epochs=1, verbose=verbose, shuffle=False,
-                                     callbacks=[batches, *callbacks]).history
+                                     callbacks=[ahead, batches, *callbacks]).history
                 if batches.batches:
                     state.partial = _combined(batches.before, {
                         name: float(values[-1]) for name, values in logs.items()},
@@ -588,6 +612,9 @@ class _Epoch:
                   flush=True)
         metrics = {name: value for name, value in state.partial.items() if name != "batches"}
         metrics.update(checkpoint_seconds=batches.checkpoint_seconds)
+        if self.first_batch is None and batches.first_batch is not None:
+            self.first_batch = metrics["seconds_to_first_batch"] = \
+                batches.first_batch - self.started
         if not resumed:
             metrics["epoch_seconds"] = seconds
             if train_examples and not batches.out_of_time:

@@ -99,7 +99,7 @@ def build(config, data):
 
 class ParagraphVectorClassifier:
     def __init__(self, model, vectors):
-        from workflows.core.devices import compiled
+        from workflows.core.compilation import compiled
 
         self.model, self.vectors = model, vectors
         self._forward = compiled(lambda x: self.model(x, training=False), model,

@@ -111,7 +111,7 @@ def build(config, data):
     the train reviews and their sentence slices read as its WordPiece tokens."""
     from data_prep import encoders, imdb
     from data_prep.text import WordPiece, pad_rows
-    from workflows.core.devices import token_batches
+    from workflows.core.batches import token_batches
     from workflows.sentiment.shared import REVIEW_LENGTHS, Trainable
 
     vocabulary = encoders.read_vocabulary(data.encoder)
@@ -144,7 +144,7 @@ def build(config, data):
 
 class EncoderClassifier:
     def __init__(self, model, vocabulary, max_review_tokens, lowercase=True, read="head"):
-        from workflows.core.devices import compiled
+        from workflows.core.compilation import compiled
 
         self.model, self.vocabulary = model, list(vocabulary)
         self.max_review_tokens, self.lowercase = max_review_tokens, lowercase

@@ -120,7 +120,7 @@ def build(config, data):
     the reviews read as its subword tokens, batched by length."""
     from data_prep.text import pad_rows
     from workflows.causal_lm import source as lm_source
-    from workflows.core.devices import token_batches
+    from workflows.core.batches import token_batches
     from workflows.sentiment.shared import REVIEW_LENGTHS, Trainable
 
     prepared = data.prepared
@@ -150,7 +150,7 @@ def build(config, data):
 
 class SubwordClassifier:
     def __init__(self, model, vocabulary, max_review_tokens):
-        from workflows.core.devices import compiled
+        from workflows.core.compilation import compiled
 
         self.model, self.vocabulary = model, list(vocabulary)
         self.max_review_tokens = max_review_tokens

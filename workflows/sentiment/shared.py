@@ -90,7 +90,7 @@ class Trainable:
 
 # ## What a model trains on
 # Reviews and their sentence slices: `data_prep.imdb.split_texts`; token id batches in
-# few shapes: `core.devices.token_batches`, with these lengths.
+# few shapes: `core.batches.token_batches`, with these lengths.
 
 # Padded review lengths (tokens) batches come in, up to the longest a config reads: a
 # handful of shapes, each compiled once

@@ -13,6 +13,7 @@ from workflows.core.config import (
     MAX_BATCH_SIZE,
     MAX_EPOCHS,
     MAX_LEARNING_RATE,
+    RANDOM_GENERATORS,
     Catalog,
     ConfigError,
     all_of,
@@ -78,12 +79,17 @@ class TranslationConfig:
     patience: int = option(3, at_least=1)
     max_train_minutes: float | None = option(None, above=0)
     dtype_policy: str = option("float32", choices=DTYPE_POLICIES)  # auto: core/devices.py
+    # JAX's generator of dropout masks (core/devices.py: rbg compiles and runs faster)
+    random_generator: str = option("threefry", choices=RANDOM_GENERATORS)
     beam_width: int = option(4, at_least=1, at_most=MAX_BEAM_WIDTH)
     validation_pairs: int = option(3000, at_least=1)  # fixed val subset for the val loss
     bleu_sentences: int = option(300, at_least=1)  # val sentences decoded each epoch...
     bleu_every_epochs: int = option(1, at_least=1)  # ...of every this many (a GPU: several)
     seed: int = seed_option()
     checkpoint_every_steps: int = option(200, at_least=0)
+    # batches dispatched back to back before the metrics are read (which waits for the
+    # device): a GPU computes one while the host prepares the next
+    steps_per_execution: int = option(1, at_least=1, at_most=1000)
     # >1: export the mean of the last N epochs' weights when its val loss is lower
     average_epochs: int = option(0, at_least=0)
     distribution: str = distribution_option()
@@ -105,7 +111,7 @@ GPU = {**CPU, "preset": "gpu", "tokenization": "joint_wordpiece", "share_embeddi
        "warmup_steps": 4000,
        "max_train_minutes": 12.0, "epochs": 200, "patience": 8, "average_epochs": 5,
        "bleu_every_epochs": 5,
-       "dtype_policy": "auto"}
+       "dtype_policy": "auto", "random_generator": "rbg", "steps_per_execution": 16}
 GRU = {"model": "gru_seq2seq", "tokenization": "wordpiece", "sequence_length": 40,
        "attention": True, "optimizer": "adam", "output_dropout": 0.3, "bucketing": True,
        "epochs": 40}

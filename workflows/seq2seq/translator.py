@@ -26,7 +26,8 @@ from data_prep.text import (
     pad_rows,
     take_rows,
 )
-from workflows.core.devices import BucketedBatches, compiled
+from workflows.core.batches import BucketedBatches
+from workflows.core.compilation import compiled
 from workflows.core.model_folder import read_folder, save_folder
 from workflows.seq2seq.gru import GRUTranslator  # noqa: F401  registered: a saved model is one
 from workflows.seq2seq.transformer import TransformerTranslator  # noqa: F401  likewise
@@ -243,14 +244,16 @@ class Translator:
             "target_vocabulary": self.tokenizer.target_vocabulary})
 
     @classmethod
-    def load(cls, folder, beam_width=None):
-        """A saved translator (another version's folder: one line saying to train again)."""
+    def load(cls, folder, beam_width=None, batch_size=None):
+        """A saved translator (another version's folder: one line saying to train again),
+        decoding `batch_size` sentences at once (default 128)."""
         model, settings, vocabularies = read_folder(folder, [KIND])
         tokenizer = Tokenizer(settings["tokenization"], vocabularies["source_vocabulary"],
                               vocabularies["target_vocabulary"], settings["sequence_length"],
                               settings["direction"])
         return cls(model, tokenizer, settings["max_source_length"],
-                   settings["max_output_length"], beam_width or settings["beam_width"])
+                   settings["max_output_length"], beam_width or settings["beam_width"],
+                   batch_size or 128)
 
 
 # ## Batched greedy and beam decoding of a translator, with cached state
