@@ -40,7 +40,7 @@ def synthetic_pairs(count, seed=0):
 def measure(steps_per_execution, batch_tokens, source, target):
     from workflows import translation
     from workflows.core import batches
-    from workflows.core.training import fit_resumably
+    from workflows.core.fitting import fit_resumably
     from workflows.seq2seq.presets import make_config
     from workflows.seq2seq.translator import PairBatches, batch_plan
 

@@ -12,7 +12,7 @@ from layers.masked_crossentropy import MaskedCrossentropy
 from layers.naive_bayes_linear import NaiveBayesLinear
 from layers.positional_embedding import PositionalEmbedding
 from layers.rnn_classifier import RNNClassifier
-from layers.schedules import NoamSchedule, WarmupLinearDecay
+from layers.schedules import NoamSchedule, WarmupCosineToHorizon, WarmupLinearDecay
 from layers.sine_position_encoding import SinePositionEncoding
 from layers.transformer_decoder import TransformerDecoder
 from layers.transformer_encoder import TransformerEncoder
@@ -30,5 +30,6 @@ __all__ = [
     "SinePositionEncoding",
     "TransformerDecoder",
     "TransformerEncoder",
+    "WarmupCosineToHorizon",
     "WarmupLinearDecay",
 ]

@@ -293,7 +293,7 @@ def fine_tune(config, data, encoder, bm25, folder, work_dir):
     """Fine-tunes `encoder` in place; returns the training state (history, best epoch)."""
     import mlflow
 
-    from workflows.core import store, training
+    from workflows.core import fitting, store
     from workflows.retrievers import dense, pseudo_queries
 
     made = training_pairs(config, data, hybrid_answers(config, data, encoder, bm25, work_dir)
@@ -331,12 +331,12 @@ def fine_tune(config, data, encoder, bm25, folder, work_dir):
     run_id = mlflow.active_run().info.run_id
     if not mlflow.MlflowClient().get_metric_history(run_id, "val_pool_ndcg_at_10"):
         store.log_epoch(-1, {"val_pool_ndcg_at_10": validate()})  # step 0: before training
-    state = training.fit_resumably(
+    state = fitting.fit_resumably(
         trainer, epoch_batches, None, folder, config.epochs, config.patience,
         config.checkpoint_every_steps, train_examples=len(pairs),
         epoch_metrics=lambda epoch, metrics: metrics.update(val_pool_ndcg_at_10=validate()),
         on_epoch_end=store.log_epoch, verbose=store.progress_verbosity(),
-        time_budget_seconds=config.max_train_minutes * 60, started=training.started_at(),
+        time_budget_seconds=config.max_train_minutes * 60, started=fitting.started_at(),
         monitor="val_pool_ndcg_at_10", higher_is_better=True)
     best = -state.best_val_loss
     mlflow.log_metrics({"best_epoch": state.best_epoch, "trained_epochs": len(state.history),

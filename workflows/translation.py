@@ -145,10 +145,15 @@ def build_model(config, source_vocab_size, target_vocab_size):
     devices.use_random_generator(config.random_generator)
     family = importlib.import_module(f"workflows.seq2seq.{FAMILIES[config.model]}")
     model = family.build(config, source_vocab_size, target_vocab_size)
-    rate = layers.NoamSchedule(config.embed_dim, config.warmup_steps, scale=config.learning_rate) \
-        if config.schedule == "noam" else config.learning_rate
+    rate = {"noam": lambda: layers.NoamSchedule(config.embed_dim, config.warmup_steps,
+                                                scale=config.learning_rate),
+            "cosine": lambda: layers.WarmupCosineToHorizon(config.learning_rate,
+                                                           config.warmup_share),
+            "constant": lambda: config.learning_rate}[config.schedule]()
     optimizer = keras.optimizers.Adam(rate, beta_1=0.9, beta_2=0.98, epsilon=1e-9) \
         if config.optimizer == "adam" else keras.optimizers.RMSprop(rate)
+    if config.schedule == "cosine":
+        rate.attach(optimizer)  # sized to the run as it trains (`core/fitting.py`)
     model.compile(optimizer=optimizer, loss=layers.MaskedCrossentropy(config.label_smoothing),
                   weighted_metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
                   steps_per_execution=config.steps_per_execution)

@@ -2,7 +2,7 @@ import keras
 import numpy as np
 import pytest
 
-from layers import NoamSchedule, WarmupLinearDecay
+from layers import NoamSchedule, WarmupCosineToHorizon, WarmupLinearDecay
 from tests.layers.helpers import to_numpy
 
 
@@ -32,11 +32,52 @@ def test_schedules_validate():
         WarmupLinearDecay(1e-3, warmup_steps=10, total_steps=10)
     with pytest.raises(ValueError, match="positive"):
         NoamSchedule(d_model=0)
+    with pytest.raises(ValueError, match="warmup_share"):
+        WarmupCosineToHorizon(1e-3, warmup_share=1.0)
+
+
+def cosine(step, peak, warmup, horizon, final=0.0):
+    """The schedule written out, `step` counted from 1."""
+    if step < warmup:
+        return peak * step / warmup
+    progress = min(max((step - warmup) / (horizon - warmup), 0.0), 1.0)
+    return peak * (final + (1 - final) * 0.5 * (1 + np.cos(np.pi * progress)))
+
+
+def test_warmup_cosine_matches_formula_and_moves_with_its_horizon():
+    schedule = WarmupCosineToHorizon(2e-3, warmup_share=0.2, horizon_steps=100,
+                                     final_share=0.1)
+    for iteration in [0, 9, 19, 20, 59, 99, 150]:
+        np.testing.assert_allclose(float(to_numpy(schedule(iteration))),
+                                   cosine(iteration + 1, 2e-3, 20, 100, 0.1), rtol=1e-5)
+    optimizer = keras.optimizers.Adam(schedule)
+    schedule.attach(optimizer)
+    assert "horizon_steps" in [variable.name for variable in optimizer.variables]
+    schedule.set_horizon(1000)  # the warmup and the decay stretch with it
+    for iteration in [19, 199, 599]:
+        np.testing.assert_allclose(float(to_numpy(schedule(iteration))),
+                                   cosine(iteration + 1, 2e-3, 200, 1000, 0.1), rtol=1e-5)
+
+
+def test_a_moved_horizon_reaches_the_compiled_train_step():
+    schedule = WarmupCosineToHorizon(1e-2, warmup_share=0.5, horizon_steps=1000)
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    optimizer = keras.optimizers.SGD(schedule)
+    schedule.attach(optimizer)
+    model.compile(optimizer, "mse")
+    x, y = np.ones((4, 2), "float32"), np.ones((4, 1), "float32")
+    model.fit(x, y, batch_size=4, epochs=2, verbose=0)
+    early = float(to_numpy(optimizer.learning_rate))  # step 3 of a 500-step warmup
+    schedule.set_horizon(4)  # the run ends at step 4: its warmup is over, its decay too
+    model.fit(x, y, batch_size=4, epochs=2, verbose=0)
+    np.testing.assert_allclose(early, cosine(3, 1e-2, 500, 1000), rtol=1e-5)
+    assert float(to_numpy(optimizer.learning_rate)) == 0.0
 
 
 @pytest.mark.parametrize(
     "schedule",
-    [NoamSchedule(256, warmup_steps=100, scale=2.0), WarmupLinearDecay(1e-3, 5, 50)],
+    [NoamSchedule(256, warmup_steps=100, scale=2.0), WarmupLinearDecay(1e-3, 5, 50),
+     WarmupCosineToHorizon(1e-3, 0.05, 500, final_share=0.1)],
 )
 def test_schedules_serialize_inside_an_optimizer(schedule):
     optimizer = keras.optimizers.Adam(learning_rate=schedule)

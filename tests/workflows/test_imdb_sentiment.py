@@ -15,7 +15,7 @@ import layers
 from data_prep import imdb, paragraph_vectors
 from tests.workflows.conftest import BOW, COMMON, RNN, first_runs_by_model
 from workflows import imdb_sentiment as workflow
-from workflows.core import runs, training
+from workflows.core import fitting, runs, training
 from workflows.core.config import ConfigError
 from workflows.sentiment import calibration, doc2vec, ensemble, shared
 from workflows.sentiment import metrics as workflow_classification
@@ -108,15 +108,15 @@ def test_rerunning_a_finished_config_reuses_it(store, capsys):
 
 
 def test_interrupted_train_resumes_the_same_run(store, monkeypatch, capsys):
-    original = training._Batches.on_train_batch_end
+    original = fitting._Batches.on_train_batch_end
 
     def interrupt_once(self, batch, logs=None):
         original(self, batch, logs)
         if self.state.epoch == 1 and self.state.step == 2:
-            monkeypatch.setattr(training._Batches, "on_train_batch_end", original)
+            monkeypatch.setattr(fitting._Batches, "on_train_batch_end", original)
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(training._Batches, "on_train_batch_end", interrupt_once)
+    monkeypatch.setattr(fitting._Batches, "on_train_batch_end", interrupt_once)
     args = ["train", "--model", "gru", *COMMON, *RNN, "--epochs", "3",
             "--set", "checkpoint_every_steps=1"]
     with pytest.raises(KeyboardInterrupt):

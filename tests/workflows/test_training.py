@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 from workflows.core.checkpoints import TrainingFolder, average_weights, load_values
-from workflows.core.training import fit_resumably
+from workflows.core.fitting import fit_resumably
 
 STEPS = 8  # batches per epoch
 
@@ -386,9 +386,67 @@ class CrashAt(InterruptAt):
 def test_long_steps_are_checkpointed_on_time_before_their_step_count(
         tmp_path, monkeypatch, seconds, resumed_at):
     # steps of a minute on a CPU: a kill must not lose every batch since the epoch began
-    monkeypatch.setattr("workflows.core.training.CHECKPOINT_EVERY_SECONDS", seconds)
+    monkeypatch.setattr("workflows.core.fitting.CHECKPOINT_EVERY_SECONDS", seconds)
     with pytest.raises(RuntimeError):
         fit_resumably(small_model(), epoch_dataset, epoch_dataset(99), tmp_path, epochs=2,
                       patience=9, checkpoint_every_steps=1000,
                       callbacks=[CrashAt(epoch=0, batch=4)], verbose=0)
     assert TrainingFolder(tmp_path).load_state().step == resumed_at
+
+
+def cosine_model():
+    import layers
+
+    schedule = layers.WarmupCosineToHorizon(1e-2, warmup_share=0.25)
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1, activation="sigmoid")])
+    optimizer = keras.optimizers.Adam(schedule)
+    schedule.attach(optimizer)
+    model.compile(optimizer=optimizer, loss="binary_crossentropy", metrics=["accuracy"])
+    return model, schedule
+
+
+def test_a_run_without_budget_sizes_its_schedule_to_its_epochs(tmp_path):
+    model, schedule = cosine_model()
+    state = fit_resumably(model, epoch_dataset, epoch_dataset(99), tmp_path, epochs=3,
+                          patience=9, verbose=0)
+    assert [epoch["horizon_steps"] for epoch in state.history] == [3 * STEPS] * 3
+    assert float(keras.ops.convert_to_numpy(model.optimizer.learning_rate)) == 0.0  # its end
+
+
+def test_a_budget_sizes_the_schedule_to_the_steps_its_rest_affords():
+    from types import SimpleNamespace
+
+    from workflows.core.fitting import ScheduleHorizon, WallBudget
+
+    model, schedule = cosine_model()
+    budget = WallBudget(100.0, spent=20.0)
+    horizon = ScheduleHorizon(model, budget, epochs=1000)
+    state = SimpleNamespace(epoch=2, step=0, history=[])
+    horizon.start_epoch(state, STEPS)  # nothing measured yet: every epoch
+    assert schedule.horizon_steps == 1000 * STEPS and horizon.wants_early_pace
+    horizon.size(state, seconds_per_step=0.5)
+    left = 100.0 - budget.used() - budget.reserve
+    assert abs(schedule.horizon_steps - (2 * STEPS + left / 0.5)) <= 1
+    several = ScheduleHorizon(model, budget, epochs=1000, single_process=False)
+    several.start_epoch(state, STEPS)  # each process's clock differs: the epochs decide
+    several.size(state, seconds_per_step=0.5)
+    assert schedule.horizon_steps == 1000 * STEPS and not several.wants_early_pace
+
+
+def test_a_budget_measures_its_pace_early_in_the_first_epoch(tmp_path, monkeypatch):
+    from workflows.core.fitting import ScheduleHorizon
+
+    monkeypatch.setattr(ScheduleHorizon, "EARLY_SECONDS", 0.0)
+    sized, size = [], ScheduleHorizon.size
+
+    def record(self, state, seconds_per_step=None):
+        sized.append((state.epoch, state.step, seconds_per_step))
+        size(self, state, seconds_per_step)
+
+    monkeypatch.setattr(ScheduleHorizon, "size", record)
+    model, schedule = cosine_model()
+    fit_resumably(model, epoch_dataset, epoch_dataset(99), tmp_path, epochs=2, patience=9,
+                  verbose=0, time_budget_seconds=3600)
+    # at the start (every epoch), at the second batch's end (its pace), after each epoch
+    assert [(epoch, step) for epoch, step, _ in sized] == [(0, 0), (0, 2), (1, 0), (2, 0)]
+    assert sized[0][2] is None and all(pace > 0 for _, _, pace in sized[1:])

@@ -6,7 +6,7 @@ it (the values of the model's variables, then its optimizer's, as `.npz`), the b
 epoch's weights and the last epochs' (for averaging). Every file is written to a
 temporary sibling and renamed into place, so a stop or crash at any moment leaves a
 state whose checkpoint is complete; a damaged newest checkpoint falls back to the
-newest intact one. `training.fit_resumably` decides when to write them.
+newest intact one. `fitting.fit_resumably` decides when to write them.
 """
 
 import dataclasses

@@ -185,12 +185,13 @@ class AheadOfTime:
     """The train and test steps of a Keras model on JAX, compiled for every batch shape
     at once instead of one after another as the batches first reach them.
 
-    `start(model, train_batches, test_batches)` traces each program in turn (Python
-    holds its lock there), hands each to a thread to compile (XLA lets go of it: the
-    programs compile side by side, on as many cores as there are), waits for the
-    train steps only, and installs the same jitted steps as the model's
-    `train_function` and `test_function`, whose cache now holds the programs (a test
-    step still compiling is waited for when a batch needs it). The programs are those
+    `start(model, train_batches, test_batches)` traces each train step's program in
+    turn (Python holds its lock there), hands each to a thread to compile (XLA lets go
+    of it: the programs compile side by side, `workers` at a time), waits for them,
+    then has one background thread trace and compile the test steps while the first
+    batches train. It installs the same jitted steps as the model's `train_function`
+    and `test_function`, whose caches hold the programs (a test step still compiling
+    is waited for when a batch needs it). The programs are those
     Keras compiles (`jax.jit(model.train_step, donate_argnums=0)`), so the persistent
     cache serves them to later runs, and a shape nobody foresaw compiles as in Keras.
     Nothing happens on other backends, under a `keras.distribution` (its shardings are
@@ -199,6 +200,12 @@ class AheadOfTime:
 
     def __init__(self, workers=None):
         self.workers = workers or max(1, min(16, os.cpu_count() or 1))
+        self.steps = ()  # the train and test `_Dispatch` of the model started
+
+    def wait(self):
+        """Returns once every program started is compiled."""
+        for step in self.steps:
+            step.wait()
 
     def start(self, model, train_batches, test_batches=None):
         import keras
@@ -208,14 +215,20 @@ class AheadOfTime:
             return
         _started.add(model)
         pool = concurrent.futures.ThreadPoolExecutor(self.workers)
-        train = _Dispatch(model.train_step, model._get_jax_state(True, True, True, True),
-                          distinct_shapes(train_batches), pool)
-        test = _Dispatch(model.test_step, model._get_jax_state(True, True, False, True),
-                         distinct_shapes(test_batches), pool)
+        train = _Dispatch(model.train_step, model._get_jax_state(True, True, True, True))
+        test = _Dispatch(model.test_step, model._get_jax_state(True, True, False, True))
+        train.compile(distinct_shapes(train_batches), pool.submit)
         pool.shutdown(wait=False)
         train.wait()
+        # the test steps, needed at the epoch's end: traced and compiled one after another
+        # in the background while the first batches train (their compiling would slow
+        # the train steps' on a machine of few cores)
+        background = concurrent.futures.ThreadPoolExecutor(1)
+        test.compile(distinct_shapes(test_batches), background.submit, trace_later=True)
+        background.shutdown(wait=False)
         model.train_function = model._make_function(train)
         model.test_function = model._make_function(test)
+        self.steps = (train, test)
 
 
 _started = weakref.WeakSet()  # models whose steps `AheadOfTime` compiled
@@ -230,27 +243,34 @@ def signature(data):
 
 
 class _Dispatch:
-    """`step` jitted as Keras jits it, its program for each of `examples`' signatures
-    traced here and compiled in `pool`; called, it waits for the data's program if that
-    is still compiling."""
+    """`step` jitted as Keras jits it, with its programs compiled ahead for given batches
+    (`compile`); called, it waits for the data's program if that is still compiling."""
 
-    def __init__(self, step, state, examples, pool):
+    def __init__(self, step, state):
         import jax
 
         self.jitted = jax.jit(step, donate_argnums=0)
+        self.state = _abstract(state)  # read now: `fit` empties the variables it trains
+        self.pending = {}
 
-        def abstract(tree):
-            return jax.tree.map(lambda a: jax.ShapeDtypeStruct(np.shape(a), a.dtype), tree)
-
-        state, self.pending = abstract(state), {}
+    def compile(self, examples, submit, trace_later=False):
+        """Per distinct signature of `examples`, its program traced here (or, with
+        `trace_later`, where `submit` runs it) and compiled by `submit`."""
         for example in examples:
             key = signature(example)
-            if key not in self.pending:
-                self.pending[key] = pool.submit(
-                    self.jitted.lower(state, abstract(example)).compile)
+            if key in self.pending:
+                continue
+            if trace_later:
+                self.pending[key] = submit(self._lower_and_compile, _abstract(example))
+            else:
+                self.pending[key] = submit(self.jitted.lower(self.state,
+                                                             _abstract(example)).compile)
+
+    def _lower_and_compile(self, data):
+        return self.jitted.lower(self.state, data).compile()
 
     def wait(self):
-        for future in self.pending.values():
+        for future in list(self.pending.values()):
             future.result()
 
     def __call__(self, state, data):
@@ -259,3 +279,10 @@ class _Dispatch:
             if future is not None:
                 future.result()
         return self.jitted(state, data)
+
+
+def _abstract(tree):
+    """Shapes and dtypes only: what a program is compiled for."""
+    import jax
+
+    return jax.tree.map(lambda array: jax.ShapeDtypeStruct(np.shape(array), array.dtype), tree)

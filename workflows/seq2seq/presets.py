@@ -61,10 +61,13 @@ class TranslationConfig:
     latent_dim: int = option(1024, at_least=1, applies=GRU_ONLY)
     attention: bool = option(False, applies=GRU_ONLY)  # additive attention
     optimizer: str = option("rmsprop", choices=("rmsprop", "adam"))
-    # constant; noam: a scale of the curve
+    # constant; noam: a scale of the curve; cosine: the peak
     learning_rate: float = option(0.001, above=0, at_most=MAX_LEARNING_RATE)
-    schedule: str = option("constant", choices=("constant", "noam"))
+    # cosine: warmup over a share of the steps the run affords (its epochs, or its wall
+    # budget at the pace measured), then cosine decay to 0 at its end
+    schedule: str = option("constant", choices=("constant", "noam", "cosine"))
     warmup_steps: int = option(4000, at_least=1, applies=when("schedule", "noam"))
+    warmup_share: float = option(0.1, at_least=0, below=1, applies=when("schedule", "cosine"))
     label_smoothing: float = option(0.0, at_least=0, below=1)
     # bucketing: length buckets with fixed boundaries, batch sizes from batch_tokens; else
     # every batch is batch_size x sequence_length (the tutorial)

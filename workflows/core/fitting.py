@@ -1,0 +1,513 @@
+"""Resumable training: checkpoints, early stopping, a wall-time budget, a learning-rate
+schedule sized to it, stops at any moment (`fit_resumably`; `training.py` runs it).
+
+An epoch is its training batches (one `fit` call, resumable after any batch), then its
+validation and the lesson's epoch-end work. A stop signal during the batches (or
+validation's) is handled at the end of the batch under way, with the model's real
+weights; elsewhere at once. Either way the command checkpoints what it has and exits.
+"""
+
+import math
+import time
+import warnings
+
+import keras
+import numpy as np
+
+from data_prep import commands
+from data_prep.commands import ForcedStop, Stop
+from workflows.core import compilation
+from workflows.core.checkpoints import TrainingFolder
+
+# Batches of unknown count (bucketing) end each one-epoch `fit` this way; it is expected.
+warnings.filterwarnings("ignore", message="Your input ran out of data")
+# kept free of a time budget for the export (at most a tenth of it), beyond what is measured
+EXPORT_SECONDS = 30.0
+CHECKPOINT_EVERY_SECONDS = 600.0  # within an epoch, at the latest (one process)
+
+
+def started_at():
+    """When the command began (`time.monotonic()`), or now outside a command."""
+    return commands.command_started or time.monotonic()
+
+
+
+# ## One epoch's batches, resumable after any of them
+
+class _Batches(keras.callbacks.Callback):
+    """Counts an epoch's batches into the state, checkpoints every `every` of them or
+    every `CHECKPOINT_EVERY_SECONDS`, whichever comes first (when due), ends the epoch
+    early once the `budget` must keep the rest, and stops at a batch's end when a stop
+    signal came (`Stop`). The batches' metrics stay on the device until a checkpoint
+    reads them (`epoch_metrics`). It times each batch's call (`first_calls_seconds`)."""
+
+    def __init__(self, folder, state, every, budget, agree=bool, horizon=None):
+        super().__init__()
+        self.horizon = horizon
+        self.folder, self.state, self.every, self.budget = folder, state, every, budget
+        self.agree = agree  # one decision for every process (the chief's)
+        self.first_step, self.before = state.step, dict(state.partial)
+        self.batches, self.logs = 0, {}
+        self.checkpoint_seconds, self.last_checkpoint = 0.0, time.perf_counter()
+        self.out_of_time = False
+        self.call_seconds, self.called = [], None
+        self.first_batch = None  # its `time.monotonic()`
+
+    def on_train_batch_begin(self, batch, logs=None):
+        if self.first_batch is None:
+            self.first_batch = time.monotonic()
+        self.called = time.perf_counter()
+
+    def on_test_batch_begin(self, batch, logs=None):
+        self.called = time.perf_counter()
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.call_seconds.append(time.perf_counter() - self.called)
+        previous = self.state.step  # (several batches a call with `steps_per_execution`)
+        self.batches, self.logs = batch + 1, logs or {}
+        self.state.step = self.first_step + self.batches
+        if Stop.requested:
+            raise KeyboardInterrupt
+        if self.horizon and self.horizon.wants_early_pace:
+            self.horizon.early_pace(self.model, self.state, time.perf_counter(), self.batches)
+        since = time.perf_counter() - self.last_checkpoint
+        at_step = self.every and self.state.step // self.every > previous // self.every
+        # one process alone checkpoints on time too: with steps of a minute (a CPU), a
+        # stop must not lose an hour (several processes decide at common steps only)
+        on_time = self.every and self.agree is bool and since >= CHECKPOINT_EVERY_SECONDS
+        if (at_step or on_time) and self.agree(self.folder.due(since)):
+            started = time.perf_counter()
+            self.state.partial = self.epoch_metrics
+            self.folder.checkpoint(self.model, self.state)
+            self.last_checkpoint = time.perf_counter()
+            self.checkpoint_seconds += self.last_checkpoint - started
+        # with several processes, only where they decide together anyway
+        if (self.agree is bool or at_step) and self.agree(self.budget.exhausted()):
+            self.out_of_time = self.model.stop_training = True
+
+    def on_test_batch_end(self, batch, logs=None):
+        self.call_seconds.append(time.perf_counter() - self.called)
+        if Stop.requested:
+            raise KeyboardInterrupt
+
+    @property
+    def first_calls_seconds(self):
+        """The batches' time beyond 3 times the median batch's (and a tenth of a second
+        more, over a busy machine's jitter): what their first calls spent tracing and
+        compiling (a step dispatches without waiting for the device, but compiles before
+        it dispatches), on any backend."""
+        if not self.call_seconds:
+            return 0.0
+        median = float(np.median(self.call_seconds))
+        usual = max(3 * median, median + 0.1)
+        return sum(max(0.0, seconds - usual) for seconds in self.call_seconds)
+
+    @property
+    def epoch_metrics(self):
+        """The epoch's metrics over its batches so far, the resumed ones included."""
+        ran = {name: float(keras.ops.convert_to_numpy(value))
+               for name, value in self.logs.items()}
+        return _combined(self.before, ran, self.batches)
+
+
+class _CompileAhead(keras.callbacks.Callback):
+    """Once `fit` has built the model's optimizer and metrics, every batch shape's train
+    and test steps compile at once (`compilation.AheadOfTime`; JAX only)."""
+
+    def __init__(self, compiler, train_batches, test_batches):
+        super().__init__()
+        self.compiler, self.batches = compiler, (train_batches, test_batches)
+
+    def on_train_begin(self, logs=None):
+        self.compiler.start(self.model, *self.batches)
+
+
+def _combined(before, ran, batches):
+    """Running means over `before`'s batches and `batches` more (whose means are `ran`)."""
+    earlier = before.get("batches", 0)
+    total = earlier + batches
+    if not total:
+        return {}
+    names = set(before) | set(ran)
+    names.discard("batches")
+    return {"batches": total, **{
+        name: (before.get(name, 0.0) * earlier + ran.get(name, 0.0) * batches) / total
+        if name in before and name in ran else ran.get(name, before.get(name))
+        for name in names}}
+
+
+class WallBudget:
+    """The wall time `train` may take, from `started` (a `time.monotonic()` reading) and
+    over every resumption (`spent` seconds before this one); `reserve` is held back for
+    the export and the run's end, and grows with what the epochs' end work measures."""
+
+    def __init__(self, seconds, started=None, spent=0.0):
+        self.seconds, self.spent = seconds, spent
+        self.started = time.monotonic() if started is None else started
+        self.export_seconds = EXPORT_SECONDS if seconds is None else min(EXPORT_SECONDS,
+                                                                         0.1 * seconds)
+        # until an epoch's end work is measured (its first run compiles), a tenth more
+        self.reserve = self.export_seconds + (0 if seconds is None else 0.1 * seconds)
+        self.end_work = []  # seconds of each epoch's validation and end work, this run
+
+    def measured_end_work(self, seconds, checkpoint_seconds):
+        """The run's end redoes an epoch's end work (averaging), checkpoints and exports;
+        `seconds` leaves out compiling, and the first epoch's end work counts until there
+        are others."""
+        self.end_work.append(seconds)
+        self.reserve = (self.export_seconds + 2 * max(self.end_work[1:] or self.end_work)
+                        + 2 * checkpoint_seconds)
+
+    def used(self):
+        return self.spent + time.monotonic() - self.started
+
+    def exhausted(self):
+        return self.seconds is not None and self.used() + self.reserve >= self.seconds
+
+    def fits(self, seconds):
+        return self.seconds is None or self.used() + seconds + self.reserve <= self.seconds
+
+
+def fit_resumably(model, epoch_dataset, validation_data, folder, epochs, patience=2,
+                  checkpoint_every_steps=200, train_examples=None, on_epoch_end=None,
+                  callbacks=(), verbose="auto", time_budget_seconds=None, epoch_metrics=None,
+                  keep_epoch_weights=0, agree=bool, monitor="val_loss", higher_is_better=False,
+                  started=None):
+    """Trains `model` for up to `epochs`, resuming from `folder` (a path or a
+    `TrainingFolder`) if it holds a checkpoint.
+
+    `epoch_dataset(epoch)` returns that epoch's batches, the same ones on every call
+    (seed the shuffle with the epoch) so a resumed epoch skips exactly what was done.
+    Stops after `patience` epochs without a lower validation loss (or a better
+    `monitor`, an epoch metric, higher or lower as `higher_is_better` says) and leaves
+    the model with its best weights. `epoch_metrics(epoch, metrics)` may add to an epoch's
+    metrics (plus `epoch_seconds`, the training batches' time, `examples_per_second`,
+    `validation_seconds`, `epoch_end_seconds`, `checkpoint_seconds`, `epoch_wall_seconds`,
+    `training_share`, the batches' share of the epoch's wall time, and
+    `epoch_compile_seconds`, its time compiling: JAX's own timing, or the batches' first
+    calls, whichever is more) before they are
+    checkpointed with the state; `on_epoch_end(epoch, metrics)` sees them once a
+    checkpoint holds them (so a rerun never logs an epoch twice). Checkpoints: every
+    `checkpoint_every_steps` batches (0: none within an epoch) or, in one process, every
+    `CHECKPOINT_EVERY_SECONDS` if that comes first, and at each epoch's end, each skipped
+    while it would cost over 5% of the time since the last; always at a stop and at the
+    end. A stop lands at the end of the batch under way, or ends the command a few
+    seconds after it (`ForcedStop`): it loses at most the batches since the last.
+
+    `time_budget_seconds` is wall time from `started` (default: now), summed over
+    resumptions: no epoch starts that would not end in it with time left for the export
+    (an epoch's length is measured without its compiling), and an epoch that runs over
+    ends at that batch. `keep_epoch_weights`: keep the weights
+    of the last that many epochs (`epoch-N.weights.npz`) to average. `agree(flag)` turns
+    whether to train another epoch into one decision for every process (the chief's).
+
+    A stop signal (Ctrl-C, SIGTERM; `Stop`) checkpoints where the training is and raises
+    `KeyboardInterrupt`. Returns the final state, not yet marked finished: the caller does
+    that once its end-of-run work is done, so a crash there is redone by a rerun, which
+    finds no epoch left to train.
+    """
+    folder = folder if isinstance(folder, TrainingFolder) else TrainingFolder(folder)
+    folder.output.mkdir(parents=True, exist_ok=True)
+    state = folder.restore(model, folder.load_state())
+    budget = WallBudget(time_budget_seconds, started, state.wall_seconds)
+    horizon = ScheduleHorizon(model, budget, epochs, agree is bool)
+    epoch = _Epoch(model, folder, state, budget, on_epoch_end, agree, compilation.Compilations(),
+                   started, horizon)
+    kept_before, ForcedStop.kept = ForcedStop.kept, epoch.kept
+    try:
+        with epoch.compiled:
+            while agree(state.epoch < epochs and state.epochs_without_improvement < patience
+                        and _within_budget(state, budget)):
+                print(f"Epoch {state.epoch + 1}/{epochs}"
+                      + (f" (resuming: {state.where})" if state.step or state.epoch_trained
+                         else ""), flush=True)
+                metrics = epoch.train(epoch_dataset, validation_data, checkpoint_every_steps,
+                                      callbacks, verbose, train_examples)
+                epoch.validate(validation_data, metrics, epoch_metrics)
+                _update_early_stopping(model, folder, state, metrics, monitor,
+                                       higher_is_better)
+                if keep_epoch_weights:
+                    folder.keep_epoch_weights(model, state.epoch + 1, keep_epoch_weights,
+                                              state)
+                if horizon:
+                    metrics["horizon_steps"] = horizon.schedule.horizon_steps
+                epoch.end(metrics, last=state.epoch + 1 >= epochs or budget.exhausted())
+                horizon.after_epoch(state)
+            epoch.save()
+    except KeyboardInterrupt:
+        epoch.save_at_stop()
+        raise
+    finally:
+        ForcedStop.kept = kept_before
+    folder.synchronize("trained")
+    folder.load_best_weights(model, state)
+    return state
+
+
+class _Epoch:
+    """The steps of one epoch in `fit_resumably`, and what a stop during them saves."""
+
+    def __init__(self, model, folder, state, budget, on_epoch_end, agree, compiled,
+                 started=None, horizon=None):
+        self.model, self.folder, self.state, self.budget = model, folder, state, budget
+        self.on_epoch_end, self.agree = on_epoch_end, agree
+        self.compiled = compiled  # a `compilation.Compilations`: JAX's compiling, timed
+        self.ahead = compilation.AheadOfTime()  # every batch shape's steps, at once
+        self.started = started_at() if started is None else started
+        self.first_batch = None  # seconds from `started` to this process's first batch
+        self.horizon = horizon  # a `ScheduleHorizon`, or None
+        self.compiling_mark = 0.0  # its seconds at the epoch's start
+        self.first_calls = 0.0  # the epoch's batches' first-call time (`_Batches`)
+        self.unlogged = []  # epochs checkpointed nowhere yet: logged after the next one
+        self.changed = False  # trained since the last checkpoint
+        self.batches = None  # the `_Batches` of the epoch's `fit` while it runs
+        self.last_checkpoint = self.mark = time.perf_counter()
+
+    def train(self, epoch_dataset, validation_data, every, callbacks, verbose, train_examples):
+        """The epoch's batches (those not trained yet); returns their metrics (with
+        `seconds_to_first_batch` in the epoch of this command's first batch)."""
+        state, model = self.state, self.model
+        resumed = state.step or state.epoch_trained
+        self.batches = batches = _Batches(self.folder, state, every, self.budget, self.agree,
+                                          self.horizon)
+        started = time.perf_counter()
+        if not state.epoch_trained:
+            dataset = epoch_dataset(state.epoch)
+            if self.horizon:
+                self.horizon.start_epoch(state, _batch_count(dataset))
+            if state.step:
+                dataset = dataset.skip(state.step)
+            if not _is_empty(dataset):
+                self.changed = True
+                ahead = _CompileAhead(self.ahead, dataset, validation_data)
+                with Stop.at_batch_end():
+                    logs = model.fit(dataset, epochs=1, verbose=verbose, shuffle=False,
+                                     callbacks=[ahead, batches, *callbacks]).history
+                if batches.batches:
+                    state.partial = _combined(batches.before, {
+                        name: float(values[-1]) for name, values in logs.items()},
+                        batches.batches)
+            state.epoch_trained, self.batches = True, None
+            Stop.raise_if_requested()  # it came after the last batch's end
+        seconds = time.perf_counter() - started - batches.checkpoint_seconds
+        state.train_seconds += seconds
+        self.first_calls = batches.first_calls_seconds
+        if batches.out_of_time:
+            print(f"The time budget ends epoch {state.epoch + 1} after batch {state.step}.",
+                  flush=True)
+        metrics = {name: value for name, value in state.partial.items() if name != "batches"}
+        metrics.update(checkpoint_seconds=batches.checkpoint_seconds)
+        if self.first_batch is None and batches.first_batch is not None:
+            self.first_batch = metrics["seconds_to_first_batch"] = \
+                batches.first_batch - self.started
+        if not resumed:
+            metrics["epoch_seconds"] = seconds
+            if train_examples and not batches.out_of_time:
+                metrics["examples_per_second"] = train_examples / seconds
+        return metrics
+
+    def validate(self, validation_data, metrics, epoch_metrics):
+        """The validation loss and metrics, then the lesson's own (`epoch_metrics`)."""
+        started, compiled_before, first_calls = time.perf_counter(), self.compiled.seconds, 0.0
+        if validation_data is not None:
+            check = _Batches(self.folder, self.state, 0, self.budget)
+            with Stop.at_batch_end():
+                logs = self.model.evaluate(validation_data, verbose=0, return_dict=True,
+                                           callbacks=[check])
+            Stop.raise_if_requested()
+            metrics.update({f"val_{name}": value for name, value in logs.items()})
+            first_calls = check.first_calls_seconds
+            self.first_calls += first_calls
+        validated = time.perf_counter()
+        metrics["validation_seconds"] = validated - started
+        if epoch_metrics:
+            epoch_metrics(self.state.epoch, metrics)
+        metrics["epoch_end_seconds"] = time.perf_counter() - validated
+        # the after-training work redoes one validation and epoch end (averaging), then exports
+        compiling = max(self.compiled.seconds - compiled_before, first_calls)
+        self.budget.measured_end_work(time.perf_counter() - started - compiling,
+                                      self.folder.checkpoint_seconds)
+
+    def end(self, metrics, last):
+        """Closes the epoch: its wall time, then a checkpoint if one is due (or `last`),
+        then the epochs it holds are handed to `on_epoch_end`."""
+        state = self.state
+        now = time.perf_counter()
+        metrics["epoch_wall_seconds"] = now - self.mark
+        if "epoch_seconds" in metrics:
+            metrics["training_share"] = metrics["epoch_seconds"] / metrics["epoch_wall_seconds"]
+        compiling = max(self.compiled.seconds - self.compiling_mark, self.first_calls)
+        if compiling:
+            metrics["epoch_compile_seconds"] = compiling
+        self.mark, self.compiling_mark, self.first_calls = now, self.compiled.seconds, 0.0
+        state.history.append(metrics)
+        state.epoch, state.step, state.epoch_trained, state.partial = state.epoch + 1, 0, False, {}
+        self.unlogged.append(state.epoch - 1)
+        if self.agree(last or Stop.requested or self.folder.due(now - self.last_checkpoint)):
+            self.save()
+
+    def save(self):
+        """A checkpoint of where the training is, then the epochs it holds are logged."""
+        if self.changed or self.unlogged or self.folder.unwritten:
+            if self.batches is not None and self.batches.batches:  # stopped mid-epoch
+                self.state.partial = self.batches.epoch_metrics
+            self.state.wall_seconds = self.budget.used()
+            self.folder.checkpoint(self.model, self.state)
+            self.last_checkpoint = time.perf_counter()
+            self.changed = False
+        unlogged, self.unlogged = self.unlogged, []
+        for epoch in unlogged:
+            if self.on_epoch_end:
+                self.on_epoch_end(epoch, self.state.history[epoch])
+
+    def save_at_stop(self):
+        """On a stop: a checkpoint of what the training has (said so), or, if the model's
+        weights cannot be read (a second signal cut a step short), the last one's."""
+        Stop.reported = True
+        if Stop.signals <= 1:
+            try:
+                self.save()
+                print(f"\nInterrupted: checkpoint saved ({self.state.where}). Rerun the same "
+                      "command to resume.", flush=True)
+                return
+            except Exception as error:  # noqa: BLE001  the last checkpoint still holds
+                print(f"\nThe checkpoint at the stop failed ({type(error).__name__}).")
+        print(f"\nInterrupted: {self.kept()}", flush=True)
+
+    def kept(self):
+        return kept_in(self.folder)
+
+
+def kept_in(folder):
+    """What a stop keeps of the training in `folder` (a `TrainingFolder`), in words."""
+    saved = folder.load_state()
+    if saved.finished:
+        return "the run is trained and logged."
+    if not saved.checkpoint:
+        return "no checkpoint was written yet. Rerun the same command to start again."
+    return f"the last checkpoint ({saved.where}) is kept. Rerun the same command to resume."
+
+
+class ScheduleHorizon:
+    """Sizes a learning-rate schedule that can be (`set_horizon`, such as
+    `layers.WarmupCosineToHorizon`) to the run, so that its warmup and decay fit it:
+    the steps of every epoch it may train or, with a wall budget, the steps done plus
+    those the rest of the budget affords at the pace measured so far. The pace is
+    measured early in this command's first epoch, from its batches once compiled (a
+    fifth more for the epochs' end work), then after each epoch from its whole wall
+    time without its compiling. With several processes, from the epochs alone (each
+    process's clock would size it differently). Nothing happens for other schedules."""
+
+    END_WORK = 1.2  # an epoch's wall time over its batches' time, until measured
+    EARLY_SECONDS = 2.0  # batches timed before the first measure, once compiled
+
+    def __init__(self, model, budget, epochs, single_process=True):
+        schedule = getattr(getattr(model, "optimizer", None), "_learning_rate", None)
+        self.schedule = schedule if hasattr(schedule, "set_horizon") else None
+        self.budget, self.epochs, self.single_process = budget, epochs, single_process
+        self.steps_per_epoch = None
+        self.wants_early_pace = False
+        self.timed_from = None  # (perf_counter, batches) at the end of the first call
+
+    def __bool__(self):
+        return self.schedule is not None
+
+    def start_epoch(self, state, steps_per_epoch):
+        """At an epoch's start: the first one sizes the schedule by the epochs (or by the
+        pace of the epochs a resumed run measured), then asks for an early measure."""
+        first = self.steps_per_epoch is None
+        self.steps_per_epoch = steps_per_epoch or self.steps_per_epoch
+        if first and self.steps_per_epoch:
+            self.size(state, self.measured_pace(state))
+            self.wants_early_pace = self.timed_budget and not state.step
+
+    @property
+    def timed_budget(self):
+        return self.budget.seconds is not None and self.single_process
+
+    def early_pace(self, model, state, now, batches):
+        """Called at each batch end of the first epoch: once the batches after the first
+        call (which compiles) have run `EARLY_SECONDS`, sizes the schedule by them."""
+        if self.timed_from is None:
+            self.timed_from = (now, batches)
+            return
+        seconds, count = now - self.timed_from[0], batches - self.timed_from[1]
+        if seconds < self.EARLY_SECONDS or count < 1:
+            return
+        self.wants_early_pace = False
+        if keras.backend.backend() == "jax":
+            model.jax_state_sync()  # the loop then reads the variables again, horizon too
+        self.size(state, self.END_WORK * seconds / count)
+
+    def after_epoch(self, state):
+        """Once an epoch is over: sizes the schedule by its pace."""
+        if self.steps_per_epoch:
+            self.size(state, self.measured_pace(state))
+
+    def measured_pace(self, state):
+        """Wall seconds a step of the last epoch trained whole took, without compiling."""
+        whole = [epoch for epoch in state.history if "epoch_seconds" in epoch]
+        if not whole or not self.steps_per_epoch:
+            return None
+        last = whole[-1]
+        wall = last.get("epoch_wall_seconds", 0.0) - last.get("epoch_compile_seconds", 0.0)
+        return wall / self.steps_per_epoch if wall > 0 else None
+
+    def size(self, state, seconds_per_step=None):
+        most = self.epochs * self.steps_per_epoch
+        horizon = most
+        if seconds_per_step and self.timed_budget:
+            done = state.epoch * self.steps_per_epoch + state.step
+            left = max(0.0, self.budget.seconds - self.budget.used() - self.budget.reserve)
+            horizon = min(most, done + math.ceil(left / seconds_per_step))
+        if horizon != self.schedule.horizon_steps:
+            self.schedule.set_horizon(horizon)
+
+
+def _batch_count(dataset):
+    """How many batches `dataset` (a `PyDataset` or a `tf.data` pipeline) holds, or None."""
+    if hasattr(dataset, "__len__"):
+        return len(dataset)
+    cardinality = getattr(dataset, "cardinality", None)
+    count = int(cardinality()) if cardinality is not None else -1
+    return count if count >= 0 else None
+
+
+def _is_empty(dataset):
+    """Whether `dataset` (a `PyDataset` or a `tf.data` pipeline) is known to hold no batch."""
+    if hasattr(dataset, "__len__"):
+        return len(dataset) == 0
+    cardinality = getattr(dataset, "cardinality", None)
+    return cardinality is not None and int(cardinality()) == 0
+
+
+def _within_budget(state, budget):
+    """Whether another epoch fits the budget (the first always starts: its batches end
+    when the budget must keep the rest)."""
+    if budget.seconds is None or not state.history:
+        return True
+    # without compiling (minutes for a large model on a GPU, in the first epoch mostly)
+    durations = [max(0.0, epoch.get("epoch_wall_seconds", 0.0)
+                     - epoch.get("epoch_compile_seconds", 0.0)) for epoch in state.history]
+    # the first epoch's warm-up (caches, autotuning) too, once there are others
+    slowest = max(durations[1:] or durations, default=0.0)
+    if budget.fits(slowest):
+        return True
+    print(f"Stopping: {budget.used() / 60:.2f} of {budget.seconds / 60:.2f} minutes used; "
+          f"another epoch (about {slowest:.0f} s) would not leave {budget.reserve:.0f} s for "
+          "the export.", flush=True)
+    return False
+
+
+def _update_early_stopping(model, folder, state, metrics, monitor, higher_is_better):
+    """`state.best_val_loss` holds the best value of `monitor`, lower is better (a
+    metric where higher is better is kept negated); so does `state.scores`, per epoch."""
+    value = metrics.get(monitor, metrics.get("loss"))
+    value = -value if higher_is_better else value
+    state.scores.append(value)
+    if value < state.best_val_loss:
+        state.best_val_loss, state.best_epoch = value, state.epoch + 1
+        state.epochs_without_improvement = 0
+        folder.keep_best_weights(model)
+    else:
+        state.epochs_without_improvement += 1
