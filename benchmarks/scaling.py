@@ -34,7 +34,7 @@ def main(argv=None):
     from data_prep import spa_eng
     from workflows import translation as workflow
     from workflows.core import devices
-    from workflows.core.devices import for_backend
+    from workflows.core.batches import for_backend
     from workflows.translation import build_model
 
     parser = argparse.ArgumentParser(prog="python benchmarks/scaling.py",

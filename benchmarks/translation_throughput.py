@@ -43,7 +43,7 @@ def main(argv=None):
     from data_prep import spa_eng
     from data_prep.spa_eng import normalize
     from workflows import translation as workflow
-    from workflows.core.devices import for_backend
+    from workflows.core.batches import for_backend
     from workflows.translation import build_model
 
     parser = argparse.ArgumentParser(prog="python benchmarks/translation_throughput.py",

@@ -199,7 +199,9 @@ class AheadOfTime:
     """
 
     def __init__(self, workers=None):
-        self.workers = workers or max(1, min(16, os.cpu_count() or 1))
+        # half the cores: XLA compiles each program on several threads already (a 2-core
+        # CPU compiles one at a time fastest: benchmarks/results/compile_ahead.json)
+        self.workers = workers or max(1, min(8, (os.cpu_count() or 1) // 2))
         self.steps = ()  # the train and test `_Dispatch` of the model started
 
     def wait(self):
