@@ -91,3 +91,82 @@ def test_tensorflow_traces_each_step_once_or_twice_whatever_the_lengths():
         assert len(batches.shapes) == 5  # 39 source lengths, 5 shapes
         model.fit(for_backend(batches), validation_data=for_backend(validation), verbose=0)
     assert 1 <= traces["train"] <= 2 and traces["test"] == 1
+
+
+AHEAD = """
+import json, tempfile
+import keras, numpy as np
+from workflows import translation
+from workflows.core import compilation, devices
+from workflows.core.batches import for_backend
+from workflows.core.fitting import fit_resumably
+from workflows.seq2seq.presets import make_config
+from workflows.seq2seq.translator import PairBatches, pair_plan
+
+rng = np.random.default_rng(0)
+source = [rng.integers(4, 40, rng.integers(1, 24)).astype("int32") for _ in range(400)]
+target = [np.concatenate([[2], row[::-1] % 30 + 4, [3]]).astype("int32") for row in source]
+config = make_config("transformer", "gpu", {
+    "embed_dim": 16, "dense_dim": 32, "num_heads": 2, "encoder_layers": 1,
+    "decoder_layers": 1, "dtype_policy": "float32", "batch_tokens": 512, "bucket_width": 8,
+    "sequence_length": 24, "steps_per_execution": 4, "random_generator": "rbg",
+    "schedule": "constant", "learning_rate": 3e-3})
+model = translation.build_model(config, 50, 50)
+plan = pair_plan(24, 512, bucket_width=8)
+train = lambda epoch: for_backend(PairBatches(source, target, plan, seed=epoch))
+validation = for_backend(PairBatches(source[:100], target[:100], plan))
+at_first_batch = []
+
+class FirstBatch(keras.callbacks.Callback):
+    def on_train_batch_begin(self, batch, logs=None):
+        if not at_first_batch:
+            at_first_batch.append(compiled.of("jit(train_step)"))
+
+with compilation.Compilations() as compiled:
+    state = fit_resumably(model, train, validation, tempfile.mkdtemp(), epochs=2,
+                          callbacks=[FirstBatch()], verbose=0, checkpoint_every_steps=0)
+print(json.dumps({"train_shapes": len(train(0).shapes), "test_shapes": len(validation.shapes),
+                  "at_first_batch": at_first_batch[0], "counts": compiled.counts,
+                  "hits": compiled.cache_hits, "epochs": len(state.history),
+                  "first_batch": state.history[0].get("seconds_to_first_batch"),
+                  "loss": [epoch["loss"] for epoch in state.history]}))
+"""
+
+
+@pytest.mark.slow
+def test_every_train_step_compiles_before_the_first_batch_and_once(tmp_path):
+    result = run_steps(AHEAD, {"NLPKIT_COMPILATION_CACHE": "0"})
+    assert result["train_shapes"] >= 2 and result["test_shapes"] >= 2
+    # every shape's train step compiled ahead of the first batch, none of them again later
+    assert result["at_first_batch"] == result["train_shapes"]
+    assert programs(result, "jit(train_step)") == result["train_shapes"]
+    assert programs(result, "jit(test_step)") == result["test_shapes"]
+    assert result["epochs"] == 2 and result["first_batch"] > 0
+    assert np.isfinite(result["loss"]).all() and result["loss"][1] < result["loss"][0]
+
+
+RANDOM = """
+import json
+import keras, numpy as np
+from workflows.core import devices
+
+def mask(seed):
+    return np.asarray(keras.layers.Dropout(0.5, seed=seed)(np.ones((8, 1000)), training=True))
+
+devices.use_random_generator("rbg")
+rbg, again = mask(1), mask(1)
+devices.use_random_generator("threefry")
+threefry = mask(1)
+print(json.dumps({"kept": float((rbg != 0).mean()), "scaled": float(rbg.max()),
+                  "repeatable": bool((rbg == again).all()),
+                  "other_stream": bool((rbg != threefry).any()),
+                  "threefry_kept": float((threefry != 0).mean())}))
+"""
+
+
+@pytest.mark.slow
+def test_rbg_dropout_masks_keep_their_rate_and_repeat_with_their_seed():
+    result = run_steps(RANDOM)
+    assert abs(result["kept"] - 0.5) < 0.02 and result["scaled"] == 2.0
+    assert result["repeatable"] and result["other_stream"]
+    assert abs(result["threefry_kept"] - 0.5) < 0.02  # Keras's own generator, restored

@@ -450,3 +450,27 @@ def test_a_budget_measures_its_pace_early_in_the_first_epoch(tmp_path, monkeypat
     # at the start (every epoch), at the second batch's end (its pace), after each epoch
     assert [(epoch, step) for epoch, step, _ in sized] == [(0, 0), (0, 2), (1, 0), (2, 0)]
     assert sized[0][2] is None and all(pace > 0 for _, _, pace in sized[1:])
+
+
+def test_several_steps_a_call_checkpoint_and_resume_without_losing_or_redoing_a_batch(tmp_path):
+    class InterruptAfter(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            if int(self.model.optimizer.iterations.numpy()) >= STEPS + 4:
+                raise KeyboardInterrupt
+
+    def model():
+        built = small_model()
+        built.compile(optimizer="adam", loss="binary_crossentropy", metrics=["accuracy"],
+                      steps_per_execution=3)
+        return built
+
+    with pytest.raises(KeyboardInterrupt):
+        fit_resumably(model(), epoch_dataset, epoch_dataset(99), tmp_path, epochs=3,
+                      patience=9, checkpoint_every_steps=4, verbose=0,
+                      callbacks=[InterruptAfter()])
+    state = TrainingFolder(tmp_path).load_state()
+    assert (state.epoch, state.step) == (1, 6)  # calls of 3 steps: 3, 6 (past 4), stopped
+    resumed = model()
+    state = fit_resumably(resumed, epoch_dataset, epoch_dataset(99), tmp_path, epochs=3,
+                          patience=9, checkpoint_every_steps=4, verbose=0)
+    assert int(resumed.optimizer.iterations.numpy()) == 3 * STEPS and len(state.history) == 3
