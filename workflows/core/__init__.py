@@ -5,13 +5,16 @@
   `ModelExport`).
 - `cli`: `LessonCLI`, the command line every lesson declares, and the error policy.
 - `training`: `TrainingRun`, the steps of a training a lesson calls in order (load the
-  data, open the run folder, start or resume the MLflow run, fit, export), and the
-  resumable `fit` under it (early stopping, time budget, stops at any moment);
-  `checkpoints`: the run folder's state and weight files, written atomically, checked
-  by digest, falling back to the newest intact one.
-- `devices`: where a run trains and in which precision (processes, mirrored or
-  data-parallel devices), the batches in few fixed shapes that `fit` reads, and what
-  XLA compiled (compiled model calls, counted; shipped with every logged model).
+  data, open the run folder, start or resume the MLflow run, fit, export); `fitting`:
+  the resumable `fit` under it (early stopping, a wall budget and the learning-rate
+  schedule sized to it, stops at any moment); `checkpoints`: the run folder's state and
+  weight files, written atomically, checked by digest, falling back to the newest
+  intact one.
+- `devices`: where a run trains, in which precision and with which dropout generator
+  (processes, mirrored or data-parallel devices); `batches`: the batches in few fixed
+  shapes that `fit` reads; `compilation`: what XLA compiled (compiled model calls,
+  counted, the persistent cache, every batch shape's steps compiled ahead). The three
+  ship with every logged model.
 - `models`: the logged model: exported with its code and digest, loaded verified;
   `model_folder`: the one folder format every trained model is saved in.
 - `runs`: finding, comparing and registering runs; evaluations logged back to them.
