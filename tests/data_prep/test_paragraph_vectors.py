@@ -20,6 +20,7 @@ def test_tokenize_lowercases_drops_html_and_keeps_exclamations():
         "i", "didn't", "like", "it", "!", "!", "really", "?"]
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("dm", [False, True])
 def test_a_texts_vector_is_the_same_in_any_batch_and_any_process(tmp_path, dm):
     vectors = ParagraphVectors.train(TEXTS, ParagraphVectorSettings(

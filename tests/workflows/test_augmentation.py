@@ -150,6 +150,7 @@ def translators(store):
 NBSVM = ["--model", "nbsvm", *COMMON, "--set", "sentence_slices=0"]
 
 
+@pytest.mark.integration
 def test_a_model_trains_on_round_trip_paraphrases_of_train_reviews_only(store, translators):
     args = [*NBSVM, "--augment", "round_trip", "--set", "augment_fraction=0.5"]
     assert workflow.main(["train", *args]) == 0
@@ -184,6 +185,7 @@ def test_a_model_trains_on_round_trip_paraphrases_of_train_reviews_only(store, t
     assert data.augmentation["newly_translated_sentences"] == 0  # from the cache
 
 
+@pytest.mark.integration
 def test_the_paraphrase_cache_is_keyed_by_translators_and_settings(store, translators):
     def data(**changes):
         config = workflow.complete_config(workflow.CATALOG.make("nbsvm", None, {

@@ -18,6 +18,8 @@ import pytest
 
 from tests.data_prep.fixtures import write_imdb_folder, write_tar_gz
 
+pytestmark = pytest.mark.integration  # each test starts servers or other processes
+
 PROCESSES = 4
 
 

@@ -20,6 +20,8 @@ import pytest
 
 from tests.data_prep.fixtures import generated_spa_lines, write_imdb_folder, write_spa_eng_zip
 
+pytestmark = pytest.mark.integration  # each test starts servers or other processes
+
 ROOT = Path(__file__).resolve().parents[2]
 # Per-replica means of a token-weighted loss, float32 sums in another order: close, not equal.
 RELATIVE_TOLERANCE = 0.02

@@ -24,6 +24,7 @@ def encoder(tmp_path_factory):
     return write_tiny_encoder(tmp_path_factory.mktemp("encoder") / "tiny_bert")
 
 
+@pytest.mark.integration
 def test_the_encoder_fine_tunes_from_its_pretrained_weights_and_serves_raw_text(
         own_store, encoder):
     assert workflow.main(["train", "--model", "encoder", "--set", f"encoder={encoder}",

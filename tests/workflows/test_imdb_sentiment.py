@@ -59,6 +59,7 @@ def test_run_logs_params_metrics_tags_and_artifacts(store):
     assert_test_accuracy_is_its_confusion_matrixs(run.info.run_id)  # each review once
 
 
+@pytest.mark.integration
 def test_logged_model_predicts_from_strings_in_a_fresh_process(store, tmp_path):
     run_id = runs_by_model()["bow"].info.run_id
     probabilities = predict_in_a_fresh_process(run_id, "['Wonderful and moving', 'Meh.', "
@@ -195,6 +196,7 @@ def test_prepare_reports_counts_and_embedding_coverage(store, capsys):
     assert "every file intact" in capsys.readouterr().out
 
 
+@pytest.mark.integration
 def test_sweep_makes_one_parent_and_a_child_per_setting(own_store, capsys):
     argv = ["train", "--model", "bow", *COMMON, *BOW, "--epochs", "1",
             "--sweep", "learning_rate=0.01,0.003", "--sweep", "hidden_units=2,3"]
@@ -320,6 +322,7 @@ def test_bad_labelled_texts_get_a_clear_error(store, tmp_path, capsys, content, 
     assert workflow.main(["evaluate", "--texts", str(tmp_path / "missing.tsv")]) == 2
 
 
+@pytest.mark.integration
 def test_lm_classifier_transfers_a_language_model_and_compares_with_scratch(store, capsys):
     from tests.workflows.test_language_model import TINY
     from workflows import language_model
@@ -366,6 +369,7 @@ def test_lm_classifier_unfreezes_top_down_with_smaller_rates_below():
                       "embedding": (0.125, 6)}
 
 
+@pytest.mark.integration
 def test_ensemble_fits_weights_on_validation_only_and_serves_like_a_model(
         store, monkeypatch, capsys, tmp_path):
     runs = runs_by_model()
@@ -401,6 +405,7 @@ def test_ensemble_fits_weights_on_validation_only_and_serves_like_a_model(
     assert "at least two different runs" in capsys.readouterr().err
 
 
+@pytest.mark.integration
 def test_an_ensemble_with_the_lexicon_fitted_on_slices_too_predicts_like_a_model(
         store, capsys):
     bow = runs_by_model()["bow"].info.run_id

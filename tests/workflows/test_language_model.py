@@ -91,6 +91,7 @@ def test_cached_generation_equals_uncached_generation(lm_store):
     assert cached == generator.generate_uncached(rows, 12)
 
 
+@pytest.mark.integration
 def test_a_fixed_seed_gives_the_same_sample(lm_store):
     generator = generator_of(lm_runs()[0])
     for sampler in ("top_k", "top_p", "random"):
@@ -101,6 +102,7 @@ def test_a_fixed_seed_gives_the_same_sample(lm_store):
     assert len(beam) == 1 and isinstance(beam[0], str)
 
 
+@pytest.mark.integration
 def test_fine_tuning_keeps_the_tokenizer_and_reports_perplexity_before(lm_store):
     source = lm_runs()[0]
     other = write_corpus(lm_store / "bad_reviews", sentiment="very ", documents=12)
@@ -116,6 +118,7 @@ def test_fine_tuning_keeps_the_tokenizer_and_reports_perplexity_before(lm_store)
     assert generator_of(tuned).vocabulary == generator_of(source).vocabulary
 
 
+@pytest.mark.integration
 def test_fine_tuning_can_add_the_new_corpus_words_to_the_vocabulary(lm_store, capsys):
     source = lm_runs()[0]
     folder = lm_store / "names"
@@ -160,6 +163,7 @@ def test_extension_keeps_every_weight_and_initialises_the_new_rows():
                                           keras.ops.convert_to_numpy(new))
 
 
+@pytest.mark.integration
 def test_logged_model_generates_in_a_fresh_process_with_sampler_params(lm_store, tmp_path):
     run_id = lm_runs()[0].info.run_id
     script = f"""
@@ -214,6 +218,7 @@ def test_bad_sampler_settings_are_refused(lm_store, capsys):
         assert message in capsys.readouterr().err
 
 
+@pytest.mark.integration
 def test_benchmark_compares_cached_and_uncached_generation(lm_store, tmp_path):
     run_id = lm_runs()[0].info.run_id
     output = tmp_path / "language_model.json"

@@ -18,6 +18,8 @@ from tests.workflows.serving import free_port, group_members, server_group, stop
 from workflows import mlflow_ui
 from workflows.core import store as mlflow_store
 
+pytestmark = pytest.mark.integration  # each test starts servers or other processes
+
 
 def test_server_command_points_at_the_store_and_loopback(monkeypatch, tmp_path):
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/mlflow.db")

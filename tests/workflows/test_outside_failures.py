@@ -91,6 +91,7 @@ def test_a_store_uri_that_is_no_mlflow_store_is_one_line(tmp_path, monkeypatch,
         assert "is not a store the kit uses" in store_error(uri, monkeypatch)[0]
 
 
+@pytest.mark.integration
 def test_a_store_that_never_answers_is_reported_within_20_seconds(monkeypatch,
                                                                   restore_tracking_uri):
     import http.server
@@ -131,6 +132,7 @@ def test_a_store_lost_mid_run_is_one_line_and_the_rerun_resumes_the_run(
     assert steps == [1, 2, 3] and run.info.status == "FINISHED"
 
 
+@pytest.mark.integration
 def test_a_store_file_deleted_mid_run_is_one_line_and_a_retrain_trains(
         own_store, monkeypatch, capsys):
     log_metrics = mlflow.log_metrics
@@ -239,12 +241,14 @@ def test_a_busy_port_and_a_missing_server_program_are_one_line(capsys):
         check_can_serve([sys.executable, "-m", "no_such_server"], "127.0.0.1", closed_port())
 
 
+@pytest.mark.integration
 def test_search_workers_are_capped_by_the_cores(store, capsys):
     argv = ["search", "--model", "bow", *COMMON, *SPACE, "--workers", "100000"]
     assert workflow.main(argv) == 2
     assert f"--workers is from 1 to {os.cpu_count()}" in capsys.readouterr().err
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("started", ["directly", "as a script's background job"])
 def test_sigterm_to_a_search_stops_its_workers_and_marks_its_run_killed(own_store, started):
     env = dict(os.environ)  # the test's own store and run folders
@@ -280,6 +284,7 @@ def test_sigterm_to_a_search_stops_its_workers_and_marks_its_run_killed(own_stor
     assert search_run.info.status == "KILLED"
 
 
+@pytest.mark.integration
 def test_sigterm_to_an_encoder_training_ends_it_within_seconds(own_store, tmp_path):
     from tests.data_prep.fixtures import write_tiny_encoder
 

@@ -57,6 +57,7 @@ def test_launchers_help_loads_no_heavy_library():
         assert (result["status"], result["loaded"]) == (0, []), result
 
 
+@pytest.mark.integration
 def test_a_step_still_loads_what_it_needs():
     (result,) = answers("workflows.translation",
                         [["translate", "--run-id", "0" * 32, "Hello."]])

@@ -44,6 +44,7 @@ def test_metrics_of_an_epoch_checkpointed_before_a_crash_are_logged_on_resume(
         assert metric_steps(run.info.run_id, name) == [1, 2, 3], name  # complete, no repeats
 
 
+@pytest.mark.integration
 def test_a_run_whose_checkpoints_are_all_damaged_starts_over_as_a_new_run(
         own_store, monkeypatch, capsys):
     store_fails_at_epoch_two(monkeypatch)
@@ -160,6 +161,7 @@ def test_bad_values_are_refused_before_anything_runs(store, tmp_path, monkeypatc
     assert not (tmp_path / "none.db").exists()  # no store touched, no FAILED run left
 
 
+@pytest.mark.integration
 def test_data_prep_commands_report_a_bad_archive_in_one_line(tmp_path):
     import os
     import subprocess

@@ -262,6 +262,7 @@ def test_bm25_finds_the_planted_answers_and_evaluates(lesson, capsys):
     assert "d3  topic3 paper" in capsys.readouterr().out
 
 
+@pytest.mark.integration
 def test_dense_fine_tuning_improves_a_planted_task_and_resumes(lesson, capsys):
     """Queries and documents share one topic word among shared filler words: the random
     encoder matches fillers, fine-tuning learns to match topics, on unseen topics too."""
@@ -408,6 +409,7 @@ def test_soft_labels_share_each_target_with_the_teachers_second_answer():
     np.testing.assert_array_equal(hard, np.eye(3, 6))  # judged pairs: one-hot
 
 
+@pytest.mark.integration
 def test_a_cold_start_fine_tunes_on_pseudo_queries_without_train_judgements(lesson, capsys):
     import mlflow
 
@@ -473,6 +475,7 @@ def test_a_cold_start_fine_tunes_on_pseudo_queries_without_train_judgements(less
                            "--set", f"encoder_run={run.info.run_id}"]) == 0
 
 
+@pytest.mark.integration
 def test_a_catalogue_alone_validates_on_held_out_pseudo_queries(lesson, capsys):
     """Documents and nothing else: the cold start validates on pseudo-queries it did not
     train on, and the hybrid of its encoder keeps the weight 0.5 and says why."""
@@ -772,6 +775,7 @@ def test_fused_retrievers_find_the_planted_answers(lesson, retriever, fusion):
         assert run.data.metrics["test_ndcg_at_10"] > 0.8
 
 
+@pytest.mark.integration
 def test_the_logged_model_answers_in_a_fresh_process(lesson):
     import mlflow
 
@@ -787,7 +791,7 @@ def test_the_logged_model_answers_in_a_fresh_process(lesson):
     assert answers[0][0]["id"] == "d5" and answers[0][0]["rank"] == 1 and len(answers[0]) == 3
 
 
-@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("workers", [1, pytest.param(2, marks=pytest.mark.integration)])
 def test_label_writes_every_line_in_order_and_resumes(lesson, tmp_path, workers, monkeypatch):
     from workflows.retrievers import labelling
 
@@ -811,6 +815,7 @@ def test_label_writes_every_line_in_order_and_resumes(lesson, tmp_path, workers,
     assert not parts.exists()
 
 
+@pytest.mark.integration
 def test_a_stopped_label_says_what_it_kept_and_goes_on(lesson, tmp_path):
     """SIGTERM while Beam labels (which wraps the stop in its own error): status 130, one
     line, no traceback; the same command then finishes the file."""
@@ -967,6 +972,7 @@ def test_tune_searches_bm25_settings_on_validation(lesson, capsys):
     assert "Best trial" in capsys.readouterr().out
 
 
+@pytest.mark.integration
 def test_the_served_retriever_answers_and_refuses_bad_requests(lesson, tmp_path):
     from tests.workflows.serving import post, served
 
@@ -1000,6 +1006,7 @@ def test_an_approximate_index_above_the_exact_limit_logs_its_recall(lesson):
     assert len(graphs) == 1 and [graph.stat().st_mtime_ns for graph in graphs] == built
 
 
+@pytest.mark.integration
 def test_a_passage_retriever_above_the_exact_limit_saves_its_graph(lesson, tmp_path):
     from workflows.retrievers.searcher import Searcher
 
@@ -1090,6 +1097,7 @@ def test_a_refused_encoder_or_encoder_run_leaves_no_run(lesson, tmp_path, capsys
     assert runs() == before
 
 
+@pytest.mark.integration
 def test_an_encoder_archive_of_other_weights_is_another_run(lesson, tmp_path, monkeypatch,
                                                             capsys):
     """The default encoder's name, read from `NLPKIT_ENCODER_ARCHIVE`: the same config,

@@ -87,6 +87,7 @@ def test_a_grid_takes_choices_only_and_no_more_trials_than_combinations():
         search_space.make_settings(config, ["dropout=uniform:0.1:0.5"], sampler="grid")
 
 
+@pytest.mark.integration
 def test_a_search_block_in_the_yaml_config_is_read_and_train_ignores_it(own_store, tmp_path):
     config = tmp_path / "search.yaml"
     config.write_text("hidden_units: 3\nsearch:\n  trials: 2\n  metric: val_accuracy\n"
@@ -100,6 +101,7 @@ def test_a_search_block_in_the_yaml_config_is_read_and_train_ignores_it(own_stor
                           "--epochs", "1"]) == 0
 
 
+@pytest.mark.integration
 def test_two_workers_share_one_study_and_each_trial_is_a_child_run(own_store, capsys):
     argv = search_argv(31, "--trials", "4", "--workers", "2", "--pruner", "none",
                        "--metric", "val_accuracy")
@@ -127,6 +129,7 @@ def test_two_workers_share_one_study_and_each_trial_is_a_child_run(own_store, ca
     assert registered.run_id == study.best_trial.user_attrs["mlflow_run_id"]
 
 
+@pytest.mark.integration
 def test_the_pruner_stops_a_trial_forced_to_be_poor(own_store):
     argv = search_argv(41, "--trials", "2", "--prune-after-trials", "1", "--epochs", "4",
                        "--set", "patience=4", "--metric", "val_loss")
@@ -149,6 +152,7 @@ def test_the_pruner_stops_a_trial_forced_to_be_poor(own_store):
     assert parent.data.metrics["trials_pruned"] == 1
 
 
+@pytest.mark.integration
 def test_a_killed_workers_trial_is_queued_again_and_its_run_resumes(own_store, monkeypatch):
     argv = search_argv(51, "--trials", "1", "--epochs", "40", "--set", "patience=40",
                        "--pruner", "none", "--study", "killed")

@@ -28,6 +28,7 @@ def tiny_translator(model_name):
                       config.beam_width)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("name, kind", [("transformer", TransformerTranslator),
                                         ("gru_seq2seq", GRUTranslator)])
 def test_a_saved_translator_reloads_as_its_class_and_decodes_the_same(name, kind, tmp_path):

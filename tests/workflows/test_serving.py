@@ -11,6 +11,8 @@ from tests.workflows.serving import post, served
 from workflows import serve_model
 from workflows.core import runs, servers
 
+pytestmark = pytest.mark.integration  # each test starts servers or other processes
+
 
 @pytest.fixture(scope="module")
 def server(store, tmp_path_factory):

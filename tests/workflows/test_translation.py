@@ -107,6 +107,7 @@ def test_run_logs_params_metrics_and_artifacts(translation_store):
     assert transformer.data.tags["dtype_policy_used"] == transformer.data.params["dtype_policy"]
 
 
+@pytest.mark.integration
 def test_exported_translator_round_trips_strings_in_a_fresh_process(translation_store, tmp_path):
     run_id = runs()["transformer"].info.run_id
     script = f"""
@@ -134,6 +135,7 @@ def test_translate_and_compare_from_the_command_line(translation_store, capsys):
     assert lines[0].startswith("run_id,direction,model,preset") and len(lines) == 3
 
 
+@pytest.mark.integration
 def test_decoding_benchmark_matches_the_tutorial_loop(translation_store, tmp_path):
     run_id = runs()["transformer"].info.run_id
     output = tmp_path / "decoding.json"
@@ -256,6 +258,7 @@ def test_n_best_gives_distinct_beams_in_score_order_led_by_beam_search():
         assert (hypotheses[0][0] == best[row]).all()
 
 
+@pytest.mark.integration
 def test_translate_prints_n_best_with_scores(translation_store, capsys):
     assert workflow.main(["translate", "I see the dog.", "--n-best", "3",
                           "--length-penalty", "0.6"]) == 0
@@ -351,6 +354,7 @@ def test_batches_shift_targets_mask_labels_and_bucket_lengths():
     assert fixed[0][1].shape == (4, 10)
 
 
+@pytest.mark.integration
 def test_served_translator_answers_strings_and_rejects_bad_payloads(translation_store):
     run_id = runs()["transformer"].info.run_id
     with served(f"runs:/{run_id}/model", translation_store / "serve.log") as url:
@@ -384,6 +388,7 @@ def test_logged_translator_ships_only_the_code_it_needs(translation_store, tmp_p
         "model_folder.py"]
 
 
+@pytest.mark.integration
 def test_beam_width_param_is_declared_validated_and_reaches_the_decoder(translation_store):
     import mlflow
     from mlflow.exceptions import MlflowException
@@ -455,6 +460,7 @@ def test_bad_files_are_one_line_errors(translation_store, tmp_path, capsys):
         assert message in err and err.count("\n") == 1, (argv, err)
 
 
+@pytest.mark.integration
 def test_es_en_direction_end_to_end_and_runs_chosen_by_direction(translation_store, capsys,
                                                                   monkeypatch):
     assert workflow.main(["run", "--preset", "cpu", "--direction", "es-en", *TINY_TRANSFORMER,
@@ -486,6 +492,7 @@ def test_es_en_direction_end_to_end_and_runs_chosen_by_direction(translation_sto
     assert len(lines) == 2 and ",es-en,transformer," in lines[1]
 
 
+@pytest.mark.integration
 def test_one_vocabulary_for_both_languages_shares_the_embeddings(translation_store, capsys):
     joint = ["--set", "tokenization=joint_wordpiece", "--set", "joint_vocabulary_size=300"]
     tiny = ["--epochs", "1", "--set", "embed_dim=16", "--set", "dense_dim=32", "--set",
