@@ -14,6 +14,7 @@ from workflows.translation import build_model
     (("cpu", None), "float32", False)])
 def test_auto_picks_the_precision_of_the_device(monkeypatch, device, policy, loss_scaling):
     monkeypatch.setattr(devices, "first_device", lambda: device)
+    monkeypatch.setattr(devices, "cpu_computes_bfloat16", lambda: False)
     config = make_config("transformer", "gpu", {"embed_dim": 8, "dense_dim": 8,
                                                 "num_heads": 2, "encoder_layers": 1,
                                                 "decoder_layers": 1})
@@ -27,3 +28,15 @@ def test_auto_picks_the_precision_of_the_device(monkeypatch, device, policy, los
 def test_auto_on_this_machine_is_what_its_first_device_calls_for():
     assert devices.resolve_precision("auto") == devices.policy_for(*devices.first_device())
     assert devices.resolve_precision("mixed_bfloat16") == "mixed_bfloat16"
+
+
+def test_a_cpu_computes_in_bfloat16_only_with_the_instructions_for_it(tmp_path, monkeypatch):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx2 fma\n")
+    assert not devices.cpu_computes_bfloat16(cpuinfo)  # AVX2 only: float32
+    cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu avx2 avx512f avx512_bf16\n")
+    assert devices.cpu_computes_bfloat16(cpuinfo)
+    assert not devices.cpu_computes_bfloat16(tmp_path / "missing")  # not Linux: float32
+    monkeypatch.setattr(devices, "cpu_computes_bfloat16", lambda: True)
+    assert devices.policy_for("cpu") == "mixed_bfloat16"
+    assert make_config("transformer", "cpu").dtype_policy == "auto"

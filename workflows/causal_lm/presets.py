@@ -50,7 +50,7 @@ class LMConfig:
     max_train_minutes: float | None = option(60.0, above=0)
     validation_windows: int = option(512, at_least=1)  # fixed val windows, each epoch
     sample_tokens: int = option(30, at_least=1)  # generated from each prompt, each epoch
-    dtype_policy: str = option("mixed_bfloat16", choices=DTYPE_POLICIES)  # auto: core/devices.py
+    dtype_policy: str = option("auto", choices=DTYPE_POLICIES)  # auto: core/devices.py
     seed: int = seed_option()
     checkpoint_every_steps: int = option(200, at_least=0)
     distribution: str = distribution_option()

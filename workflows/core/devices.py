@@ -28,6 +28,7 @@ backend are refused.
 import contextlib
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 import keras
 import numpy as np
@@ -266,15 +267,31 @@ def _even_dataset(dataset, devices, share=(0, 1)):
 
 # ## Mixed precision for the device at hand: `dtype_policy="auto"`
 
+# CPU instructions that compute in bfloat16 (Linux's names): without them, a CPU
+# emulates it, about 11 times slower than float32 (the `cpu` translator's step on a
+# 2-core AMD EPYC with AVX2 only: 8.2 s in mixed bfloat16, 0.73 s in float32)
+BFLOAT16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
+
+
+def cpu_computes_bfloat16(cpuinfo=Path("/proc/cpuinfo")):
+    """Whether this machine's CPU has bfloat16 instructions (False where it cannot tell)."""
+    try:
+        text = Path(cpuinfo).read_text()
+    except OSError:
+        return False
+    flags = {flag for line in text.splitlines() if line.startswith("flags")
+             for flag in line.partition(":")[2].split()}
+    return any(flag in flags for flag in BFLOAT16_CPU_FLAGS)
 
 
 def policy_for(platform, compute_capability=None):
     """The dtype policy for a device: `platform` "gpu" or "cpu" (or "tpu"), and a GPU's
-    compute capability as "major.minor"."""
+    compute capability as "major.minor". A CPU computes in bfloat16 only where it has
+    the instructions for it."""
     if platform == "tpu":
         return "mixed_bfloat16"
     if platform != "gpu":
-        return "float32"
+        return "mixed_bfloat16" if platform == "cpu" and cpu_computes_bfloat16() else "float32"
     major = int(str(compute_capability or "0").split(".")[0])
     return "mixed_bfloat16" if major >= 8 else "mixed_float16"
 
