@@ -39,8 +39,8 @@ def test_the_gpu_check_trains_evaluates_translates_and_reports_without_tensorflo
                GPU_CHECK_STOP_AFTER=str(STOP_AFTER), GPU_CHECK_STOP_MINUTES="1.5")
     check = subprocess.run([GPU_CHECK, "run", str(out)], env=env,
                            capture_output=True, text=True, timeout=600)
-    assert check.returncode == 0, check.stderr[-3000:]
     steps = [json.loads(line) for line in (out / "steps.jsonl").read_text().splitlines()]
+    assert check.returncode == 0, (steps, check.stderr[-3000:])
     assert [(s["step"], s["status"]) for s in steps] == [
         ("train", 0), ("evaluate", 0), ("translate", 0), ("results", 0), ("stop", 130),
         ("resume", 0)], check.stdout[-3000:]

@@ -416,7 +416,8 @@ def test_a_run_without_budget_sizes_its_schedule_to_its_epochs(tmp_path):
 def test_a_budget_sizes_the_schedule_to_the_steps_its_rest_affords():
     from types import SimpleNamespace
 
-    from workflows.core.fitting import ScheduleHorizon, WallBudget
+    from workflows.core.fitting import WallBudget
+    from workflows.core.horizon import ScheduleHorizon
 
     model, schedule = cosine_model()
     budget = WallBudget(100.0, spent=20.0)
@@ -434,7 +435,7 @@ def test_a_budget_sizes_the_schedule_to_the_steps_its_rest_affords():
 
 
 def test_a_budget_measures_its_pace_early_in_the_first_epoch(tmp_path, monkeypatch):
-    from workflows.core.fitting import ScheduleHorizon
+    from workflows.core.horizon import ScheduleHorizon
 
     monkeypatch.setattr(ScheduleHorizon, "EARLY_SECONDS", 0.0)
     sized, size = [], ScheduleHorizon.size

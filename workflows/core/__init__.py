@@ -6,8 +6,8 @@
 - `cli`: `LessonCLI`, the command line every lesson declares, and the error policy.
 - `training`: `TrainingRun`, the steps of a training a lesson calls in order (load the
   data, open the run folder, start or resume the MLflow run, fit, export); `fitting`:
-  the resumable `fit` under it (early stopping, a wall budget and the learning-rate
-  schedule sized to it, stops at any moment); `checkpoints`: the run folder's state and
+  the resumable `fit` under it (early stopping, a wall budget, stops at any moment);
+  `horizon`: a learning-rate schedule sized to the steps the run affords; `checkpoints`: the run folder's state and
   weight files, written atomically, checked by digest, falling back to the newest
   intact one.
 - `devices`: where a run trains, in which precision and with which dropout generator
