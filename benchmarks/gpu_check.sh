@@ -114,14 +114,14 @@ run() {
 # 130 within seconds of the signal (its seconds minus the delay), and `resume`, the same
 # command again, must resume, train on and finish on the budget.
 stop_and_resume() {
-  local after=${GPU_CHECK_STOP_AFTER:-30}
+  local after=${GPU_CHECK_STOP_AFTER:-30} minutes=${GPU_CHECK_STOP_MINUTES:-1.5}
   (( after > 0 )) || return 0
   # shellcheck disable=SC2206  # the extra flags are words
   local train=($PY -m workflows.translation train --preset gpu ${GPU_CHECK_TRAIN_ARGS:-}
                --epochs 10000 --set patience=10000 --set seed=2
-               --max-train-minutes "${GPU_CHECK_STOP_MINUTES:-1.5}")
+               --max-train-minutes "$minutes")
   step stop $((after + 30)) timeout --preserve-status -s TERM "$after" "${train[@]}"
-  step resume 100 "${train[@]}"
+  step resume $(( ${minutes%.*} * 60 + 60 )) "${train[@]}"  # the budget's rest, start, export
 }
 
 case "${1:-}" in
