@@ -31,7 +31,6 @@ def started_at():
     return commands.command_started or time.monotonic()
 
 
-
 # ## One epoch's batches, resumable after any of them
 
 class _Batches(keras.callbacks.Callback):
@@ -399,10 +398,7 @@ def _batch_count(dataset):
 
 def _is_empty(dataset):
     """Whether `dataset` (a `PyDataset` or a `tf.data` pipeline) is known to hold no batch."""
-    if hasattr(dataset, "__len__"):
-        return len(dataset) == 0
-    cardinality = getattr(dataset, "cardinality", None)
-    return cardinality is not None and int(cardinality()) == 0
+    return _batch_count(dataset) == 0
 
 
 def _within_budget(state, budget):
