@@ -33,10 +33,10 @@ def one_setting(chunk_size, steps, batch, query_length, document_length):
     import numpy as np
 
     from data_prep import encoders
-    from workflows.retrievers import dense
+    from workflows.retrievers import dense, fine_tuning
 
     encoder = dense.DenseEncoder.pretrained("all-minilm-l6-v2")
-    trainer = dense.compile_trainer(encoder, 2e-5, 20.0, chunk_size)
+    trainer = fine_tuning.compile_trainer(encoder, 2e-5, 20.0, chunk_size)
     rng = np.random.default_rng(0)
     vocabulary = len(encoders.read_vocabulary(encoder.folder))
     inputs = {"query_ids": rng.integers(1000, vocabulary, (batch, query_length)),

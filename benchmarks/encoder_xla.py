@@ -44,7 +44,7 @@ def one_setting(xla, beir, documents, batch, steps, embeddings_file):
     import keras
     import numpy as np
 
-    from workflows.retrievers import dense
+    from workflows.retrievers import dense, fine_tuning
 
     queries, corpus = scifact_texts(beir, documents)
     encoder = dense.DenseEncoder.pretrained("all-minilm-l6-v2")
@@ -54,7 +54,7 @@ def one_setting(xla, beir, documents, batch, steps, embeddings_file):
     _, document_seconds = timed(encoder.encode, corpus, 256)
     np.save(embeddings_file, vectors)
 
-    trainer = dense.compile_trainer(encoder, 2e-5, 20.0, dense.chunk_dividing(batch, 8))
+    trainer = fine_tuning.compile_trainer(encoder, 2e-5, 20.0, fine_tuning.chunk_dividing(batch, 8))
     trainer.jit_compile = xla
     ids = encoder.tokenizer.ids(queries[:batch] + corpus[:2 * batch], 256)
     query_ids, query_mask = dense.pad(ids[:batch], 64, batch)

@@ -30,7 +30,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.reporting import machine, write_results  # noqa: E402
-from workflows.retrievers.dense import ApproximateIndex, ExactIndex, index_for  # noqa: E402
+from workflows.retrievers.index import ApproximateIndex, ExactIndex, index_for  # noqa: E402
 
 
 def clustered(count, width, clusters, seed):

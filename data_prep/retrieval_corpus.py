@@ -53,7 +53,7 @@ class CorpusSettings:
 
 
 @dataclass(frozen=True)
-class Catalogue:
+class CorpusFiles:
     """A user's own files (paths); `documents` alone is enough to search."""
 
     documents: str
@@ -103,7 +103,7 @@ class RetrievalData:
 # ## Where the data comes from (command-line flags)
 
 
-def add_catalogue_arguments(parser):
+def add_corpus_file_arguments(parser):
     """The flags of a user's catalogue (beside `--beir-path`)."""
     parser.add_argument("--documents", help="your catalogue: a JSONL or CSV file of documents "
                         "(id, title, text, any attribute columns) instead of a BEIR dataset")
@@ -116,9 +116,10 @@ def add_catalogue_arguments(parser):
 DATA_FLAGS = ("beir_path", "documents", "queries", "judgements", "test_judgements")
 
 
-def data_flags(args):
-    """The data a run was built on, as absolute paths (tags, for `evaluate`)."""
-    given = {name: getattr(args, name, None) for name in DATA_FLAGS}
+def data_flags(given):
+    """The data a run was built on (`{flag name: path}`, as given), as absolute paths
+    (tags, for `evaluate`)."""
+    given = {name: given.get(name) for name in DATA_FLAGS}
     given["beir_path"] = given["beir_path"] or os.environ.get(SCIFACT.env_var)
     return {f"data_{name}": str(Path(value).resolve()) for name, value in given.items()
             if value}
@@ -129,7 +130,7 @@ def data_flags(args):
 
 def prepare(path=None, catalogue=None, settings=CorpusSettings(), root=None, verbose=True):
     """The prepared corpus of a BEIR dataset (`path`, else the environment variable, the
-    cache or the download) or of a `Catalogue`; built once, then reused."""
+    cache or the download) or of a `CorpusFiles`; built once, then reused."""
     if catalogue is not None:
         files = [catalogue.documents, catalogue.queries, catalogue.judgements,
                  catalogue.test_judgements]

@@ -24,7 +24,8 @@ from pathlib import Path
 from data_prep import glove, imdb
 from data_prep.commands import run_main
 from workflows.core.cli import LessonCLI, check_texts, read_texts
-from workflows.core.config import Catalog, ConfigError, Lesson, ModelExport
+from workflows.core.config import Catalog, ConfigError
+from workflows.core.lesson import Built, Lesson, ModelExport
 
 EXPERIMENT = "imdb_sentiment"
 PYFUNC_FILE = Path(__file__).parent / "sentiment" / "pyfunc.py"  # every classifier folder
@@ -157,32 +158,48 @@ def augment(config, imdb_path=None, work_dir=None):
 
 
 # ## Train
-# In order: the data, the model of the config's family, the tracked run (new or
-# resumed), a resumable fit that stops early on the validation loss, the export of the
-# classifier with its Platt scaling (`core/training.py` does each step).
+# The lesson's hooks: the data, the model of the config's family, a resumable fit that
+# stops early on the validation loss, the export of the classifier with its Platt
+# scaling. `core/training.py` runs them in that order, in a tracked run.
 
 
-def train(config, imdb_path=None, work_dir=None, retrain=False, tags=None, after_epoch=None):
-    """Trains `config` (or resumes it, or finds it trained); returns the MLflow run id."""
-    from workflows.core import training
+class SentimentLesson(Lesson):
+    """The lesson's hooks, in the order `core/training.py` runs them."""
 
-    model_family = family(config.model)
-    with training.TrainingRun(EXPERIMENT, config.model, config, work_dir, retrain, tags,
-                              after_epoch) as run:
-        data = run.load(lambda: load_data(config, imdb_path, work_dir))
-        if run.open(data.fingerprint):
-            trainable = model_family.build(config, data)
-            added = {key: value for key, value in data.augmentation.items()
-                     if isinstance(value, (int, float))}
-            run.start(trainable.model, tags=trainable.tags,
-                      artifacts={**trainable.artifacts, **({"augmentation.json":
-                                 data.augmentation} if data.augmentation else {})},
-                      metrics={**trainable.metrics, **added})
-            run.fit(trainable.train_batches, trainable.validation_batches,
-                    trainable.train_examples)
-            run.export(ModelExport("classifier", calibrated(trainable.classifier, data.prepared),
-                                   PYFUNC_FILE, EXAMPLES[:1], packages=("sentiment", "causal_lm")))
-    return run.run_id
+    experiment, catalog = EXPERIMENT, CATALOG
+    packages = ("sentiment",)
+    compare_columns = ("run_id", "params.model", "params.embedding", "params.epochs",
+                       "params.batch_size", "params.learning_rate",
+                       "metrics.best_val_accuracy", "metrics.test_accuracy",
+                       "metrics.test_roc_auc", "metrics.mean_epoch_seconds", "start_time")
+    sort_by = "metrics.test_accuracy"
+
+    def complete_config(self, config):
+        return complete_config(config)
+
+    def load_data(self, config, place):
+        return load_data(config, place.path, place.work_dir)
+
+    def build(self, config, data, place):
+        trainable = family(config.model).build(config, data)
+        added = {key: value for key, value in data.augmentation.items()
+                 if isinstance(value, (int, float))}
+        return Built(trainable.model, trainable, tags=trainable.tags,
+                     artifacts={**trainable.artifacts, **({"augmentation.json":
+                                data.augmentation} if data.augmentation else {})},
+                     metrics={**trainable.metrics, **added})
+
+    def fit(self, run, config, data, built):
+        trainable = built.parts
+        run.fit(trainable.train_batches, trainable.validation_batches,
+                trainable.train_examples)
+
+    def export(self, config, data, built):
+        return ModelExport("classifier", calibrated(built.parts.classifier, data.prepared),
+                           PYFUNC_FILE, EXAMPLES[:1], packages=("sentiment", "causal_lm"))
+
+
+LESSON = SentimentLesson()
 
 
 def calibrated(classifier, prepared):
@@ -286,14 +303,6 @@ def ensemble(run_ids, imdb_path=None, work_dir=None, lexicon="none", fit_on="rev
                                  fit_on, calibration_texts)
 
 
-COMPARE_COLUMNS = ("run_id", "params.model", "params.embedding", "params.epochs",
-                   "params.batch_size", "params.learning_rate", "metrics.best_val_accuracy",
-                   "metrics.test_accuracy", "metrics.test_roc_auc", "metrics.mean_epoch_seconds",
-                   "start_time")
-LESSON = Lesson(EXPERIMENT, CATALOG, train, load_data, COMPARE_COLUMNS,
-                sort_by="metrics.test_accuracy", complete_config=complete_config)
-
-
 def compare(sort_by=None, model=None, since=None, style="text", ascending=False):
     """Prints this lesson's runs as a table, best first; returns the rows."""
     from workflows.core import runs
@@ -320,7 +329,7 @@ def run_lesson(args):
 
 
 CLI = LessonCLI(LESSON, "workflows.imdb_sentiment", __doc__.split("\n")[0], imdb.ACL_IMDB,
-                shortcuts={"epochs": None, "batch_size": None,
+                shortcuts={"batch_size": None,
                            "glove": "GloVe .txt/.zip or gensim .kv file (default: the "
                                     f"{glove.PACKAGE_SOURCE} package)",
                            "glove_dim": "dimension to read from glove.6B.zip",

@@ -32,7 +32,8 @@ from workflows.causal_lm.presets import (  # noqa: F401  (API)
 )
 from workflows.causal_lm.sampling import PYFUNC_PARAMS, SAMPLERS, Sampling
 from workflows.core.cli import LessonCLI, check_texts, read_texts
-from workflows.core.config import MAX_TRAIN_MINUTES_HELP, ConfigError, Lesson, ModelExport
+from workflows.core.config import ConfigError
+from workflows.core.lesson import Built, Lesson, ModelExport
 
 PYFUNC_FILE = Path(__file__).parent / "causal_lm" / "pyfunc.py"
 PROMPTS = ["The movie was", "I have never seen", "This film is a", "My favourite actor"]
@@ -139,9 +140,10 @@ def load_data(config, imdb_path=None, work_dir=None):
 
 
 # ## Train
-# In order: the data, the model (a fine-tuning first measures where it starts), the
-# tracked run (new or resumed), a resumable fit that logs perplexities and sample
-# continuations each epoch, the export of the generator.
+# The lesson's hooks: the data, the model (a fine-tuning first measures where it
+# starts), a resumable fit that logs perplexities and sample continuations each epoch,
+# the export of the generator. `core/training.py` runs them in that order, in a tracked
+# run.
 
 
 def perplexities(data, split, loss):
@@ -149,38 +151,59 @@ def perplexities(data, split, loss):
             "word_perplexity": math.exp(loss * data.tokens_per_word(split))}
 
 
-def train(config, imdb_path=None, work_dir=None, retrain=False, tags=None, after_epoch=None):
-    """Trains `config` (or resumes it, or finds it trained); returns the MLflow run id."""
-    from workflows.causal_lm import generator as generators
-    from workflows.causal_lm.models import build_model
-    from workflows.core import batches, training
+class LanguageModelLesson(Lesson):
+    """The lesson's hooks, in the order `core/training.py` runs them."""
 
-    with training.TrainingRun(EXPERIMENT, LESSON.run_name(config), config, work_dir, retrain,
-                              tags, after_epoch) as run:
-        data = run.load(lambda: load_data(config, imdb_path, work_dir))
-        if run.open(data.fingerprint):
-            vocabulary = data.source.vocabulary if data.source else data.prepared.vocabulary()
-            model = build_model(config, len(vocabulary), data.source)
-            generator = generators.Generator(model, vocabulary)
-            validation = batches.for_backend(data.batches(config, "val",
-                                                          windows=config.validation_windows))
-            run.start(model, params={"parameters": model.count_params(),
-                                     "vocabulary_entries": len(vocabulary)},
-                      tags={"model_family": "gpt", "preset": config.preset,
-                            "corpus": data.prepared.summary["source"]},
-                      artifacts={"vocabulary.txt": "\n".join(vocabulary),
-                                 "corpus_summary.json": data.prepared.summary,
-                                 **({"vocabulary_extension.json": data.extension}
-                                    if data.extension else {})},
-                      metrics=starting_perplexities(data, model, validation))
-            run.fit(lambda epoch: batches.for_backend(data.batches(config, "train", epoch)),
-                    validation, config.steps_per_epoch * config.batch_size,
-                    epoch_end=epoch_scores(config, data, generator),
-                    curves=("loss", "perplexity"),
-                    time_budget_seconds=config.max_train_minutes and config.max_train_minutes * 60)
-            run.export(ModelExport("generator", generator.save, PYFUNC_FILE, PROMPTS[:1],
-                                   packages=("causal_lm",), params=PYFUNC_PARAMS))
-    return run.run_id
+    experiment, catalog = EXPERIMENT, CATALOG
+    packages = ("causal_lm",)
+    compare_columns = ("run_id", "params.preset", "params.init_from", "tags.corpus",
+                       "params.parameters", "metrics.train_minutes",
+                       "metrics.best_val_perplexity", "metrics.test_perplexity",
+                       "metrics.test_word_perplexity", "metrics.mean_tokens_per_second",
+                       "start_time")
+    sort_by, ascending = "metrics.test_perplexity", True
+
+    def complete_config(self, config):
+        return complete_config(config)
+
+    def load_data(self, config, place):
+        return load_data(config, place.path, place.work_dir)
+
+    def build(self, config, data, place):
+        from workflows.causal_lm import generator as generators
+        from workflows.causal_lm.models import build_model
+        from workflows.core import batches
+
+        vocabulary = data.source.vocabulary if data.source else data.prepared.vocabulary()
+        model = build_model(config, len(vocabulary), data.source)
+        validation = batches.for_backend(data.batches(config, "val",
+                                                      windows=config.validation_windows))
+        return Built(model, (generators.Generator(model, vocabulary), validation),
+                     params={"parameters": model.count_params(),
+                             "vocabulary_entries": len(vocabulary)},
+                     tags={"model_family": "gpt", "preset": config.preset,
+                           "corpus": data.prepared.summary["source"]},
+                     artifacts={"vocabulary.txt": "\n".join(vocabulary),
+                                "corpus_summary.json": data.prepared.summary,
+                                **({"vocabulary_extension.json": data.extension}
+                                   if data.extension else {})},
+                     metrics=starting_perplexities(data, model, validation))
+
+    def fit(self, run, config, data, built):
+        from workflows.core import batches
+
+        generator, validation = built.parts
+        run.fit(lambda epoch: batches.for_backend(data.batches(config, "train", epoch)),
+                validation, config.steps_per_epoch * config.batch_size,
+                epoch_end=epoch_scores(config, data, generator),
+                curves=("loss", "perplexity"))
+
+    def export(self, config, data, built):
+        return ModelExport("generator", built.parts[0].save, PYFUNC_FILE, PROMPTS[:1],
+                           packages=("causal_lm",), params=PYFUNC_PARAMS)
+
+
+LESSON = LanguageModelLesson()
 
 
 def starting_perplexities(data, model, validation):
@@ -266,15 +289,6 @@ def generate(prompts, run_id=None, model_uri=None, sampling=DEFAULT_SAMPLING):
     return outputs
 
 
-COMPARE_COLUMNS = ("run_id", "params.preset", "params.init_from", "tags.corpus",
-                   "params.parameters", "metrics.train_minutes", "metrics.best_val_perplexity",
-                   "metrics.test_perplexity", "metrics.test_word_perplexity",
-                   "metrics.mean_tokens_per_second", "start_time")
-LESSON = Lesson(EXPERIMENT, CATALOG, train, load_data, COMPARE_COLUMNS,
-                sort_by="metrics.test_perplexity", ascending=True,
-                complete_config=complete_config)
-
-
 def compare(sort_by=None, model=None, since=None, style="text"):
     """Prints this lesson's runs as a table, lowest test perplexity first."""
     from workflows.core import runs
@@ -306,8 +320,7 @@ def sampling_from_args(args):
 CLI = LessonCLI(LESSON, "workflows.language_model", __doc__.split("\n")[0], imdb.ACL_IMDB,
                 shortcuts={"corpus": "a UTF-8 .txt file, a folder of them, or a .zip/.tar.gz "
                                      "(default: the IMDB reviews)",
-                           "init_from": "fine-tune this run (id or prefix) or model URI",
-                           "epochs": None, "max_train_minutes": MAX_TRAIN_MINUTES_HELP})
+                           "init_from": "fine-tune this run (id or prefix) or model URI"})
 _prepare = CLI.step("prepare", "split the corpus, learn its vocabulary, tokenize it",
                     lambda a: prepare(CLI.configs(a)[0], a.imdb_path, a.work_dir), data=True,
                     train="one")

@@ -39,7 +39,8 @@ from data_prep.spa_eng import (
     token_arrays,
 )
 from workflows.core.cli import LessonCLI, check_texts, read_texts
-from workflows.core.config import MAX_TRAIN_MINUTES_HELP, ConfigError, Lesson, ModelExport
+from workflows.core.config import ConfigError
+from workflows.core.lesson import Built, Lesson, ModelExport
 from workflows.seq2seq.metrics import bleu_scores
 from workflows.seq2seq.presets import (  # noqa: F401  the lesson's API: make_config & co
     BATCH_TOKENS_HELP,
@@ -168,38 +169,52 @@ def make_translator(config, model, tokenizer):
 
 
 # ## Train
-# In order: the data, the model, the tracked run (new or resumed), a resumable fit that
-# also decodes a fixed validation sample each epoch (its BLEU and chrF logged), the
-# export of the translator.
+# The lesson's hooks: the data, the model, a resumable fit that also decodes a fixed
+# validation sample each epoch (its BLEU and chrF logged), the export of the
+# translator. `core/training.py` runs them in that order, in a tracked run.
 
 
-def train(config, spa_eng_path=None, work_dir=None, retrain=False, tags=None,
-          after_epoch=None):
-    """Trains `config` (or resumes it, or finds it trained); returns the MLflow run id."""
-    from workflows.core import batches, training
-    from workflows.seq2seq.translator import PYFUNC_PARAMS
+class TranslationLesson(Lesson):
+    """The lesson's hooks, in the order `core/training.py` runs them."""
 
-    with training.TrainingRun(EXPERIMENT, LESSON.run_name(config), config, work_dir, retrain,
-                              tags, after_epoch) as run:
-        data = run.load(lambda: load_data(config, spa_eng_path, work_dir))
-        if run.open(data.fingerprint):
-            model = build_model(config, *data.tokenizer.vocabulary_sizes)
-            translator = make_translator(config, model, data.tokenizer)
-            run.start(model, params={"parameters": model.count_params()},
-                      tags={"model_family": config.model, "preset": config.preset,
-                            "direction": config.direction},
-                      artifacts=vocabulary_artifacts(data.tokenizer))
-            run.fit(lambda epoch: batches.for_backend(data.batches(config, "train", epoch)),
-                    batches.for_backend(data.batches(config, "val",
-                                                     limit=config.validation_pairs)),
-                    len(data.arrays["train"][0]),
-                    epoch_end=validation_sample_scores(config, data, translator),
-                    curves=("loss", "accuracy", "normalized_bleu"),
-                    time_budget_seconds=config.max_train_minutes and config.max_train_minutes * 60,
-                    average_last_epochs=config.average_epochs)
-            run.export(ModelExport("translator", translator.save, PYFUNC_FILE, ["How are you?"],
-                                   packages=("seq2seq",), params=PYFUNC_PARAMS))
-    return run.run_id
+    experiment, catalog = EXPERIMENT, CATALOG
+    packages = ("seq2seq",)
+    compare_columns = ("run_id", "params.direction", "params.model", "params.preset",
+                       "params.tokenization", "params.parameters", "metrics.train_minutes",
+                       "metrics.best_val_bleu", "metrics.test_greedy_normalized_bleu",
+                       "metrics.test_beam4_normalized_bleu", "metrics.test_beam4_bleu",
+                       "metrics.test_beam4_chrf", "metrics.mean_target_tokens_per_second",
+                       "start_time")
+    sort_by = "metrics.test_beam4_normalized_bleu"
+
+    def load_data(self, config, place):
+        return load_data(config, place.path, place.work_dir)
+
+    def build(self, config, data, place):
+        model = build_model(config, *data.tokenizer.vocabulary_sizes)
+        return Built(model, make_translator(config, model, data.tokenizer),
+                     params={"parameters": model.count_params()},
+                     tags={"model_family": config.model, "preset": config.preset,
+                           "direction": config.direction},
+                     artifacts=vocabulary_artifacts(data.tokenizer))
+
+    def fit(self, run, config, data, built):
+        from workflows.core import batches
+
+        run.fit(lambda epoch: batches.for_backend(data.batches(config, "train", epoch)),
+                batches.for_backend(data.batches(config, "val", limit=config.validation_pairs)),
+                len(data.arrays["train"][0]),
+                epoch_end=validation_sample_scores(config, data, built.parts),
+                curves=("loss", "accuracy", "normalized_bleu"))
+
+    def export(self, config, data, built):
+        from workflows.seq2seq.translator import PYFUNC_PARAMS
+
+        return ModelExport("translator", built.parts.save, PYFUNC_FILE, ["How are you?"],
+                           packages=("seq2seq",), params=PYFUNC_PARAMS)
+
+
+LESSON = TranslationLesson()
 
 
 def vocabulary_artifacts(tokenizer):
@@ -329,16 +344,6 @@ def read_pairs(lines):
     return pairs
 
 
-COMPARE_COLUMNS = ("run_id", "params.direction", "params.model", "params.preset",
-                   "params.tokenization",
-                   "params.parameters", "metrics.train_minutes", "metrics.best_val_bleu",
-                   "metrics.test_greedy_normalized_bleu", "metrics.test_beam4_normalized_bleu",
-                   "metrics.test_beam4_bleu", "metrics.test_beam4_chrf",
-                   "metrics.mean_target_tokens_per_second", "start_time")
-LESSON = Lesson(EXPERIMENT, CATALOG, train, load_data, COMPARE_COLUMNS,
-                sort_by="metrics.test_beam4_normalized_bleu")
-
-
 def compare(sort_by=None, model=None, since=None, style="text", ascending=False,
             direction=None):
     """Prints this lesson's runs (of `direction`, if given) as a table, best first;
@@ -381,10 +386,7 @@ CLI = LessonCLI(LESSON, "workflows.translation", __doc__.split("\n")[0], spa_eng
                 shortcuts={"direction": "en-es (default) or es-en: the source and target "
                                         "languages",
                            "attention": "gru_seq2seq: add additive (Bahdanau) attention",
-                           "epochs": None, "batch_tokens": BATCH_TOKENS_HELP,
-                           "max_train_minutes": MAX_TRAIN_MINUTES_HELP,
-                           "average_epochs": "checkpoint averaging: export the mean of the "
-                                             "last N epochs' weights if its val loss is lower"},
+                           "batch_tokens": BATCH_TOKENS_HELP},
                 switches=("attention",), run_filters=("direction",),
                 flag_checks={"beam_width": check_beam_width, "n_best": check_n_best,
                              "length_penalty": check_length_penalty, "limit": check_limit})

@@ -109,15 +109,15 @@ def test_rerunning_a_finished_config_reuses_it(store, capsys):
 
 
 def test_interrupted_train_resumes_the_same_run(store, monkeypatch, capsys):
-    original = fitting._Batches.on_train_batch_end
+    original = fitting._BatchGuard.on_train_batch_end
 
     def interrupt_once(self, batch, logs=None):
         original(self, batch, logs)
         if self.state.epoch == 1 and self.state.step == 2:
-            monkeypatch.setattr(fitting._Batches, "on_train_batch_end", original)
+            monkeypatch.setattr(fitting._BatchGuard, "on_train_batch_end", original)
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(fitting._Batches, "on_train_batch_end", interrupt_once)
+    monkeypatch.setattr(fitting._BatchGuard, "on_train_batch_end", interrupt_once)
     args = ["train", "--model", "gru", *COMMON, *RNN, "--epochs", "3",
             "--set", "checkpoint_every_steps=1"]
     with pytest.raises(KeyboardInterrupt):

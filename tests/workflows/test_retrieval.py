@@ -12,7 +12,9 @@ import pytest
 
 from tests.data_prep.fixtures import write_tiny_encoder
 from workflows import retrieval
-from workflows.retrievers import dense, fusion, metrics
+from workflows.retrievers import dense, fine_tuning, fusion, metrics
+from workflows.retrievers import index as search_index
+from workflows.retrievers import pairs as pair_making
 
 TOPICS = [f"topic{i}" for i in range(24)]
 MORE_TOPICS = [f"topic{i}" for i in range(90)]
@@ -195,7 +197,7 @@ def cached_step_difference(encoder_folder, soft=False):
             if isinstance(layer, keras.layers.Dropout):
                 layer.rate = 0.0
         encoder.backbone.get_layer("pooled_dense").trainable = False
-        trainer = dense.DualEncoderTrainer(encoder.model, 20.0, chunk_size)
+        trainer = fine_tuning.DualEncoderTrainer(encoder.model, 20.0, chunk_size)
         trainer.compile(optimizer=keras.optimizers.SGD(1.0),
                         loss=keras.losses.CategoricalCrossentropy(from_logits=True))
         rng = np.random.default_rng(0)
@@ -240,15 +242,15 @@ def test_the_encoder_and_its_trainer_ask_for_xla_unless_told_not_to(
     else:
         monkeypatch.setenv("NLPKIT_XLA", setting)
     encoder = dense.DenseEncoder.pretrained(str(write_tiny_encoder(tmp_path / "encoder")))
-    trainer = dense.compile_trainer(encoder, 1e-3, 20.0, chunk_size=2)
+    trainer = fine_tuning.compile_trainer(encoder, 1e-3, 20.0, chunk_size=2)
     on_tensorflow = keras.backend.backend() == "tensorflow"
     assert encoder.model.jit_compile is (expected or not on_tensorflow)  # JAX: always
     assert trainer.jit_compile is (expected or not on_tensorflow)
 
 
 def test_the_largest_chunk_that_divides_the_batch():
-    assert [dense.chunk_dividing(32, c) for c in (0, 1, 8, 12, 64)] == [0, 1, 8, 8, 32]
-    assert dense.chunk_dividing(30, 8) == 6
+    assert [fine_tuning.chunk_dividing(32, c) for c in (0, 1, 8, 12, 64)] == [0, 1, 8, 8, 32]
+    assert fine_tuning.chunk_dividing(30, 8) == 6
 
 # ## The lesson, end to end
 
@@ -283,7 +285,7 @@ def test_dense_fine_tuning_improves_a_planted_task_and_resumes(lesson, capsys):
     assert run.data.metrics["best_val_pool_ndcg_at_10"] == pytest.approx(max(history[1:]))
     capsys.readouterr()
     assert retrieval.main(args) == 0  # finished: reused, not trained again
-    assert "already built" in capsys.readouterr().out
+    assert "already trained" in capsys.readouterr().out
 
 
 
@@ -392,7 +394,7 @@ def test_soft_labels_share_each_target_with_the_teachers_second_answer():
     ids = [np.full(3, i + 1, "int32") for i in range(12)]
     pairs, negatives = [(i, i) for i in range(6)], list(range(6, 12))
     shares = [0.5, 0.6, 0.7, 0.8, 0.9, 1.0]
-    batches = dense.PairBatches(ids, ids, pairs, negatives, 3, 4, 4, seed=0, shares=shares)
+    batches = pair_making.QueryDocumentBatches(ids, ids, pairs, negatives, 3, 4, 4, seed=0, shares=shares)
     seen = []
     for index in range(len(batches)):
         inputs, targets = batches[index]
@@ -405,7 +407,7 @@ def test_soft_labels_share_each_target_with_the_teachers_second_answer():
         seen += batch
     assert sorted(seen) == list(range(6))
     np.testing.assert_array_equal(batches.skip(1)[0][1], batches[1][1])  # resumes alike
-    hard = dense.PairBatches(ids, ids, pairs, negatives, 3, 4, 4, seed=0)[0][1]
+    hard = pair_making.QueryDocumentBatches(ids, ids, pairs, negatives, 3, 4, 4, seed=0)[0][1]
     np.testing.assert_array_equal(hard, np.eye(3, 6))  # judged pairs: one-hot
 
 
@@ -535,16 +537,16 @@ def test_hard_negatives_come_from_bm25_or_from_the_encoder_before_fine_tuning(le
     data = retrieval_corpus.prepare(lesson["corpus"], verbose=False)
     encoder = dense.DenseEncoder.pretrained(lesson["encoder"])
     bm25 = retrieval.build_bm25(RetrievalConfig(), data)[0]
-    made = retrieval.training_pairs(RetrievalConfig(retriever="dense"), data)
+    made = pair_making.training_pairs(RetrievalConfig(retriever="dense"), data)
     config = RetrievalConfig(retriever="dense", document_length=32, query_length=16,
                              negatives_depth=3)
-    from_bm25 = retrieval.candidate_rows(config, data, made, encoder, bm25, tmp_path)
+    from_bm25 = pair_making.candidate_rows(config, data, made, encoder, bm25, tmp_path)
     assert np.array_equal(from_bm25, bm25.search(made.query_texts, 4)[0])
     config = dataclasses.replace(config, negatives_from="encoder")
-    from_encoder = retrieval.candidate_rows(config, data, made, encoder, bm25, tmp_path)
+    from_encoder = pair_making.candidate_rows(config, data, made, encoder, bm25, tmp_path)
     corpus = encoder.encode(data.searchable(), 32)
     queries = encoder.encode(made.query_texts, 16)
-    assert np.array_equal(from_encoder, dense.ExactIndex(corpus).search(queries, 4)[0])
+    assert np.array_equal(from_encoder, search_index.ExactIndex(corpus).search(queries, 4)[0])
     assert not np.array_equal(from_encoder, from_bm25)
     assert list((tmp_path / "prepared").glob("embeddings-*"))  # the index's cache entry
 
@@ -560,9 +562,9 @@ def test_the_teacher_of_hybrid_answers_is_the_untrained_hybrids_first_answer(les
     bm25 = retrieval.build_bm25(RetrievalConfig(), data)[0]
     config = RetrievalConfig(retriever="dense", document_length=32, query_length=16,
                              pseudo_queries="hybrid_answers")
-    answer = retrieval.hybrid_answers(config, data, encoder, bm25, tmp_path)
+    answer = pair_making.hybrid_answers(config, data, encoder, bm25, tmp_path)
     texts = data.queries_to_learn_from()[1]
-    dense_rows, dense_scores = dense.ExactIndex(encoder.encode(data.searchable(), 32)).search(
+    dense_rows, dense_scores = search_index.ExactIndex(encoder.encode(data.searchable(), 32)).search(
         encoder.encode(texts, 16), 100)
     by_hand, leads = [], []
     for text, rows, scores in zip(texts, dense_rows, dense_scores, strict=True):
@@ -575,13 +577,13 @@ def test_the_teacher_of_hybrid_answers_is_the_untrained_hybrids_first_answer(les
     rows, answered_leads, seconds = answer(texts)
     assert list(zip(rows, seconds, strict=True)) == by_hand
     np.testing.assert_allclose(answered_leads, leads, atol=1e-6)
-    made = retrieval.training_pairs(config, data, answer)
+    made = pair_making.training_pairs(config, data, answer)
     assert sorted(made.query_texts) == sorted(texts)
     rows, answered_leads, seconds = answer(made.query_texts)
     assert [made.sources[document] for _, document in made.pairs] == rows
     assert [second for second, _ in made.rivals] == seconds
     np.testing.assert_allclose([lead for _, lead in made.rivals], answered_leads)
-    surest = retrieval.training_pairs(dataclasses.replace(config, answer_share=0.5), data,
+    surest = pair_making.training_pairs(dataclasses.replace(config, answer_share=0.5), data,
                                       answer)
     assert len(set(np.round(leads, 5))) == len(leads)  # no ties: one right answer
     by_lead = sorted(zip(leads, texts, strict=True), reverse=True)
@@ -589,24 +591,24 @@ def test_the_teacher_of_hybrid_answers_is_the_untrained_hybrids_first_answer(les
                                                 by_lead[:round(len(texts) / 2)])
     no_queries = dataclasses.replace(data, queries={}, judgements={})
     with pytest.raises(ConfigError, match="queries outside validation and test"):
-        retrieval.training_pairs(config, no_queries, answer)
+        pair_making.training_pairs(config, no_queries, answer)
 
 
 def test_exact_search_finds_the_largest_inner_products_best_first():
     rng = np.random.default_rng(0)
     documents = rng.standard_normal((500, 16)).astype("float32")
     queries = rng.standard_normal((7, 16))  # float64: converted
-    rows, scores = dense.ExactIndex(documents).search(queries, 20)
+    rows, scores = search_index.ExactIndex(documents).search(queries, 20)
     expected = np.argsort(-(queries @ documents.T), axis=1)[:, :20]
     np.testing.assert_array_equal(rows, expected)
     np.testing.assert_allclose(scores, np.take_along_axis(queries @ documents.T, expected, 1),
                                rtol=1e-5)
-    assert dense.ExactIndex(documents[:3]).search(queries, 20)[0].shape == (7, 3)
-    assert dense.ExactIndex(documents).search(queries[:0], 5)[0].shape == (0, 5)
+    assert search_index.ExactIndex(documents[:3]).search(queries, 20)[0].shape == (7, 3)
+    assert search_index.ExactIndex(documents).search(queries[:0], 5)[0].shape == (0, 5)
 
 
 def test_a_document_in_passages_is_scored_by_its_best_window():
-    windows, owners = dense.sentence_windows(
+    windows, owners = search_index.sentence_windows(
         ["T1", "T2", ""], ["A b. C d! E f? G h.", "One sentence.", ""], sentences=2)
     assert windows == ["T1 A b. C d!", "T1 C d! E f?", "T1 E f? G h.", "T2 One sentence.", ""]
     assert owners == [0, 0, 0, 1, 2]
@@ -616,7 +618,7 @@ def test_a_document_in_passages_is_scored_by_its_best_window():
     queries = rng.standard_normal((9, 8)).astype("float32")
     best = np.stack([np.max(queries @ embeddings[owners == row].T, axis=1)
                      for row in range(40)], axis=1)  # by definition
-    index = dense.PassageIndex(embeddings, owners, chunk_size=len(owners) * 4)  # 4 at once
+    index = search_index.PassageIndex(embeddings, owners, chunk_size=len(owners) * 4)  # 4 at once
     rows, scores = index.search(queries, 5)
     np.testing.assert_array_equal(rows, np.argsort(-best, axis=1)[:, :5])
     np.testing.assert_allclose(scores, np.sort(best, axis=1)[:, ::-1][:, :5], rtol=1e-5)
@@ -636,8 +638,8 @@ def test_windows_above_the_exact_limit_are_searched_through_a_graph():
     embeddings = rng.standard_normal((len(owners), 8)).astype("float32")
     embeddings /= np.linalg.norm(embeddings, axis=1, keepdims=True)
     queries = rng.standard_normal((9, 8)).astype("float32")
-    exact = dense.index_for(embeddings, 40, owners)
-    graph = dense.index_for(embeddings, 39, owners, breadth=400)  # a graph, searched wide
+    exact = search_index.index_for(embeddings, 40, owners)
+    graph = search_index.index_for(embeddings, 39, owners, breadth=400)  # a graph, searched wide
     assert not exact.approximate and graph.approximate and graph.exact().graph is None
     for k in (1, 5, 40):
         for found, expected in zip(graph.search(queries, k), exact.search(queries, k),
@@ -647,10 +649,10 @@ def test_windows_above_the_exact_limit_are_searched_through_a_graph():
     windows = rng.standard_normal((len(crowded), 8)).astype("float32")
     windows[:60] = queries[0] + 0.01 * rng.standard_normal((60, 8))
     windows /= np.linalg.norm(windows, axis=1, keepdims=True)
-    crowded_graph = dense.index_for(windows, 1, crowded, breadth=400)
+    crowded_graph = search_index.index_for(windows, 1, crowded, breadth=400)
     assert len(np.unique(crowded[crowded_graph.graph.search(queries[:1], 5 * 3 * 2)[0]])) < 5
     np.testing.assert_array_equal(crowded_graph.search(queries[:1], 5)[0],
-                                  dense.index_for(windows, 40, crowded).search(
+                                  search_index.index_for(windows, 40, crowded).search(
                                       queries[:1], 5)[0])
 
 
@@ -665,7 +667,7 @@ def test_a_passage_retriever_is_trained_saved_and_loaded_as_one(lesson, tmp_path
     assert run.data.params["passage_sentences"] == "1"
     folder = next((lesson["root"] / "work" / "runs").rglob(f"*/{retrieval.EXPORTED}/owners.npy"))
     searcher = Searcher.load(folder.parent)
-    assert isinstance(searcher.index, dense.PassageIndex)
+    assert isinstance(searcher.index, search_index.PassageIndex)
     assert len(searcher.index.embeddings) > len(searcher.doc_ids)  # a window per sentence
     assert retrieval.main(["evaluate", "--run-id", run.info.run_id]) == 0
 
@@ -682,16 +684,16 @@ def test_passage_positives_are_the_windows_the_encoder_finds_best(lesson, tmp_pa
                              positives="passages", document_length=32, query_length=16)
     encoder = dense.DenseEncoder.pretrained(lesson["encoder"])
     queries = ["topic3 cell", "topic7 risk", "topic3 mice"]
-    made = retrieval.TrainingPairs(queries, [(0, 3), (1, 7), (2, 3)], [{3}, {7}, {3}],
+    made = pair_making.TrainingPairs(queries, [(0, 3), (1, 7), (2, 3)], [{3}, {7}, {3}],
                                    data.searchable())
-    made, negatives = retrieval.passage_pairs(config, data, encoder, made, [5, 2, 9],
+    made, negatives = pair_making.passage_pairs(config, data, encoder, made, [5, 2, 9],
                                               tmp_path / "work")
     assert made.pairs == [(0, 0), (1, 1), (2, 2)] and negatives == [3, 4, 5]
     assert made.sources == [3, 7, 3, 5, 2, 9]
     vectors = encoder.encode(queries, 16, 8)
     for document, (query, row) in enumerate(zip([0, 1, 2, 0, 1, 2], made.sources,
                                                 strict=True)):
-        windows, _ = dense.sentence_windows([data.titles[row]], [data.texts[row]], 1)
+        windows, _ = search_index.sentence_windows([data.titles[row]], [data.texts[row]], 1)
         similarity = encoder.encode(windows, 32, 8) @ vectors[query]
         assert len(windows) == 3 and made.documents[document] == windows[np.argmax(similarity)]
 
@@ -918,7 +920,7 @@ def test_a_catalogue_with_attributes_becomes_a_corpus(tmp_path):
         "p2,Rain jacket,Waterproof shell,Bolt,\n")
     (tmp_path / "queries.tsv").write_text("id\ttext\nq1\tred acme shoe\n")
     (tmp_path / "judged.tsv").write_text("q1\tp1\t1\n")
-    data = retrieval_corpus.prepare(catalogue=retrieval_corpus.Catalogue(
+    data = retrieval_corpus.prepare(catalogue=retrieval_corpus.CorpusFiles(
         str(tmp_path / "products.csv"), str(tmp_path / "queries.tsv"),
         test_judgements=str(tmp_path / "judged.tsv")), root=tmp_path / "work", verbose=False)
     assert data.texts == ["Light running shoe brand: Acme colour: red",
@@ -941,7 +943,7 @@ def test_a_catalogue_cell_over_the_csv_modules_128_kb_is_a_document_like_any(tmp
                                            "p2,Shoe,light\n")
     (tmp_path / "queries.tsv").write_text("id\ttext\nq1\tjacket\n")
     (tmp_path / "judged.tsv").write_text("q1\tp1\t1\n")
-    data = retrieval_corpus.prepare(catalogue=retrieval_corpus.Catalogue(
+    data = retrieval_corpus.prepare(catalogue=retrieval_corpus.CorpusFiles(
         str(tmp_path / "products.csv"), str(tmp_path / "queries.tsv"),
         test_judgements=str(tmp_path / "judged.tsv")), root=tmp_path / "work", verbose=False)
     assert data.texts[0] == long_text.strip() and data.texts[1] == "light"
@@ -969,7 +971,7 @@ def test_tune_searches_bm25_settings_on_validation(lesson, capsys):
                                 filter_string="tags.mlflow.parentRunId != ''")
     assert len(trials) == 3
     assert all("val_ndcg_at_10" in run.data.metrics for run in trials)
-    assert "Best trial" in capsys.readouterr().out
+    assert "best trial" in capsys.readouterr().out.lower()
 
 
 @pytest.mark.integration
@@ -1020,7 +1022,7 @@ def test_a_passage_retriever_above_the_exact_limit_saves_its_graph(lesson, tmp_p
     folder = next(graph.parent for graph in (lesson["root"] / "work" / "runs").rglob(
         f"*/{retrieval.EXPORTED}/index.faiss") if (graph.parent / "owners.npy").is_file())
     searcher = Searcher.load(folder)
-    assert isinstance(searcher.index, dense.PassageIndex) and searcher.index.approximate
+    assert isinstance(searcher.index, search_index.PassageIndex) and searcher.index.approximate
     assert retrieval.main(["evaluate", "--run-id", run.info.run_id]) == 0
 
 
@@ -1049,7 +1051,7 @@ def test_a_batch_no_pairs_can_fill_is_one_line(lesson, capsys):
 
 def test_a_run_folder_of_another_store_is_one_line(lesson, tmp_path, monkeypatch, capsys,
                                                    new_store, restore_tracking_uri):
-    """A retriever built with another tracking store is not "already built" here."""
+    """A retriever built with another tracking store is not "already trained" here."""
     assert retrieval.main(["train", "--retriever", "bm25"]) == 0
     capsys.readouterr()
     monkeypatch.setenv("MLFLOW_TRACKING_URI", new_store(tmp_path / "other.db"))
@@ -1119,7 +1121,7 @@ def test_an_encoder_archive_of_other_weights_is_another_run(lesson, tmp_path, mo
         monkeypatch.setenv("NLPKIT_ENCODER_ARCHIVE", str(archive))
         assert retrieval.main(["train", "--retriever", "dense"]) == 0
         outputs.append(capsys.readouterr().out)
-    assert "already built" not in outputs[1]
+    assert "already trained" not in outputs[1]
     monkeypatch.setenv("NLPKIT_ENCODER_ARCHIVE", str(archives[0]))
     assert retrieval.main(["train", "--retriever", "dense"]) == 0
-    assert "already built" in capsys.readouterr().out  # the same weights: the same run
+    assert "already trained" in capsys.readouterr().out  # the same weights: the same run

@@ -11,19 +11,18 @@ from dataclasses import dataclass
 from workflows.core.config import (
     DTYPE_POLICIES,
     MAX_BATCH_SIZE,
-    MAX_EPOCHS,
     MAX_LEARNING_RATE,
     Catalog,
-    distribution_option,
+    TrainingOptions,
     option,
-    seed_option,
+    training_option,
 )
 
 EXPERIMENT = "language_model"  # the MLflow experiment of the language models
 
 
 @dataclass(frozen=True)
-class LMConfig:
+class LMConfig(TrainingOptions):
     model: str = option("gpt", choices=("gpt",))
     preset: str = "cpu"
     corpus: str | None = None  # a text file, folder or archive; None: the IMDB reviews
@@ -45,15 +44,11 @@ class LMConfig:
     warmup_steps: int = option(500, at_least=0)
     batch_size: int = option(32, at_least=1, at_most=MAX_BATCH_SIZE)
     steps_per_epoch: int = option(500, at_least=1)  # an epoch is this many batches
-    epochs: int = option(20, at_least=1, at_most=MAX_EPOCHS)
-    patience: int = option(2, at_least=1)
-    max_train_minutes: float | None = option(60.0, above=0)
+    epochs: int = training_option("epochs", 20)
+    max_train_minutes: float | None = training_option("max_train_minutes", 60.0)
     validation_windows: int = option(512, at_least=1)  # fixed val windows, each epoch
     sample_tokens: int = option(30, at_least=1)  # generated from each prompt, each epoch
     dtype_policy: str = option("auto", choices=DTYPE_POLICIES)  # auto: core/devices.py
-    seed: int = seed_option()
-    checkpoint_every_steps: int = option(200, at_least=0)
-    distribution: str = distribution_option()
 
 
 CATALOG = Catalog({"gpt": {

@@ -9,6 +9,7 @@ its traceback).
 """
 
 import argparse
+import dataclasses
 import os
 import sys
 from pathlib import Path
@@ -19,25 +20,33 @@ from data_prep.cache import add_location_arguments
 from data_prep.commands import quiet_tensorflow, run_command
 from data_prep.text import text_lines
 from workflows.core import search_space
-from workflows.core.config import DISTRIBUTION_HELP, ConfigError, applicable_fields
+from workflows.core.config import ConfigError, TrainingOptions, applicable_fields
+from workflows.core.lesson import DataPlace, TrainRequest
 
 
 class LessonCLI:
     """A lesson's steps as subcommands, each with `--help`.
 
-    `shortcuts` maps config fields that get a flag of their own (`epochs` ->
-    `--epochs`) to their help text (or None); `switches` are those of on/off fields
-    (`--attention`, no value). `flag_checks` maps a step flag's name to its check, run
-    before the step loads anything (a mistake answers at once). `run_filters` (a subset)
-    are also flags of the steps that load a run's model: the latest run trained with that
-    value is taken.
+    `shortcuts` maps config fields that get a flag of their own (`direction` ->
+    `--direction`) to their help text (or None); every shared training option
+    (`TrainingOptions`: `--epochs`, `--max-train-minutes`, ...) has one too. `switches`
+    are those of on/off fields (`--attention`, no value). `flag_checks` maps a step
+    flag's name to its check, run before the step loads anything (a mistake answers at
+    once). `run_filters` (a subset) are also flags of the steps that load a run's model:
+    the latest run trained with that value is taken. `data_options` names the lesson's
+    own data flags, which `data_arguments(parser)` adds to every step that reads data;
+    they reach the lesson in `DataPlace.options`.
     """
 
     def __init__(self, lesson, module, description, source, shortcuts=None, switches=(),
-                 run_filters=(), flag_checks=None):
+                 run_filters=(), flag_checks=None, data_options=(), data_arguments=None):
         self.lesson, self.source, self.module = lesson, source, module
         self.argv = []
-        self.shortcuts = {**(shortcuts or {}), "distribution": DISTRIBUTION_HELP}
+        self.data_options, self.data_arguments = data_options, data_arguments
+        self.search_step = "search"  # its name (`shared_steps`)
+        training = {field.name: field.metadata.get("help")
+                    for field in dataclasses.fields(TrainingOptions)}
+        self.shortcuts = {**(shortcuts or {}), **training}
         self.switches = switches  # the shortcuts of on/off fields: flags without a value
         # flag -> its check (raises `ConfigError`), run before the step loads anything
         self.flag_checks = flag_checks or {}
@@ -55,6 +64,8 @@ class LessonCLI:
         parser = self.steps.add_parser(name, help=help_text, description=help_text)
         if data:
             add_location_arguments(parser, self.source)
+            if self.data_arguments:
+                self.data_arguments(parser)
         if name == "prepare":
             parser.add_argument("--verify", action="store_true",
                                 help="first hash every prepared file of the work folder again "
@@ -78,13 +89,13 @@ class LessonCLI:
             self.checks[name] = check
         return parser
 
-    def shared_steps(self, search=True):
-        """`search` (unless a lesson declares its own), `compare`, `register` and `serve`,
-        the same in every lesson."""
-        if search:
-            add_search_arguments(self.step(
-                "search", "hyperparameter search with Optuna: trials in parallel, each an "
-                "MLflow child run of the study's run", self.search, data=True, train="one"))
+    def shared_steps(self, search_step="search"):
+        """The hyperparameter search (named `search_step`), `compare`, `register` and
+        `serve`, the same in every lesson."""
+        self.search_step = search_step
+        add_search_arguments(self.step(
+            search_step, "hyperparameter search with Optuna: trials in parallel, each an "
+            "MLflow child run of the study's run", self.search, data=True, train="one"))
         step = self.step("compare", "table of this lesson's runs, best first", self.compare)
         step.add_argument("--sort-by", default=self.lesson.sort_by,
                           help=f"an MLflow column (default: {self.lesson.sort_by})")
@@ -152,9 +163,9 @@ class LessonCLI:
     def check_config(self, args):
         """Builds the step's configs (not completed from other runs): a mistake in them
         is one line before anything is loaded."""
-        if args.model is not None:
-            self.configs(args, args.model if isinstance(args.model, list) else None,
-                         complete=False)
+        models = getattr(args, self.lesson.catalog.key, None)
+        if models is not None:
+            self.configs(args, models if isinstance(models, list) else None, complete=False)
 
     @staticmethod
     def _use_devices(args):
@@ -163,7 +174,7 @@ class LessonCLI:
         quiet_tensorflow()
         from workflows.core import compilation, devices
 
-        if devices.process_count() > 1 and (args.step in ("run", "search")
+        if devices.process_count() > 1 and (args.step in ("run", "search", "tune")
                                             or getattr(args, "sweep", None)):
             raise ConfigError(
                 "Several processes (KERAS_DISTRIBUTION_NUM_PROCESSES) train one config: use "
@@ -187,38 +198,41 @@ class LessonCLI:
         self.train_config(args, config)
 
     def train_config(self, args, config, parent_run_id=None):
-        from workflows.core import devices, runs, store
+        from workflows.core import devices, runs, tracking
 
-        run_id = self.lesson.train(config, self.data_path(args), args.work_dir, args.retrain,
-                                   store.child_tags(parent_run_id))
+        run_id = self.lesson.train(config, self.data_place(args), TrainRequest(
+            args.retrain, tracking.child_tags(parent_run_id)))
         if args.register and devices.process_index() == 0:
             runs.register_model(run_id, args.register)
         return run_id
 
     def search(self, args):
-        """`search`: checks the space, then runs (or joins) the study; `--register` the best."""
+        """The search step: checks the space, then runs (or joins) the study;
+        `--register` the best."""
         if args.retrain:
-            raise ConfigError("--retrain does not apply to search; give a new --study name "
-                              "to search again from scratch.")
+            raise ConfigError(f"--retrain does not apply to {args.step}; give a new --study "
+                              "name to search again from scratch.")
         (config,) = self.configs(args)
+        defaults = self.lesson.search_defaults
         settings = search_space.make_settings(
             config, args.space, search_block(args.config), trials=args.trials,
-            metric=args.metric, direction=args.direction, max_minutes=args.max_minutes,
-            sampler=args.sampler, pruner=args.pruner,
+            metric=args.metric or defaults.get("metric"),
+            direction=args.direction or defaults.get("direction"),
+            max_minutes=args.max_minutes, sampler=args.sampler,
+            pruner=args.pruner or defaults.get("pruner"),
             prune_after_trials=args.prune_after_trials, workers=args.workers,
             study=args.study, storage=args.storage)
         if args.worker is None:  # prepares the data once, before any worker starts
-            self.lesson.load_data(config, self.data_path(args), args.work_dir)
+            self.lesson.load_data(config, self.data_place(args))
         self._search(args, config, settings, args.worker)
 
     def _search(self, args, config, settings, worker=None):
         """Runs (or joins) the study of `settings`; `--register` its best trial."""
-        from workflows.core import runs, search, store
+        from workflows.core import runs, search, tracking
 
         def train_trial(trial_config, parent_run_id, tags, after_epoch):
-            return self.lesson.train(trial_config, self.data_path(args), args.work_dir,
-                                     tags={**store.child_tags(parent_run_id), **tags},
-                                     after_epoch=after_epoch)
+            return self.lesson.train(trial_config, self.data_place(args), TrainRequest(
+                tags={**tracking.child_tags(parent_run_id), **tags}, after_epoch=after_epoch))
 
         summary = search.search(self.lesson, config, settings, train_trial, args.work_dir,
                                 [sys.executable, "-m", self.module, *self.argv], worker)
@@ -252,6 +266,11 @@ class LessonCLI:
     def data_path(self, args):
         return getattr(args, self.source.flag.lstrip("-").replace("-", "_"))
 
+    def data_place(self, args):
+        """Where the step's data comes from, as the lesson's hooks read it."""
+        return DataPlace(self.data_path(args), args.work_dir,
+                         {name: getattr(args, name, None) for name in self.data_options})
+
     def run_params(self, args):
         """`{field: value}` of the run filters given on the command line."""
         return {name: getattr(args, name) for name in self.run_filters
@@ -260,7 +279,7 @@ class LessonCLI:
     def step_shortcuts(self, step):
         """The shortcut flags of a training step; in `search`, its own `--direction`
         (the metric's) wins over a config field of that name (set it with --set)."""
-        if step != "search":
+        if step != self.search_step:
             return self.shortcuts
         return {name: text for name, text in self.shortcuts.items()
                 if name not in SEARCH_OWN_FLAGS}
@@ -274,8 +293,8 @@ class LessonCLI:
             if value not in (None, False):
                 overrides[name] = value
         catalog, preset = self.lesson.catalog, getattr(args, "preset", None)
-        models = models or [args.model]
-        complete = (self.lesson.complete_config if complete else None) or (lambda config: config)
+        models = models or [getattr(args, catalog.key)]
+        complete = self.lesson.complete_config if complete else (lambda config: config)
         if len(models) == 1:
             return [complete(catalog.make(models[0], preset, overrides))]
         applicable = {model: catalog.applicable_overrides(model, preset, overrides)
@@ -297,7 +316,10 @@ class LessonCLI:
     def _add_train_arguments(self, parser, step_kind, step):
         catalog, many = self.lesson.catalog, step_kind == "many"
         names = ", ".join(catalog.models)
-        if catalog.has_presets:
+        if catalog.key != "model":  # the search lesson's `--retriever`
+            parser.add_argument("--" + catalog.key, default=catalog.models[0],
+                                help=f"one of: {names} (default {catalog.models[0]})")
+        elif catalog.has_presets:
             parser.add_argument("--model", default=catalog.models[0], help=f"one of: {names}")
             parser.add_argument("--preset", default=catalog.default_preset,
                                 help=f"one of: {', '.join(catalog.presets[catalog.models[0]])}")

@@ -6,9 +6,8 @@ when the field matters only for some configs, when it applies. A `Catalog` names
 configs a user picks from (`--model`, and `--preset` where a lesson has presets).
 Users change fields with `--config run.yaml` and/or `--set key=value` (repeatable);
 every value is checked when the command line is read, before any data is loaded or
-any run starts, so a typo never trains the wrong model. A lesson declares itself with
-`Lesson` (its catalog, its `train`, its comparison) and how a trained model leaves its
-run with `ModelExport`.
+any run starts, so a typo never trains the wrong model. The training options every lesson
+shares are declared once, in `TrainingOptions`, which each lesson's config extends.
 """
 
 import dataclasses
@@ -16,10 +15,7 @@ import json
 import math
 import types
 import typing
-from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 from data_prep.commands import UserError
 
@@ -41,16 +37,17 @@ MAX_AMOUNT = 1_000_000.0  # any other real-number field without a ceiling of its
 
 
 def option(default, *, choices=None, at_least=None, above=None, at_most=None, below=None,
-           applies=None):
+           applies=None, help=None, why=None):
     """A dataclass field with its valid values and, optionally, when it applies.
 
     `choices`: the allowed values. `at_least`/`at_most` are inclusive bounds,
     `above`/`below` exclusive ones. `applies(config)` says whether the field means
     anything for `config` (e.g. `latent_dim` only for the GRU translator); setting a
-    field that does not apply is refused.
+    field that does not apply is refused. `help` is its flag's help text; `why` ends the
+    message that refuses a value (the reason for the bounds).
     """
     checks = {"choices": choices, "at_least": at_least, "above": above, "at_most": at_most,
-              "below": below, "applies": applies}
+              "below": below, "applies": applies, "help": help, "why": why}
     return dataclasses.field(default=default, metadata={k: v for k, v in checks.items()
                                                         if v is not None})
 
@@ -83,14 +80,35 @@ DTYPE_POLICIES = ("auto", "float32", "mixed_bfloat16", "mixed_float16")
 RANDOM_GENERATORS = ("threefry", "rbg")
 
 
-def distribution_option():
-    """The `distribution` field of every lesson's config."""
-    return option("none", choices=DISTRIBUTIONS)
+@dataclass(frozen=True)
+class TrainingOptions:
+    """The training settings of every lesson, declared once: each lesson's config
+    extends this class (`training_option` gives a field a lesson's own default), the
+    command line makes a flag of each field from its help, and `core/training.py` reads
+    them, whatever the lesson."""
+
+    epochs: int = option(10, at_least=1, at_most=MAX_EPOCHS,
+                         help="the most epochs to train (early stopping may end sooner)")
+    patience: int = option(2, at_least=1, help="epochs without a better validation score "
+                           "before stopping early")
+    max_train_minutes: float | None = option(None, above=0, help=MAX_TRAIN_MINUTES_HELP)
+    average_epochs: int = option(0, at_least=0, help="checkpoint averaging: export the mean "
+                                 "of the last N epochs' weights if its val loss is lower")
+    checkpoint_every_steps: int = option(200, at_least=0, help="checkpoint every N batches "
+                                         "too (0: only at the end of epochs)")
+    seed: int = option(1337, at_least=0, at_most=2**32 - 1, help="the random seed of the "
+                       "data order, the weights and dropout")
+    distribution: str = option("none", choices=DISTRIBUTIONS, help=DISTRIBUTION_HELP)
 
 
-def seed_option(default=1337):
-    """The random seed field: what NumPy, TensorFlow and JAX all accept."""
-    return option(default, at_least=0, at_most=2**32 - 1)
+TRAINING_OPTIONS = tuple(field.name for field in dataclasses.fields(TrainingOptions))
+
+
+def training_option(name, default, **rules):
+    """A lesson's own default (and, in `rules`, bounds or `applies`) for the shared
+    training option `name`; its help stays the one declared in `TrainingOptions`."""
+    shared = TrainingOptions.__dataclass_fields__[name].metadata
+    return dataclasses.field(default=default, metadata={**shared, **rules})
 
 
 class Catalog:
@@ -117,7 +135,7 @@ class Catalog:
         preset = preset or self.default_preset
         if model not in self.presets:
             names = ", ".join(self.models)
-            raise ConfigError(f"Unknown --model {model!r}; " + (
+            raise ConfigError(f"Unknown --{self.key} {model!r}; " + (
                 f"valid models: {names}." if self.has_presets else f"choose one of: {names}."))
         if preset not in self.presets[model]:
             raise ConfigError(f"Unknown --preset {preset!r} for {model}; valid presets: "
@@ -201,23 +219,26 @@ def validate(config):
     """Raises `ConfigError` for the first field outside its choices or range."""
     for field in dataclasses.fields(config):
         value, rules = getattr(config, field.name), field.metadata
-        if value is None:
-            continue
-        if "choices" in rules and value not in rules["choices"]:
-            raise ConfigError(f"{field.name} must be one of {', '.join(map(str, rules['choices']))}"
-                              f", got {value!r}.")
-        if isinstance(value, float) and not math.isfinite(value):
-            raise ConfigError(f"{field.name} must be a finite number, got {value!r}.")
-        for rule, holds, words in (("at_least", value.__ge__, "at least"),
-                                   ("above", value.__gt__, "greater than"),
-                                   ("at_most", value.__le__, "at most"),
-                                   ("below", value.__lt__, "less than")):
-            if rule in rules and not holds(rules[rule]):
-                raise ConfigError(f"{field.name} must be {words} {rules[rule]}, got {value!r}.")
-        ceiling = _default_ceiling(value, rules)
-        if ceiling is not None and value > ceiling:
-            raise ConfigError(f"{field.name} must be at most {ceiling:,} (a sane range), "
-                              f"got {value!r}.")
+        problem = None if value is None else _problem(field.name, value, rules)
+        if problem:
+            raise ConfigError(" ".join(filter(None, [problem, rules.get("why")])))
+
+
+def _problem(name, value, rules):
+    if "choices" in rules and value not in rules["choices"]:
+        return f"{name} must be one of {', '.join(map(str, rules['choices']))}, got {value!r}."
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{name} must be a finite number, got {value!r}."
+    for rule, holds, words in (("at_least", value.__ge__, "at least"),
+                               ("above", value.__gt__, "greater than"),
+                               ("at_most", value.__le__, "at most"),
+                               ("below", value.__lt__, "less than")):
+        if rule in rules and not holds(rules[rule]):
+            return f"{name} must be {words} {rules[rule]}, got {value!r}."
+    ceiling = _default_ceiling(value, rules)
+    if ceiling is not None and value > ceiling:
+        return f"{name} must be at most {ceiling:,} (a sane range), got {value!r}."
+    return None
 
 
 def _default_ceiling(value, rules):
@@ -273,43 +294,10 @@ def _to_bool(value):
 
 def describe(config):
     """The config as aligned `field = value` lines, to print before training: the fields
-    that apply to it (a GloVe model has no `embed_dim` of its own)."""
+    that apply to it (a GloVe model has no `embed_dim` of its own), the model's first and
+    the shared training options last."""
     values = {key: value for key, value in dataclasses.asdict(config).items()
               if field_applies(config, key)}
+    order = sorted(values, key=lambda key: key in TRAINING_OPTIONS)
     width = max(map(len, values))
-    return "\n".join(f"  {key:<{width}} = {value}" for key, value in values.items())
-
-
-# ## What a lesson declares: its catalog, training and comparison, and how a trained
-# model leaves its run
-
-
-@dataclass(frozen=True)
-class Lesson:
-    """What the core needs to know about a lesson."""
-
-    experiment: str  # the MLflow experiment, and the run folders' parent
-    catalog: Catalog
-    train: Callable | None  # (config, data_path, work_dir, retrain, tags, after_epoch) -> run id
-    load_data: Callable | None  # (config, data_path, work_dir): prepares what `train` reads
-    compare_columns: tuple  # MLflow columns of the `compare` table
-    sort_by: str  # default `compare` order, best first
-    ascending: bool = False  # True when lower is better (perplexity)
-    complete_config: Callable | None = None  # config -> config, once the CLI has read it
-
-    def run_name(self, config):
-        model = getattr(config, self.catalog.key)
-        return f"{model}-{config.preset}" if self.catalog.has_presets else model
-
-
-@dataclass(frozen=True)
-class ModelExport:
-    """How a trained model leaves its run folder: saved there, then logged as a pyfunc."""
-
-    artifact: str  # file or folder name, in the run folder and in the pyfunc's artifacts
-    save: Callable[[Path], Any]  # writes the artifact at the given path
-    python_model: Path  # the models-from-code pyfunc file
-    input_example: list
-    packages: tuple = ()  # subpackages of workflows/ the pyfunc imports
-    params: dict | None = None  # the params schema (name -> default) callers may tune
-    requirements: tuple = ()  # pinned packages it needs (default: models.model_requirements)
+    return "\n".join(f"  {key:<{width}} = {values[key]}" for key in order)

@@ -11,7 +11,7 @@ import numpy as np  # noqa: E402
 
 def learning_curves(history, metrics=("loss", "accuracy")):
     """Train/validation curves per epoch for each of `metrics` found in `history`."""
-    shown = [m for m in metrics if any(m in epoch for epoch in history)]
+    shown = [m for m in metrics if any(m in epoch or f"val_{m}" in epoch for epoch in history)]
     figure, axes = plt.subplots(1, len(shown), figsize=(5 * len(shown), 3.5), squeeze=False)
     epochs = range(1, len(history) + 1)
     for axis, metric in zip(axes[0], shown, strict=True):

@@ -33,18 +33,19 @@ def started_at():
 
 # ## One epoch's batches, resumable after any of them
 
-class _Batches(keras.callbacks.Callback):
+class _BatchGuard(keras.callbacks.Callback):
     """Counts an epoch's batches into the state, checkpoints every `every` of them or
     every `CHECKPOINT_EVERY_SECONDS`, whichever comes first (when due), ends the epoch
     early once the `budget` must keep the rest, and stops at a batch's end when a stop
     signal came (`Stop`). The batches' metrics stay on the device until a checkpoint
     reads them (`epoch_metrics`). It times each batch's call (`first_calls_seconds`)."""
 
-    def __init__(self, folder, state, every, budget, agree=bool, horizon=None):
+    def __init__(self, folder, state, every, budget, decide=bool, horizon=None):
         super().__init__()
         self.horizon = horizon
         self.folder, self.state, self.every, self.budget = folder, state, every, budget
-        self.agree = agree  # one decision for every process (the chief's)
+        self.decide = decide  # one decision for every process (`_decider`)
+        self.alone = decide is bool
         self.first_step, self.before = state.step, dict(state.partial)
         self.batches, self.logs = 0, {}
         self.checkpoint_seconds, self.last_checkpoint = 0.0, time.perf_counter()
@@ -73,15 +74,15 @@ class _Batches(keras.callbacks.Callback):
         at_step = self.every and self.state.step // self.every > previous // self.every
         # one process alone checkpoints on time too: with steps of a minute (a CPU), a
         # stop must not lose an hour (several processes decide at common steps only)
-        on_time = self.every and self.agree is bool and since >= CHECKPOINT_EVERY_SECONDS
-        if (at_step or on_time) and self.agree(self.folder.due(since)):
+        on_time = self.every and self.alone and since >= CHECKPOINT_EVERY_SECONDS
+        if (at_step or on_time) and self.decide(self.folder.due(since)):
             started = time.perf_counter()
             self.state.partial = self.epoch_metrics
             self.folder.checkpoint(self.model, self.state)
             self.last_checkpoint = time.perf_counter()
             self.checkpoint_seconds += self.last_checkpoint - started
         # with several processes, only where they decide together anyway
-        if (self.agree is bool or at_step) and self.agree(self.budget.exhausted()):
+        if (self.alone or at_step) and self.decide(self.budget.exhausted()):
             self.out_of_time = self.model.stop_training = True
 
     def on_test_batch_end(self, batch, logs=None):
@@ -170,7 +171,7 @@ class WallBudget:
 def fit_resumably(model, epoch_dataset, validation_data, folder, epochs, patience=2,
                   checkpoint_every_steps=200, train_examples=None, on_epoch_end=None,
                   callbacks=(), verbose="auto", time_budget_seconds=None, epoch_metrics=None,
-                  keep_epoch_weights=0, agree=bool, monitor="val_loss", higher_is_better=False,
+                  keep_epoch_weights=0, processes=None, monitor="val_loss", higher_is_better=False,
                   started=None):
     """Trains `model` for up to `epochs`, resuming from `folder` (a path or a
     `TrainingFolder`) if it holds a checkpoint.
@@ -197,8 +198,9 @@ def fit_resumably(model, epoch_dataset, validation_data, folder, epochs, patienc
     resumptions: no epoch starts that would not end in it with time left for the export
     (an epoch's length is measured without its compiling), and an epoch that runs over
     ends at that batch. `keep_epoch_weights`: keep the weights
-    of the last that many epochs (`epoch-N.weights.npz`) to average. `agree(flag)` turns
-    whether to train another epoch into one decision for every process (the chief's).
+    of the last that many epochs (`epoch-N.weights.npz`) to average. `processes` (a
+    `devices.Processes`, with several processes) makes each decision to train on, to
+    checkpoint or to stop the chief's, for every process.
 
     A stop signal (Ctrl-C, SIGTERM; `Stop`) checkpoints where the training is and raises
     `KeyboardInterrupt`. Returns the final state, not yet marked finished: the caller does
@@ -209,13 +211,14 @@ def fit_resumably(model, epoch_dataset, validation_data, folder, epochs, patienc
     folder.output.mkdir(parents=True, exist_ok=True)
     state = folder.restore(model, folder.load_state())
     budget = WallBudget(time_budget_seconds, started, state.wall_seconds)
-    horizon = ScheduleHorizon(model, budget, epochs, agree is bool)
-    epoch = _Epoch(model, folder, state, budget, on_epoch_end, agree, compilation.Compilations(),
+    decide = processes.chiefs_word if processes else bool
+    horizon = ScheduleHorizon(model, budget, epochs, processes is None)
+    epoch = _Epoch(model, folder, state, budget, on_epoch_end, decide, compilation.Compilations(),
                    started, horizon)
     kept_before, ForcedStop.kept = ForcedStop.kept, epoch.kept
     try:
         with epoch.compiled:
-            while agree(state.epoch < epochs and state.epochs_without_improvement < patience
+            while decide(state.epoch < epochs and state.epochs_without_improvement < patience
                         and _within_budget(state, budget)):
                 print(f"Epoch {state.epoch + 1}/{epochs}"
                       + (f" (resuming: {state.where})" if state.step or state.epoch_trained
@@ -246,20 +249,20 @@ def fit_resumably(model, epoch_dataset, validation_data, folder, epochs, patienc
 class _Epoch:
     """The steps of one epoch in `fit_resumably`, and what a stop during them saves."""
 
-    def __init__(self, model, folder, state, budget, on_epoch_end, agree, compiled,
+    def __init__(self, model, folder, state, budget, on_epoch_end, decide, compiled,
                  started=None, horizon=None):
         self.model, self.folder, self.state, self.budget = model, folder, state, budget
-        self.on_epoch_end, self.agree = on_epoch_end, agree
+        self.on_epoch_end, self.decide = on_epoch_end, decide
         self.compiled = compiled  # a `compilation.Compilations`: JAX's compiling, timed
         self.ahead = compilation.AheadOfTime()  # every batch shape's steps, at once
         self.started = started_at() if started is None else started
         self.first_batch = None  # seconds from `started` to this process's first batch
         self.horizon = horizon  # a `ScheduleHorizon`, or None
         self.compiling_mark = 0.0  # its seconds at the epoch's start
-        self.first_calls = 0.0  # the epoch's batches' first-call time (`_Batches`)
+        self.first_calls = 0.0  # the epoch's batches' first-call time (`_BatchGuard`)
         self.unlogged = []  # epochs checkpointed nowhere yet: logged after the next one
         self.changed = False  # trained since the last checkpoint
-        self.batches = None  # the `_Batches` of the epoch's `fit` while it runs
+        self.batches = None  # the `_BatchGuard` of the epoch's `fit` while it runs
         self.last_checkpoint = self.mark = time.perf_counter()
 
     def train(self, epoch_dataset, validation_data, every, callbacks, verbose, train_examples):
@@ -267,7 +270,7 @@ class _Epoch:
         `seconds_to_first_batch` in the epoch of this command's first batch)."""
         state, model = self.state, self.model
         resumed = state.step or state.epoch_trained
-        self.batches = batches = _Batches(self.folder, state, every, self.budget, self.agree,
+        self.batches = batches = _BatchGuard(self.folder, state, every, self.budget, self.decide,
                                           self.horizon)
         started = time.perf_counter()
         if not state.epoch_trained:
@@ -309,7 +312,7 @@ class _Epoch:
         """The validation loss and metrics, then the lesson's own (`epoch_metrics`)."""
         started, compiled_before, first_calls = time.perf_counter(), self.compiled.seconds, 0.0
         if validation_data is not None:
-            check = _Batches(self.folder, self.state, 0, self.budget)
+            check = _BatchGuard(self.folder, self.state, 0, self.budget)
             with Stop.at_batch_end():
                 logs = self.model.evaluate(validation_data, verbose=0, return_dict=True,
                                            callbacks=[check])
@@ -342,7 +345,7 @@ class _Epoch:
         state.history.append(metrics)
         state.epoch, state.step, state.epoch_trained, state.partial = state.epoch + 1, 0, False, {}
         self.unlogged.append(state.epoch - 1)
-        if self.agree(last or Stop.requested or self.folder.due(now - self.last_checkpoint)):
+        if self.decide(last or Stop.requested or self.folder.due(now - self.last_checkpoint)):
             self.save()
 
     def save(self):

@@ -31,7 +31,7 @@ import optuna
 import sqlalchemy
 
 from data_prep import cache
-from workflows.core import servers, store
+from workflows.core import servers, store, tracking
 from workflows.core.config import ConfigError, apply_overrides, describe
 from workflows.core.search_summary import describe_values, summarize
 
@@ -137,7 +137,7 @@ def parent_run(lesson, config, settings, storage, name, created):
             time.sleep(1)
     run = client.create_run(experiment.experiment_id, run_name=f"search-{lesson.run_name(config)}",
                             tags={"search": "true", "optuna_study": name,
-                                  "git_commit": store.git_commit(),
+                                  "git_commit": tracking.git_commit(),
                                   **({"sweep": "true"} if settings.sampler == "grid" else {})})
     params = {"metric": settings.metric, "direction": settings.direction,
               "space": "; ".join(settings.spec()["space"])[:6000], "sampler": settings.sampler,

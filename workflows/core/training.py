@@ -1,23 +1,23 @@
-"""A run and its training, written once for every lesson, called by the lesson in order.
+"""A run and its training, written once for every lesson.
 
-A lesson's `train` reads top to bottom:
+`train_lesson` runs a lesson's hooks (`core/lesson.py`) in order:
 
-    with TrainingRun(EXPERIMENT, name, config, work_dir, retrain, tags) as run:
-        data = run.load(lambda: load_data(config))   # the chief process first
-        if run.open(data.fingerprint):                # False: already trained
-            model = build_model(config, data)
-            run.start(model, params=..., artifacts=...)   # the MLflow run, new or resumed
-            run.fit(train_batches, validation_batches, train_examples)
-            run.export(ModelExport(...))
+    with TrainingRun(lesson.experiment, name, config, work_dir, request) as run:
+        data = run.load(lambda: lesson.load_data(config, place))  # the chief process first
+        if run.open(lesson.data_identity(config, data, place), data.fingerprint):  # False: already trained
+            built = lesson.build(config, data, place)
+            run.start(built)                     # the MLflow run, new or resumed
+            lesson.fit(run, config, data, built)  # run.fit(train_batches, ...)
+            run.export(lesson.export(config, data, built))
     return run.run_id
 
 `TrainingRun` does what is the same everywhere: join the other processes and place the
 model on the devices (`devices.py`), find the run folder and lock it, start or
-resume the MLflow run, fit resumably (`fitting.fit_resumably`), log the setup, each epoch (and
-those a crash left unlogged), the summary, curves and schedule, choose between the best
-epoch and the average of the last ones, refuse non-finite weights, export and log the
-model, mark the run finished. Under it, `fit_resumably` checkpoints every epoch and every
-N batches, stops early, keeps a time budget and resumes mid-epoch.
+resume the MLflow run, fit resumably (`fitting.fit_resumably`) with the config's shared
+training options (epochs, patience, checkpoints, the wall budget, averaging), log the
+setup, each epoch (and those a crash left unlogged), the summary, curves and schedule,
+choose between the best epoch and the average of the last ones, refuse non-finite
+weights, export and log the model, mark the run finished.
 """
 
 import contextlib
@@ -31,7 +31,8 @@ import numpy as np
 
 from data_prep import cache
 from data_prep.commands import ForcedStop, UserError
-from workflows.core import compilation, devices, store
+from workflows.core import compilation, devices, store, tracking
+from workflows.core.lesson import TrainRequest
 from workflows.core.checkpoints import (
     TrainingFolder,
     average_weights,
@@ -42,6 +43,20 @@ from workflows.core.config import describe
 from workflows.core.fitting import fit_resumably, kept_in, started_at
 from workflows.core.models import export_and_log_model
 from workflows.core.runs import RunNotFoundError, stored_run
+
+
+def train_lesson(lesson, config, place, request):
+    """Trains `config` of `lesson` (or resumes it, or finds it trained) from the data at
+    `place` (a `DataPlace`), as `request` (a `TrainRequest`) says; returns the run id."""
+    with TrainingRun(lesson.experiment, lesson.run_name(config), config, place.work_dir,
+                     request) as run:
+        data = run.load(lambda: lesson.load_data(config, place))
+        if run.open(lesson.data_identity(config, data, place), data.fingerprint):
+            built = lesson.build(config, data, place)
+            run.start(built)
+            lesson.fit(run, config, data, built)
+            run.export(lesson.export(config, data, built))
+    return run.run_id
 
 
 def run_folder(lesson, config, fingerprint, work_dir=None):
@@ -58,17 +73,18 @@ def _run_folder(experiment, name, config, fingerprint, work_dir=None):
 
 
 class TrainingRun:
-    """One training run of `config`, as MLflow run `name` of `experiment`: a new run
-    gets `tags` (`store.child_tags` nests it under a search); `after_epoch(epoch, metrics)` is
-    called once each epoch is checkpointed and logged (a search's pruner). With several
-    processes every process runs the same steps; only the chief (process 0) writes the
-    run folder and the store."""
+    """One training run of `config`, as MLflow run `name` of `experiment`, as `request`
+    (a `TrainRequest`) says: a new run gets its `tags` (`tracking.child_tags` nests it under
+    a search); its `after_epoch(epoch, metrics)` is called once each epoch is
+    checkpointed and logged (a search's pruner). With several processes every process
+    runs the same steps; only the chief (process 0) writes the run folder and the store."""
 
-    def __init__(self, experiment, name, config, work_dir=None, retrain=False, tags=None,
-                 after_epoch=None):
+    def __init__(self, experiment, name, config, work_dir=None, request=None):
+        request = request or TrainRequest()
         self.experiment, self.name, self.config = experiment, name, config
-        self.work_dir, self.retrain, self.tags = work_dir, retrain, tags or {}
-        self.after_epoch = after_epoch
+        self.work_dir, self.retrain, self.tags = work_dir, request.retrain, dict(request.tags)
+        self.after_epoch = request.after_epoch
+        self.monitor = "val_loss"  # what chose the best epoch (`fit`)
         self.started = started_at()  # what a time budget counts from
         self.run_id = self.model = self.state = self.folder = None
         self.logged_epochs = set()  # epochs (1-based) the MLflow run has
@@ -98,11 +114,13 @@ class TrainingRun:
         """`load_data()`, in the chief process first (it prepares; the others read)."""
         return self.processes.chief_first(load_data)
 
-    def open(self, fingerprint):
-        """Locks the run folder of this config and data and places the training on the
-        devices; returns False when the run is already trained (`run_id` is its id)."""
-        self.fingerprint = fingerprint
-        self.folder = _run_folder(self.experiment, self.name, self.config, fingerprint,
+    def open(self, identity, fingerprint=None):
+        """Locks the run folder of this config and data (`identity`: the data's
+        fingerprint, tagged as `fingerprint` if that is given, and anything else the
+        training reads) and places the training on the devices; returns False when the
+        run is already trained (`run_id` is its id)."""
+        self.fingerprint = fingerprint or identity
+        self.folder = _run_folder(self.experiment, self.name, self.config, identity,
                                   self.work_dir)
         if self.is_chief:
             self._steps.enter_context(training_lock(self.folder))
@@ -126,41 +144,50 @@ class TrainingRun:
         keras.utils.set_random_seed(self.config.seed)  # before the model is built
         return True
 
-    def start(self, model, *, params=None, tags=None, artifacts=None, metrics=None):
+    def start(self, built):
         """Starts the MLflow run (or resumes it: then logs the epochs it missed); a new
-        run logs the config, `params`, `tags`, `artifacts` (name -> text or dict) and
-        `metrics`."""
-        self.model = model
-        print(f"{model.count_params():,} parameters")
+        run logs the config and what `built` (a `Built`) says it logs."""
+        self.model = built.model
+        if self.model is not None:
+            print(f"{self.model.count_params():,} parameters")
         if self.is_chief:
             self._steps.enter_context(store.tracked_run(self.experiment, self.name, self.run_id,
-                                                  self.tags))
+                                                        self.tags))
         self.training_folder = self._steps.enter_context(
             _training_folder(self.folder, self.processes))
         if not self.is_chief:
             return
         if self.run_id:
             print(f"Resuming run {self.run_id} from {self.folder}")
-            self.logged_epochs = store.log_missing_epochs(self.run_id, self.state.history)
+            self.logged_epochs = tracking.log_missing_epochs(self.run_id, self.state.history)
             return
-        store.log_run_setup(self.config, params or {}, tags or {}, artifacts or {}, metrics or {},
-                      self.folder, self.fingerprint)
+        tracking.log_run_setup(self.config, built.params, built.tags, built.artifacts,
+                            built.metrics, self.folder, self.fingerprint)
         mlflow.set_tag("devices", ", ".join(map(str, self.placement.devices)))
         self.state.run_id = self.run_id = mlflow.active_run().info.run_id
         TrainingFolder(self.folder).save_state(self.state)
 
     def fit(self, train_batches, validation_batches, train_examples, *, epoch_end=None,
-            curves=("loss", "accuracy"), time_budget_seconds=None, average_last_epochs=0):
+            curves=("loss", "accuracy"), model=None, monitor="val_loss",
+            higher_is_better=False):
         """Fits the model resumably (`fit_resumably`) on `train_batches(epoch)`
-        (the same batches on every call), stopping early on the validation loss.
+        (the same batches on every call), as the config's training options say: epochs,
+        patience, checkpoints, `max_train_minutes` (from the command's start, summed over
+        resumptions) and `average_epochs` (the mean of the last epochs' weights replaces
+        the best epoch's if its validation loss is lower).
 
         `epoch_end(epoch, metrics)` adds the lesson's own metrics to each epoch's (and
-        to the averaged weights', as epoch -1); the
-        summary draws `curves`. `average_last_epochs` > 1: the mean of the last epochs'
-        weights replaces the best epoch's if its validation loss is lower."""
+        to the averaged weights', as epoch -1); the summary draws `curves`. `model`: a
+        custom trainer to fit instead of the built model (the dual encoder's cached
+        loss); `monitor`: the epoch metric that chooses the best epoch and stops early
+        (`validation_batches` None: `epoch_end` computes it)."""
         config, placement, chief = self.config, self.placement, self.is_chief
-        self.validation_batches = placement.batches(validation_batches)
+        self.model = model or self.model
+        self.monitor = monitor
+        self.validation_batches = None if validation_batches is None else \
+            placement.batches(validation_batches)
         self.epoch_end = epoch_end
+        minutes = getattr(config, "max_train_minutes", None)
 
         def epoch_metrics(epoch, metrics):
             if epoch_end:
@@ -175,27 +202,29 @@ class TrainingRun:
                 config.patience, config.checkpoint_every_steps, train_examples=train_examples,
                 epoch_metrics=epoch_metrics,
                 on_epoch_end=self._log_epoch if chief else None,
-                verbose=store.progress_verbosity() if chief else 0,
-                time_budget_seconds=time_budget_seconds, started=self.started,
-                keep_epoch_weights=average_last_epochs,
-                agree=self.processes.chiefs_word if self.processes.count > 1 else bool)
+                verbose=tracking.progress_verbosity() if chief else 0,
+                time_budget_seconds=minutes and minutes * 60, started=self.started,
+                keep_epoch_weights=config.average_epochs,
+                processes=self.processes if self.processes.count > 1 else None,
+                monitor=monitor, higher_is_better=higher_is_better)
         if chief:
-            store.log_training_summary(self.model, self.state, curves)
-            store.log_compilations(compiled)
-        if average_last_epochs > 1:
-            self._choose_averaged_weights(average_last_epochs)
+            tracking.log_training_summary(self.model, self.state, curves, monitor)
+            tracking.log_compilations(compiled)
+        if config.average_epochs > 1 and self.validation_batches is not None:
+            self._choose_averaged_weights(config.average_epochs)
         return self.state
 
     def _log_epoch(self, epoch, metrics):
         """Logs an epoch once: one the run has (trained again after a damaged checkpoint
         fell back to an older one) keeps its first values."""
         if epoch + 1 not in self.logged_epochs:
-            store.log_epoch(epoch, metrics, self.after_epoch)
+            tracking.log_epoch(epoch, metrics, self.after_epoch)
 
     def export(self, export):
         """Refuses non-finite weights, saves the model as `export` says, logs it and
         marks the run finished."""
-        check_finite(self.model, self.validation_batches)
+        if self.model is not None:
+            check_finite(self.model, getattr(self, "validation_batches", None))
         export_and_log_model(export, self.training_folder.output, log=self.is_chief)
         self.artifact = export.artifact
         if self.is_chief:
@@ -218,9 +247,13 @@ class TrainingRun:
         self.processes.barrier("finished")
         state = self.state if self.is_chief else TrainingFolder(self.folder).load_state()
         self.run_id = state.run_id  # another process's own state never had it
-        print(f"Run {state.run_id}: best val_loss {state.best_val_loss:.4f} at epoch "
-              f"{state.best_epoch}, {state.train_seconds / 60:.1f} training minutes; model in "
-              f"{self.folder / self.artifact}")
+        if state.history:
+            best = state.history[state.best_epoch - 1].get(self.monitor, state.best_val_loss)
+            trained = (f"best {self.monitor} {best:.4f} at epoch {state.best_epoch}, "
+                       f"{state.train_seconds / 60:.1f} training minutes; ")
+        else:
+            trained = "nothing to fit; "
+        print(f"Run {state.run_id}: {trained}model in {self.folder / self.artifact}")
         if self.is_chief:
             experiment = store.use_experiment(self.experiment)
             print("In the MLflow UI (python -m workflows.mlflow_ui): "

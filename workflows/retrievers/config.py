@@ -4,7 +4,7 @@ retriever is refused. Light on purpose (no TensorFlow, no MLflow): `--help` read
 
 from dataclasses import dataclass
 
-from workflows.core.config import Catalog, option, seed_option
+from workflows.core.config import Catalog, TrainingOptions, option, training_option
 
 RETRIEVERS = ("bm25", "dense", "rerank", "intersection", "hybrid")
 
@@ -26,7 +26,7 @@ def fine_tunes(config):
 
 
 @dataclass(frozen=True)
-class RetrievalConfig:
+class RetrievalConfig(TrainingOptions):
     retriever: str = option("bm25", choices=RETRIEVERS)
     # BM25 (Lucene's defaults: k1 1.2, b 0.75; English stop words and Snowball stemming)
     k1: float = option(1.2, at_least=0.0, at_most=10.0, applies=reads_bm25)
@@ -55,7 +55,7 @@ class RetrievalConfig:
                                   applies=lambda c: c.retriever == "hybrid")
     rrf_k: int = option(60, at_least=1, at_most=10_000, applies=lambda c: c.retriever == "hybrid")
     # fine-tuning the dual encoder (dense; 0 epochs: zero-shot)
-    epochs: int = option(0, at_least=0, at_most=100, applies=fine_tunes)
+    epochs: int = training_option("epochs", 0, at_least=0, at_most=100, applies=fine_tunes)
     batch_size: int = option(32, at_least=2, at_most=1024, applies=fine_tunes)
     learning_rate: float = option(2e-5, above=0.0, at_most=1e-2, applies=fine_tunes)
     scale: float = option(20.0, above=0.0, at_most=1000.0, applies=fine_tunes)
@@ -89,15 +89,22 @@ class RetrievalConfig:
     positives: str = option("documents", choices=("documents", "passages"),
                             applies=lambda c: fine_tunes(c) and c.passage_sentences > 0
                             and c.pseudo_queries in ("none", "hybrid_answers"))
-    patience: int = option(1, at_least=1, at_most=100, applies=fine_tunes)
-    max_train_minutes: float = option(30.0, above=0.0, at_most=10_000.0, applies=fine_tunes)
-    checkpoint_every_steps: int = option(50, at_least=1, at_most=1_000_000,
-                                         applies=fine_tunes)
+    patience: int = training_option("patience", 1, at_most=100, applies=fine_tunes)
+    max_train_minutes: float | None = training_option("max_train_minutes", 30.0,
+                                                      applies=fine_tunes)
+    checkpoint_every_steps: int = training_option("checkpoint_every_steps", 50, at_least=1,
+                                                  at_most=1_000_000, applies=fine_tunes)
+    # the mean of several epochs' weights is scored on a validation loss, which a
+    # fine-tuning of ranking has not (it keeps its best epoch by nDCG@10)
+    average_epochs: int = training_option("average_epochs", 0, applies=lambda c: False)
     validation_pool_depth: int = option(10, at_least=1, at_most=1000, applies=fine_tunes)
     # the data
     validation_share: float = option(0.2, at_least=0.0, below=1.0)
-    seed: int = seed_option()
-    distribution: str = "none"  # one device (retrieval.py says why); "auto" in older runs
+    distribution: str = training_option(
+        "distribution", "none", choices=("none",),
+        why="The search lesson fine-tunes on one device: its negatives are the whole "
+            "batch's, and the cached loss (chunk_size) grows the batch within one device's "
+            "memory; leave distribution out.")
 
 
 CATALOG = Catalog({name: {"default": RetrievalConfig(retriever=name)} for name in RETRIEVERS},

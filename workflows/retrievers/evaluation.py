@@ -18,7 +18,7 @@ def validation_ndcg(config, data, encoder, bm25, held_out=None):
     `passage_sentences`): cheap enough to compute every epoch. Without judged validation
     queries, on `held_out` pseudo-pairs `(queries, positives, rows)`: each row's text in
     the pool is its positive, the document less the query."""
-    from workflows.retrievers.dense import ExactIndex, PassageIndex, sentence_windows
+    from workflows.retrievers.index import ExactIndex, PassageIndex, sentence_windows
 
     query_ids, query_texts, judged = data.split("validation")
     titles, texts = list(data.titles), list(data.texts)
@@ -59,7 +59,7 @@ def validation_ndcg(config, data, encoder, bm25, held_out=None):
 def log_index_recall(searcher, data):
     """With an approximate index: its recall@10 against exact search, on the
     validation queries (else on the train queries), logged and said."""
-    from workflows.retrievers.dense import recall_against_exact
+    from workflows.retrievers.index import recall_against_exact
 
     if not getattr(searcher.index, "approximate", False):
         return

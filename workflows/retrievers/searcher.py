@@ -21,7 +21,8 @@ import numpy as np
 from data_prep.text import text_lines
 from workflows.retrievers import fusion
 from workflows.retrievers.bm25 import BM25Index
-from workflows.retrievers.dense import ApproximateIndex, DenseEncoder, PassageIndex, index_for
+from workflows.retrievers.dense import DenseEncoder
+from workflows.retrievers.index import ApproximateIndex, PassageIndex, index_for
 
 SETTINGS_FILE = "retriever.json"
 GRAPH_FILE = "index.faiss"  # the HNSW graph of a corpus above `exact_limit`

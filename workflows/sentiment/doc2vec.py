@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from workflows.core.config import MAX_BATCH_SIZE, MAX_EPOCHS, option, when
+from workflows.core.config import MAX_BATCH_SIZE, MAX_EPOCHS, option, training_option, when
 from workflows.sentiment.shared import OPTIMIZERS, TrainConfig
 
 
@@ -36,7 +36,7 @@ class ParagraphVectorConfig(TrainConfig):
     hidden_units: int = option(0, at_least=0)  # 0: logistic regression on the vectors
     dropout: float = option(0.0, at_least=0, below=1, applies=lambda c: c.hidden_units > 0)
     optimizer: str = option("adam", choices=OPTIMIZERS)
-    epochs: int = option(20, at_least=1, at_most=MAX_EPOCHS)
+    epochs: int = training_option("epochs", 20)
     batch_size: int = option(64, at_least=1, at_most=MAX_BATCH_SIZE)
 
 

@@ -16,7 +16,13 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from data_prep.text import SLICE_PLACES, clean_html
-from workflows.core.config import MAX_BATCH_SIZE, MAX_EPOCHS, MAX_LEARNING_RATE, option, unless
+from workflows.core.config import (
+    MAX_BATCH_SIZE,
+    MAX_LEARNING_RATE,
+    option,
+    training_option,
+    unless,
+)
 from workflows.sentiment.shared import TrainConfig
 
 ENCODER_READS = ("head", "head+tail")  # a long review's start, or its start and its end
@@ -40,8 +46,8 @@ class EncoderConfig(TrainConfig):
     # peak, after 10% warmup; linear decay
     learning_rate: float = option(3e-5, above=0, at_most=MAX_LEARNING_RATE)
     batch_size: int = option(32, at_least=1, at_most=MAX_BATCH_SIZE)
-    epochs: int = option(2, at_least=1, at_most=MAX_EPOCHS)
-    patience: int = option(1, at_least=1)
+    epochs: int = training_option("epochs", 2)
+    patience: int = training_option("patience", 1)
 
 
 MODELS = {"encoder": EncoderConfig(model="encoder")}

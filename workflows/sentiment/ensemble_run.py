@@ -26,7 +26,7 @@ import numpy as np
 from data_prep import cache
 from data_prep.labelled_texts import read_labelled_texts
 from data_prep.text import sentence_slices
-from workflows.core import models, runs, store
+from workflows.core import models, runs, store, tracking
 from workflows.core.config import ConfigError
 from workflows.sentiment.calibration import LengthTemperature
 from workflows.sentiment.ensemble import combine, fit_weights
@@ -161,7 +161,7 @@ def _log(experiment, member_runs, names, metrics, fitted, folder, data, input_ex
                            "calibrated_on": settings["ensemble_calibrated_on"],
                            "weights": json.dumps([round(w, 4) for w in weights]),
                            "bias": round(bias, 4), **params})
-        mlflow.set_tags(store.run_tags(fingerprint, model_family="ensemble", **settings))
+        mlflow.set_tags(tracking.run_tags(fingerprint, model_family="ensemble", **settings))
         mlflow.log_metrics(metrics)
         lexicon = settings["ensemble_lexicon"]
         requirements = models.model_requirements() + (

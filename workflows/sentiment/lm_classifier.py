@@ -17,10 +17,10 @@ import numpy as np
 from workflows.core.config import (
     DTYPE_POLICIES,
     MAX_BATCH_SIZE,
-    MAX_EPOCHS,
     MAX_LEARNING_RATE,
     ConfigError,
     option,
+    training_option,
 )
 from workflows.sentiment.shared import TrainConfig
 
@@ -44,8 +44,8 @@ class LMClassifierConfig(TrainConfig):
     learning_rate: float = option(2e-4, above=0, at_most=MAX_LEARNING_RATE)
     batch_size: int = option(16, at_least=1, at_most=MAX_BATCH_SIZE)
     batch_tokens: int | None = option(None, at_least=8)  # as RNNConfig's
-    epochs: int = option(3, at_least=1, at_most=MAX_EPOCHS)
-    patience: int = option(1, at_least=1)
+    epochs: int = training_option("epochs", 3)
+    patience: int = training_option("patience", 1)
     vocabulary_size: int = option(5000, at_least=16)
     sequence_length: int = option(128, at_least=4)  # the GPT's chunk length
     embed_dim: int = option(256, at_least=8)

@@ -17,11 +17,9 @@ import numpy as np
 
 from workflows.core.config import (
     MAX_BATCH_SIZE,
-    MAX_EPOCHS,
     MAX_LEARNING_RATE,
-    distribution_option,
+    TrainingOptions,
     option,
-    seed_option,
     unless,
     when,
 )
@@ -34,18 +32,13 @@ AUGMENTATIONS = ("none", "round_trip", "edit")
 
 
 @dataclass(frozen=True)
-class TrainConfig:
+class TrainConfig(TrainingOptions):
     augmentable = True  # (not a field) False where extra train rows cannot be used
 
     model: str = ""
-    epochs: int = option(10, at_least=1, at_most=MAX_EPOCHS)
     batch_size: int = option(32, at_least=1, at_most=MAX_BATCH_SIZE)
     optimizer: str = option("rmsprop", choices=OPTIMIZERS)
     learning_rate: float = option(0.001, above=0, at_most=MAX_LEARNING_RATE)
-    patience: int = option(2, at_least=1)  # epochs without a lower val loss before stopping
-    seed: int = seed_option()
-    checkpoint_every_steps: int = option(200, at_least=0)  # 0: only at the end of epochs
-    distribution: str = distribution_option()
     # share of the official train reviews held out for validation (early stopping and
     # ensemble weights); members of one ensemble must share it
     val_fraction: float = option(0.2, above=0, below=1)

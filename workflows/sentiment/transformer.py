@@ -3,7 +3,7 @@ tutorial's model on the prepared token ids, with learned or sinusoidal positions
 
 from dataclasses import dataclass
 
-from workflows.core.config import MAX_EPOCHS, option
+from workflows.core.config import option, training_option
 from workflows.sentiment.shared import TrainConfig
 
 
@@ -18,7 +18,7 @@ class TransformerConfig(TrainConfig):
     dense_dim: int = option(32, at_least=1)
     position: str = option("learned", choices=("learned", "sine"))
     dropout: float = option(0.5, at_least=0, below=1)
-    epochs: int = option(20, at_least=1, at_most=MAX_EPOCHS)
+    epochs: int = training_option("epochs", 20)
 
 
 MODELS = {

@@ -11,15 +11,14 @@ from dataclasses import dataclass
 from workflows.core.config import (
     DTYPE_POLICIES,
     MAX_BATCH_SIZE,
-    MAX_EPOCHS,
     MAX_LEARNING_RATE,
     RANDOM_GENERATORS,
     Catalog,
     ConfigError,
+    TrainingOptions,
     all_of,
-    distribution_option,
     option,
-    seed_option,
+    training_option,
     when,
 )
 
@@ -31,7 +30,7 @@ TRANSFORMER, GRU_ONLY = when("model", "transformer"), when("model", "gru_seq2seq
 
 
 @dataclass(frozen=True)
-class TranslationConfig:
+class TranslationConfig(TrainingOptions):
     """One translator; the defaults are the tutorial's Transformer."""
 
     model: str = option("transformer", choices=("transformer", "gru_seq2seq"))
@@ -78,9 +77,8 @@ class TranslationConfig:
     # bucket lengths: multiples of this up to sequence_length (one train step each):
     # narrow buckets pad less (a CPU's gain), wide ones compile fewer steps (a GPU's)
     bucket_width: int = option(8, at_least=1, applies=when("bucketing", True))
-    epochs: int = option(30, at_least=1, at_most=MAX_EPOCHS)
-    patience: int = option(3, at_least=1)
-    max_train_minutes: float | None = option(None, above=0)
+    epochs: int = training_option("epochs", 30)
+    patience: int = training_option("patience", 3)
     dtype_policy: str = option("float32", choices=DTYPE_POLICIES)  # auto: core/devices.py
     # JAX's generator of dropout masks (core/devices.py: rbg compiles and runs faster)
     random_generator: str = option("threefry", choices=RANDOM_GENERATORS)
@@ -88,14 +86,9 @@ class TranslationConfig:
     validation_pairs: int = option(3000, at_least=1)  # fixed val subset for the val loss
     bleu_sentences: int = option(300, at_least=1)  # val sentences decoded each epoch...
     bleu_every_epochs: int = option(1, at_least=1)  # ...of every this many (a GPU: several)
-    seed: int = seed_option()
-    checkpoint_every_steps: int = option(200, at_least=0)
     # batches dispatched back to back before the metrics are read (which waits for the
     # device): a GPU computes one while the host prepares the next
     steps_per_execution: int = option(1, at_least=1, at_most=1000)
-    # >1: export the mean of the last N epochs' weights when its val loss is lower
-    average_epochs: int = option(0, at_least=0)
-    distribution: str = distribution_option()
 
 
 CPU = {"preset": "cpu", "tokenization": "wordpiece", "sequence_length": 40, "embed_dim": 256,

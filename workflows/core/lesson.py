@@ -1,0 +1,155 @@
+"""The lesson contract: what a lesson gives the core, and the registry of lessons.
+
+A lesson is one module of `workflows/` that declares `LESSON`, an instance of a
+`Lesson` subclass. Its hooks follow the order a lesson reads in:
+
+    load_data(config, place)          -> the data, with a `fingerprint`
+    build(config, data, place)        -> `Built`: the model (or retriever) and what the
+                                         run logs when it starts
+    fit(run, config, data, built)     -> trains through `run` (a `training.TrainingRun`)
+    export(config, data, built)       -> `ModelExport`: how the trained model leaves
+
+`Lesson.train` runs them through the one lifecycle (`training.train_lesson`): the run
+folder and its lock, a new or resumed MLflow run, resumable fitting with the shared
+training options (`config.TrainingOptions`), the export and the finished mark. Its
+steps on the command line are `cli.LessonCLI`'s. `docs/adding_a_lesson.md` walks
+through a new one.
+"""
+
+import abc
+import ast
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from workflows.core.config import Catalog
+
+WORKFLOWS = Path(__file__).resolve().parents[1]  # the folder of the lesson modules
+
+
+@dataclass(frozen=True)
+class DataPlace:
+    """Where a lesson's data comes from: the source's file or folder (None: its
+    environment variable, then the cache, then the download), the work folder, and the
+    lesson's own data options (the search lesson's catalogue files)."""
+
+    path: str | None = None
+    work_dir: str | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TrainRequest:
+    """How one `train` runs: `retrain` a finished config, the new run's MLflow `tags` (a
+    search's trial: its parent), `after_epoch(epoch, metrics)` (a search's pruner)."""
+
+    retrain: bool = False
+    tags: Mapping[str, str] = field(default_factory=dict)
+    after_epoch: Callable | None = None
+
+
+@dataclass
+class Built:
+    """What `build` gives the run: the Keras `model` that `fit` trains (None when it
+    builds what it trains later, or trains nothing: a BM25 index), the lesson's own
+    `parts` that `fit` and `export` use, and what a new run logs when it starts."""
+
+    model: Any
+    parts: Any = None
+    params: dict = field(default_factory=dict)
+    tags: dict = field(default_factory=dict)
+    artifacts: dict = field(default_factory=dict)  # name -> text or dict
+    metrics: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ModelExport:
+    """How a trained model leaves its run folder: saved there, then logged as a pyfunc."""
+
+    artifact: str  # file or folder name, in the run folder and in the pyfunc's artifacts
+    save: Callable[[Path], Any]  # writes the artifact at the given path
+    python_model: Path  # the models-from-code pyfunc file
+    input_example: list
+    packages: tuple = ()  # subpackages of workflows/ the pyfunc imports
+    params: dict | None = None  # the params schema (name -> default) callers may tune
+    requirements: tuple = ()  # pinned packages it needs (default: models.model_requirements)
+
+
+class Lesson(abc.ABC):
+    """A lesson as the core runs it. Subclasses set the class attributes and the four
+    hooks; `complete_config` and `data_identity` have defaults."""
+
+    experiment: str  # the MLflow experiment, and the run folders' parent
+    catalog: Catalog
+    compare_columns: tuple  # MLflow columns of the `compare` table
+    sort_by: str  # default `compare` order, best first
+    ascending: bool = False  # True when lower is better (perplexity)
+    packages: tuple = ()  # the subpackages of `workflows/` that are this lesson's own
+    search_defaults: Mapping[str, Any] = {}  # the search step's metric, direction, pruner
+
+    def run_name(self, config):
+        """The MLflow run name: the model, and its preset where the catalog has presets."""
+        model = getattr(config, self.catalog.key)
+        return f"{model}-{config.preset}" if self.catalog.has_presets else model
+
+    def complete_config(self, config):
+        """The config once the command line has read it (a lesson may fill in what it
+        reads from other runs); unchanged by default."""
+        return config
+
+    @abc.abstractmethod
+    def load_data(self, config, place: DataPlace):
+        """Prepares (or finds prepared) what `config` trains on; it has a `fingerprint`."""
+
+    def data_identity(self, config, data, place: DataPlace) -> str:
+        """What the run trained on, part of its folder's name: the data's fingerprint,
+        and anything else it reads (a pretrained encoder's weights)."""
+        return data.fingerprint
+
+    @abc.abstractmethod
+    def build(self, config, data, place: DataPlace) -> Built:
+        """The model of `config` and what a new run logs when it starts."""
+
+    @abc.abstractmethod
+    def fit(self, run, config, data, built: Built) -> None:
+        """Trains `built` through `run.fit` (a custom trainer: `run.fit(..., model=)`)."""
+
+    @abc.abstractmethod
+    def export(self, config, data, built: Built) -> ModelExport:
+        """How the trained model is saved and logged."""
+
+    def train(self, config, place: DataPlace | None = None,
+              request: TrainRequest | None = None) -> str:
+        """Trains `config` (or resumes it, or finds it trained); returns the run id."""
+        from workflows.core import training
+
+        return training.train_lesson(self, config, place or DataPlace(),
+                                     request or TrainRequest())
+
+
+# ## The registry: every module of `workflows/` that declares `LESSON`
+
+
+def lesson_names(folder=WORKFLOWS):
+    """The lessons, by module name, found by reading (not importing) `workflows/*.py`:
+    a module that assigns `LESSON` at its top level is one."""
+    return sorted(path.stem for path in folder.glob("*.py") if _declares_lesson(path))
+
+
+def load_lesson(name):
+    """The `Lesson` of module `workflows.<name>`."""
+    lesson = importlib.import_module(f"workflows.{name}").LESSON
+    if not isinstance(lesson, Lesson):
+        raise TypeError(f"workflows.{name}.LESSON is a {type(lesson).__name__}, not a Lesson")
+    return lesson
+
+
+def _declares_lesson(path):
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return any(isinstance(node, ast.Assign | ast.AnnAssign)
+               and any(getattr(target, "id", None) == "LESSON"
+                       for target in getattr(node, "targets", [getattr(node, "target", None)]))
+               for node in tree.body)
+
