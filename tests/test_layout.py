@@ -2,23 +2,30 @@
 then lesson packages, then the core, then `data_prep` and `layers`)."""
 
 import ast
+import shutil
 from pathlib import Path
+
+import pytest
+
+from workflows.core.lesson import lesson_names, load_lesson
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("layers", "data_prep", "workflows")
-LESSONS = {"workflows.imdb_sentiment", "workflows.translation", "workflows.language_model"}
+# Every registered lesson (a module of workflows/ that declares LESSON) and its packages
+LESSONS = {f"workflows.{name}" for name in lesson_names()}
 ENTRY_POINTS = LESSONS | {"workflows.serve_model", "workflows.mlflow_ui"}
-LESSON_PACKAGES = ("workflows.sentiment", "workflows.seq2seq", "workflows.causal_lm")
+LESSON_PACKAGES = tuple(f"workflows.{package}" for name in lesson_names()
+                        for package in load_lesson(name).packages)
 
 
-def module_name(path):
-    parts = path.relative_to(ROOT).with_suffix("").parts
+def module_name(path, root=ROOT):
+    parts = path.relative_to(root).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def project_modules():
-    return {module_name(path): path for package in PACKAGES
-            for path in (ROOT / package).rglob("*.py")}
+def project_modules(root=ROOT):
+    return {module_name(path, root): path for package in PACKAGES
+            for path in (root / package).rglob("*.py")}
 
 
 def imported(path, modules):
@@ -35,8 +42,8 @@ def imported(path, modules):
     return found
 
 
-def import_graph():
-    modules = project_modules()
+def import_graph(root=ROOT):
+    modules = project_modules(root)
     return {name: imported(path, modules) - {name} for name, path in modules.items()}
 
 
@@ -62,9 +69,11 @@ def test_the_import_graph_has_no_cycles():
         visit(name)
 
 
-def test_dependencies_run_one_way():
+def wrong_way(graph):
+    """The imports that run against the layers: lessons on top, then each lesson's
+    packages, then the core, then `data_prep` and `layers`."""
     wrong = []
-    for name, imports in import_graph().items():
+    for name, imports in graph.items():
         for other in imports:
             if (other in ENTRY_POINTS and name != other
                     or within(name, "workflows.core") and not within(other, "workflows.core",
@@ -73,4 +82,31 @@ def test_dependencies_run_one_way():
                     or within(name, "data_prep") and not within(other, "data_prep")
                     or within(name, "layers") and not within(other, "layers")):
                 wrong.append(f"{name} -> {other}")
-    assert not wrong, wrong
+    return wrong
+
+
+def test_dependencies_run_one_way():
+    assert not wrong_way(import_graph()), wrong_way(import_graph())
+
+
+def test_every_lesson_and_package_is_registered():
+    """Each registered lesson loads as a `Lesson`, and every package of `workflows/`
+    but the core is one lesson's, so the layering above covers it."""
+    assert {"imdb_sentiment", "translation", "language_model", "retrieval"} <= set(lesson_names())
+    packages = {path.parent.name for path in (ROOT / "workflows").glob("*/__init__.py")}
+    owned = [package for name in lesson_names() for package in load_lesson(name).packages]
+    assert sorted(owned) == sorted(packages - {"core"})
+
+
+@pytest.mark.parametrize("package", sorted({p.split(".")[1] for p in LESSON_PACKAGES}))
+def test_a_planted_import_of_a_lesson_from_its_package_is_caught(tmp_path, package):
+    """A copy of the project where one module of each lesson package imports a lesson:
+    the layering check names that arrow."""
+    for name in PACKAGES:
+        shutil.copytree(ROOT / name, tmp_path / name,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.npz", "*.json"))
+    planted = sorted((tmp_path / "workflows" / package).glob("[!_]*.py"))[0]
+    lesson = sorted(LESSONS)[0]
+    planted.write_text(planted.read_text() + f"\n\nimport {lesson}  # planted\n")
+    assert wrong_way(import_graph(tmp_path)) == [
+        f"workflows.{package}.{planted.stem} -> {lesson}"]

@@ -475,3 +475,36 @@ def test_several_steps_a_call_checkpoint_and_resume_without_losing_or_redoing_a_
     state = fit_resumably(resumed, epoch_dataset, epoch_dataset(99), tmp_path, epochs=3,
                           patience=9, checkpoint_every_steps=4, verbose=0)
     assert int(resumed.optimizer.iterations.numpy()) == 3 * STEPS and len(state.history) == 3
+
+
+@pytest.mark.parametrize("stop", ["mid-epoch", "after the epoch's batches"])
+def test_a_fallback_to_an_older_checkpoint_keeps_that_epochs_metrics(tmp_path, stop):
+    """The newest checkpoint damaged and the state before it cut short: the run goes on
+    from an older checkpoint, and the epoch it resumes logs the loss and accuracy of all
+    its batches, as the run that was never stopped does."""
+    keras.utils.set_random_seed(3)
+    plain = fit_resumably(small_model(), epoch_dataset, epoch_dataset(99), tmp_path / "plain",
+                          epochs=2, patience=9, verbose=0)
+    keras.utils.set_random_seed(3)
+    folder = tmp_path / "stopped"
+    if stop == "mid-epoch":
+        interrupted_run(folder)  # checkpoints after batches 3 and 5 of epoch 2
+    else:
+        def crash_then_stop(epoch, metrics):  # epoch 2: a checkpoint at its last batch,
+            raise KeyboardInterrupt            # then one at the stop in its epoch-end work
+
+        with pytest.raises(KeyboardInterrupt):
+            fit_resumably(small_model(), epoch_dataset, epoch_dataset(99), folder, epochs=2,
+                          patience=9, checkpoint_every_steps=STEPS, verbose=0,
+                          epoch_metrics=lambda epoch, metrics: epoch and crash_then_stop(
+                              epoch, metrics))
+    state = TrainingFolder(folder).load_state()
+    older = json.loads((folder / "state.previous.json").read_text())["checkpoint"]
+    damage(folder / state.checkpoint)
+    previous = folder / "state.previous.json"
+    previous.write_text(previous.read_text()[:20])
+    resumed = fit_resumably(small_model(), epoch_dataset, epoch_dataset(99), folder, epochs=2,
+                            patience=9, verbose=0)
+    assert older != state.checkpoint and len(resumed.history) == 2
+    for name in ("loss", "accuracy"):
+        assert resumed.history[1][name] == pytest.approx(plain.history[1][name], rel=0.05)

@@ -55,6 +55,7 @@ class TrainingState:
     wall_seconds: float = 0.0  # wall time of `train` up to this state, likewise
     finished: bool = False  # trained, summarized and the model logged: nothing left to do
     digests: dict = field(default_factory=dict)  # weights file -> SHA-256 when written
+    partials: dict = field(default_factory=dict)  # checkpoint kept -> its `partial`
 
     @property
     def where(self):
@@ -71,7 +72,8 @@ class TrainingState:
         scores = self.scores[:epoch]
         best = min(range(epoch), key=scores.__getitem__, default=-1)
         return dataclasses.replace(
-            self, epoch=epoch, step=int(match[2]), epoch_trained=bool(match[3]), partial={},
+            self, epoch=epoch, step=int(match[2]), epoch_trained=bool(match[3]),
+            partial=dict(self.partials.get(checkpoint, {})),
             checkpoint=checkpoint, history=self.history[:epoch], scores=scores,
             best_val_loss=scores[best] if best >= 0 else math.inf, best_epoch=best + 1,
             epochs_without_improvement=epoch - best - 1, finished=False,
@@ -143,9 +145,12 @@ class TrainingFolder:
         if current.exists():
             os.replace(current, self.output / PREVIOUS_STATE_FILE)
         previous = self._read_state(self.output / PREVIOUS_STATE_FILE) or TrainingState()
+        kept = (state.checkpoint, previous.checkpoint)
         state.digests = {name: digest for name, digest in state.digests.items()
-                         if not name.startswith("checkpoint-")
-                         or name in (state.checkpoint, previous.checkpoint)}
+                         if not name.startswith("checkpoint-") or name in kept}
+        state.partials = {name: partial for name, partial in
+                          {**state.partials, state.checkpoint: dict(state.partial)}.items()
+                          if name in kept}
         self.save_state(state)
         for path in self.output.glob("checkpoint-*"):
             if path.name not in (state.checkpoint, previous.checkpoint):

@@ -32,7 +32,6 @@ import numpy as np
 from data_prep import cache
 from data_prep.commands import ForcedStop, UserError
 from workflows.core import compilation, devices, store, tracking
-from workflows.core.lesson import TrainRequest
 from workflows.core.checkpoints import (
     TrainingFolder,
     average_weights,
@@ -80,10 +79,11 @@ class TrainingRun:
     runs the same steps; only the chief (process 0) writes the run folder and the store."""
 
     def __init__(self, experiment, name, config, work_dir=None, request=None):
-        request = request or TrainRequest()
         self.experiment, self.name, self.config = experiment, name, config
-        self.work_dir, self.retrain, self.tags = work_dir, request.retrain, dict(request.tags)
-        self.after_epoch = request.after_epoch
+        self.work_dir = work_dir
+        self.retrain = bool(request and request.retrain)
+        self.tags = dict(request.tags) if request else {}
+        self.after_epoch = request and request.after_epoch
         self.monitor = "val_loss"  # what chose the best epoch (`fit`)
         self.started = started_at()  # what a time budget counts from
         self.run_id = self.model = self.state = self.folder = None
