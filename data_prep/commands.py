@@ -62,6 +62,8 @@ def run_main(main):
     Ctrl-C ends the command with status 130 and one line instead of a traceback;
     SIGTERM and SIGHUP (a scheduler stopping the job, the terminal closed) act as Ctrl-C,
     so a training checkpoints and a search stops its workers before the command ends.
+    Once the command has finished, a stop signal is ignored: the interpreter's shutdown
+    ends with the command's own status.
     Whatever the command is doing (an XLA compilation, a device call that holds the
     interpreter), it ends within `STOP_GRACE_SECONDS` of the signal (`ForcedStop`).
     Heavy libraries (TensorFlow, Keras, MLflow) are imported inside the steps that use
@@ -91,6 +93,8 @@ def run_main(main):
         sys.stderr.flush()
         # at once: the interpreter's own shutdown (JAX's, TensorFlow's) can take seconds
         os._exit(130)
+    for stop_signal in STOP_SIGNALS:  # finished: a stop during the interpreter's shutdown
+        signal.signal(stop_signal, signal.SIG_IGN)  # would only turn status 0 into 143
     sys.exit(status)
 
 

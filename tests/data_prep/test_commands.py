@@ -48,3 +48,36 @@ def test_an_error_with_no_stop_behind_it_still_shows_its_traceback():
                             text=True, env={**os.environ, "PYTHONPATH": ROOT}, timeout=20)
     assert result.returncode == 1
     assert "RuntimeError: a bug" in result.stderr
+
+
+# A command that has finished its work and whose interpreter takes a while to shut down
+# (as JAX's and TensorFlow's do): the stop lands after its last line
+SLOW_SHUTDOWN_COMMAND = textwrap.dedent("""
+    import time
+    from data_prep.commands import run_main
+
+    class SlowToCollect:
+        sleep = time.sleep
+
+        def __del__(self):
+            self.sleep(1.5)
+
+    def main(argv):
+        print("done", flush=True)
+        return 0
+
+    keeper = SlowToCollect()
+    run_main(main)
+""")
+
+
+@pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM])
+def test_a_stop_after_the_command_finished_leaves_its_status_and_says_nothing(stop_signal):
+    command = subprocess.Popen([sys.executable, "-c", SLOW_SHUTDOWN_COMMAND], cwd=ROOT,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env={**os.environ, "PYTHONPATH": ROOT})
+    assert command.stdout.readline() == "done\n"
+    time.sleep(0.5)  # in the interpreter's shutdown
+    command.send_signal(stop_signal)
+    _, errors = command.communicate(timeout=20)
+    assert (command.returncode, errors) == (0, "")
