@@ -348,9 +348,12 @@ class DatasetSource:
 
 
 def add_location_arguments(parser, source):
-    """Adds the dataset's path flag and `--work-dir` to a command-line parser."""
-    parser.add_argument(source.flag, help=f"{source.archive_name} or its extracted folder "
-                        f"(default: ${source.env_var}, then the cache, then the download)")
+    """Adds the dataset's path flag (if there is a `source`) and `--work-dir` to a
+    command-line parser."""
+    if source is not None:
+        parser.add_argument(source.flag, help=f"{source.archive_name} or its extracted "
+                            f"folder (default: ${source.env_var}, then the cache, then the "
+                            "download)")
     parser.add_argument("--work-dir", help="cache folder (default: $NLPKIT_WORK_DIR or ./work)")
 
 

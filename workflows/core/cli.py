@@ -264,7 +264,10 @@ class LessonCLI:
     # ## Reading arguments
 
     def data_path(self, args):
-        return getattr(args, self.source.flag.lstrip("-").replace("-", "_"))
+        """The path given to the lesson's data flag (None: none given, or no source)."""
+        if self.source is None:
+            return None
+        return getattr(args, self.source.flag.lstrip("-").replace("-", "_"), None)
 
     def data_place(self, args):
         """Where the step's data comes from, as the lesson's hooks read it."""
@@ -326,6 +329,8 @@ class LessonCLI:
         elif many:
             parser.add_argument("--model", action="append",
                                 help=f"one of: {names} (repeatable)")
+        elif len(catalog.models) == 1:
+            parser.add_argument("--model", default=catalog.models[0], help=f"one of: {names}")
         else:
             parser.add_argument("--model", required=True, help=f"one of: {names}")
         for name, help_text in self.step_shortcuts(step).items():

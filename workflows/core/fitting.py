@@ -50,6 +50,7 @@ class _BatchGuard(keras.callbacks.Callback):
         self.batches, self.logs = 0, {}
         self.checkpoint_seconds, self.last_checkpoint = 0.0, time.perf_counter()
         self.out_of_time = False
+        self.saved_at = None  # the step of its last checkpoint
         self.call_seconds, self.called = [], None
         self.first_batch = None  # its `time.monotonic()`
 
@@ -79,7 +80,7 @@ class _BatchGuard(keras.callbacks.Callback):
             started = time.perf_counter()
             self.state.partial = self.epoch_metrics
             self.folder.checkpoint(self.model, self.state)
-            self.last_checkpoint = time.perf_counter()
+            self.saved_at, self.last_checkpoint = self.state.step, time.perf_counter()
             self.checkpoint_seconds += self.last_checkpoint - started
         # with several processes, only where they decide together anyway
         if (self.alone or at_step) and self.decide(self.budget.exhausted()):
@@ -349,8 +350,10 @@ class _Epoch:
             self.save()
 
     def save(self):
-        """A checkpoint of where the training is, then the epochs it holds are logged."""
-        if self.changed or self.unlogged or self.folder.unwritten:
+        """A checkpoint of where the training is (unless the last one holds it: the one
+        before stays a real fallback), then the epochs it holds are logged."""
+        held = self.batches is not None and self.batches.saved_at == self.state.step
+        if self.changed and not held or self.unlogged or self.folder.unwritten:
             if self.batches is not None and self.batches.batches:  # stopped mid-epoch
                 self.state.partial = self.batches.epoch_metrics
             self.state.wall_seconds = self.budget.used()

@@ -354,13 +354,16 @@ class ExportError(UserError):
 
 def check_finite(model, validation_batches):
     """Refuses, in one line, to export a model whose weights or outputs are not finite:
-    every weight is checked, and the model is evaluated on one validation batch."""
+    every weight is checked, and the model is evaluated on one validation batch (if it
+    has validation batches)."""
     for variable in model.weights:
         if "float" in str(variable.dtype):
             value = keras.ops.convert_to_numpy(variable.value)
             if not np.isfinite(value).all():
                 raise ExportError(f"The trained weight {variable.path} holds NaN or infinite "
                                   f"values: nothing was exported or logged. {RETRAIN_HINT}")
+    if validation_batches is None:  # (a custom trainer scored by its lesson: weights only)
+        return
     loss = model.evaluate(validation_batches, steps=1, verbose=0, return_dict=True)["loss"]
     if not np.isfinite(loss):
         raise ExportError(f"The trained model's loss on a validation batch is {loss}: nothing "

@@ -1,0 +1,199 @@
+"""The lesson contract, checked on every registered lesson and on a toy lesson of the
+tests' own (`toy_lesson.py`, written against `workflows/core/` as it is): its command
+line answers `--help`, its configs round-trip through MLflow params, and a tiny `train`
+is tracked, resumes after a stop and after a fallback to an older checkpoint with every
+epoch logged once, and keeps `--max-train-minutes`. The toy lesson runs every check in
+the quick tier; the kit's lessons train in the integration tier."""
+
+import importlib
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.data_prep.fixtures import generated_spa_lines, write_imdb_folder, write_spa_eng_zip
+from workflows.core import fitting
+from workflows.core.config import TrainingOptions
+from workflows.core.lesson import Lesson, lesson_names, load_lesson
+from workflows.core.runs import stored_run
+
+LESSONS = {name: f"workflows.{name}" for name in lesson_names()} | {
+    "toy": "tests.workflows.toy_lesson"}
+
+
+def configs(lesson):
+    catalog = lesson.catalog
+    return [catalog.base(model, preset) for model in catalog.models
+            for preset in catalog.presets[model]]
+
+
+@pytest.mark.parametrize("name", sorted(LESSONS))
+def test_a_lesson_declares_the_contract_and_answers_help(name):
+    module = importlib.import_module(LESSONS[name])
+    assert isinstance(module.LESSON, Lesson)
+    assert name == "toy" or load_lesson(name) is module.LESSON
+    for step in [None, *module.CLI.handlers]:
+        with pytest.raises(SystemExit) as exit_:
+            module.main([step, "--help"] if step else ["--help"])
+        assert exit_.value.code == 0
+
+
+@pytest.mark.parametrize("name", sorted(LESSONS))
+def test_every_config_of_a_lesson_round_trips_through_its_logged_params(name):
+    from workflows.core.tracking import flat_params
+
+    lesson = importlib.import_module(LESSONS[name]).LESSON
+    for config in configs(lesson):
+        assert isinstance(config, TrainingOptions)
+        assert lesson.catalog.from_params(flat_params(config)) == config
+
+
+def test_the_lesson_modules_import_no_heavy_library_for_help():
+    """`--help` and a config mistake answer at once: no lesson module imports Keras,
+    TensorFlow, JAX or MLflow when it loads."""
+    code = ("import sys; import " + ", ".join(LESSONS.values()) + "; print(sorted({'keras', "
+            "'tensorflow', 'jax', 'mlflow'} & set(sys.modules)))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=True).stdout.strip()
+    assert loaded == "[]"
+
+
+# ## A tiny train through the whole lifecycle
+
+def toy_setup(root):
+    return {}, []
+
+
+def imdb_setup(root):
+    data = write_imdb_folder(root / "imdb", reviews_per_class=24, unlabelled=8).parent
+    return {"NLPKIT_IMDB_PATH": str(data)}, [
+        "--model", "bow", "--set", "max_tokens=300", "--set", "batch_size=8", "--set",
+        "hidden_units=4"]
+
+
+def translation_setup(root):
+    archive = write_spa_eng_zip(root / "spa-eng.zip", generated_spa_lines())
+    return {"NLPKIT_SPA_ENG_PATH": str(archive)}, [
+        "--preset", "cpu", "--set", "embed_dim=16", "--set", "dense_dim=32", "--set",
+        "num_heads=2", "--set", "batch_tokens=256", "--set", "bleu_sentences=8"]
+
+
+def language_model_setup(root):
+    corpus = root / "corpus.txt"
+    corpus.write_text("\n".join(" ".join(line.split("\t")[:1]) for line in
+                                generated_spa_lines()) + "\n", encoding="utf-8")
+    return {}, ["--corpus", str(corpus), "--set", "vocabulary_size=120", "--set",
+                "sequence_length=16", "--set", "embed_dim=16", "--set", "dense_dim=32",
+                "--set", "num_layers=1", "--set", "num_heads=2", "--set", "batch_size=8",
+                "--set", "steps_per_epoch=6", "--set", "validation_windows=16", "--set",
+                "sample_tokens=3"]
+
+
+def retrieval_setup(root):
+    from tests.data_prep.fixtures import write_tiny_encoder
+    from tests.workflows.test_retrieval import FILLER, MORE_TOPICS, write_beir
+
+    corpus = write_beir(root / "corpus")
+    encoder = write_tiny_encoder(root / "encoder", words=[*MORE_TOPICS, *FILLER, "paper"])
+    return {"NLPKIT_BEIR_PATH": str(corpus)}, [
+        "--retriever", "dense", "--set", f"encoder={encoder}", "--set", "batch_size=4",
+        "--set", "chunk_size=0", "--set", "query_length=16", "--set", "document_length=32"]
+
+
+SETUPS = {"toy": toy_setup, "imdb_sentiment": imdb_setup, "translation": translation_setup,
+          "language_model": language_model_setup, "retrieval": retrieval_setup}
+
+
+def test_every_registered_lesson_has_a_tiny_training_here():
+    assert set(SETUPS) == set(LESSONS)
+
+
+@pytest.fixture
+def tiny(request, tmp_path, monkeypatch, new_store):
+    """The lesson's module and its tiny `train` arguments, in a new work folder and store."""
+    name = request.param
+    environment, arguments = SETUPS[name](tmp_path)
+    for key, value in {**environment, "NLPKIT_WORK_DIR": str(tmp_path / "work"),
+                       "MLFLOW_TRACKING_URI": new_store(tmp_path / "mlflow.db")}.items():
+        monkeypatch.setenv(key, value)
+    return importlib.import_module(LESSONS[name]), arguments
+
+
+def stop_once_at(monkeypatch, epoch, step):
+    """A stop (Ctrl-C) at the end of batch `step` of epoch `epoch` (0-based), once."""
+    original = fitting._BatchGuard.on_train_batch_end
+
+    def stop(self, batch, logs=None):
+        original(self, batch, logs)
+        if (self.state.epoch, self.state.step) == (epoch, step):
+            monkeypatch.setattr(fitting._BatchGuard, "on_train_batch_end", original)
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(fitting._BatchGuard, "on_train_batch_end", stop)
+
+
+def latest_run(lesson):
+    import mlflow
+
+    experiment = mlflow.get_experiment_by_name(lesson.experiment)
+    return mlflow.search_runs([experiment.experiment_id], output_format="list",
+                              order_by=["attributes.start_time DESC"])[0]
+
+
+def check_stops_and_falls_back(module, arguments, monkeypatch, capsys):
+    import mlflow
+
+    train = ["train", *arguments, "--epochs", "3", "--checkpoint-every-steps", "1"]
+    stop_once_at(monkeypatch, epoch=1, step=2)
+    with pytest.raises(KeyboardInterrupt):
+        module.main(train)
+    run = latest_run(module.LESSON)
+    folder = fitting.TrainingFolder(run.data.tags["run_folder"])
+    state = folder.load_state()
+    assert (state.epoch, state.step) == (1, 2) and "checkpoint saved" in capsys.readouterr().out
+    newest = folder.directory / state.checkpoint
+    newest.write_bytes(newest.read_bytes()[:100])  # the newest checkpoint cut short...
+    previous = folder.directory / "state.previous.json"
+    previous.write_text(previous.read_text()[:20])  # ...and the state before it too
+    assert module.main(train) == 0
+    out = capsys.readouterr().out
+    assert "Resuming run" in out and "resuming from checkpoint-e" in out
+    finished = stored_run(run.info.run_id)
+    assert finished.info.status == "FINISHED" and latest_run(module.LESSON).info.run_id \
+        == run.info.run_id
+    client = mlflow.MlflowClient()
+    for metric in ("loss", "val_" + monitored(module)):
+        steps = [point.step for point in client.get_metric_history(run.info.run_id, metric)
+                 if point.step > 0]  # (step 0: a fine-tuning's score before it trains)
+        assert steps == [1, 2, 3], (metric, steps)  # every epoch once, after the fallback
+    assert module.main(train) == 0 and "already trained" in capsys.readouterr().out
+
+
+def monitored(module):
+    return "pool_ndcg_at_10" if module.LESSON.experiment == "retrieval" else "loss"
+
+
+def check_keeps_the_time_budget(module, arguments, capsys):
+    started = time.monotonic()
+    assert module.main(["train", *arguments, "--epochs", "1000", "--patience", "1000",
+                        "--max-train-minutes", "0.3"]) == 0
+    trained = latest_run(module.LESSON).data.metrics["trained_epochs"]
+    assert 1 <= trained < 1000 and time.monotonic() - started < 0.3 * 60 + 60
+    capsys.readouterr()
+
+
+@pytest.mark.parametrize("tiny", ["toy"], indirect=True)
+def test_the_toy_lesson_trains_stops_falls_back_and_keeps_its_budget(tiny, monkeypatch, capsys):
+    module, arguments = tiny
+    check_stops_and_falls_back(module, arguments, monkeypatch, capsys)
+    check_keeps_the_time_budget(module, arguments, capsys)
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("tiny", sorted(set(LESSONS) - {"toy"}), indirect=True)
+def test_each_lesson_trains_stops_falls_back_and_keeps_its_budget(tiny, monkeypatch, capsys):
+    module, arguments = tiny
+    check_stops_and_falls_back(module, arguments, monkeypatch, capsys)
+    check_keeps_the_time_budget(module, arguments, capsys)
+
