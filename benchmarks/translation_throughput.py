@@ -41,7 +41,7 @@ def main(argv=None):
     import numpy as np
 
     from data_prep import spa_eng
-    from data_prep.spa_eng import normalize
+    from data_prep.pair_tokens import normalize
     from workflows import translation as workflow
     from workflows.core.batches import for_backend
     from workflows.translation import build_model

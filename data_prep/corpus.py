@@ -23,7 +23,7 @@ import numpy as np
 from tqdm import tqdm
 
 from data_prep import cache, imdb
-from data_prep.cache import add_location_arguments, extract
+from data_prep.sources import add_location_arguments, extract
 from data_prep.commands import UserError, quiet_tensorflow, run_main
 from data_prep.text import SPECIAL_TOKENS, learn_wordpiece, make_wordpiece_tokenizer
 

@@ -16,7 +16,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from data_prep import cache
+from data_prep import cache, sources
 from data_prep.commands import UserError
 
 FILES = ("config.json", "model.safetensors", "vocab.txt")
@@ -31,7 +31,7 @@ class EncoderError(UserError):
 
 
 @dataclass(frozen=True)
-class EncoderSource(cache.DatasetSource):
+class EncoderSource(sources.DatasetSource):
     inner: str = ""  # the model folder inside the extracted archive
 
     def how_to_provide(self):
@@ -56,7 +56,7 @@ def encoder_folder(encoder, root=None):
     """The checked folder of `encoder`: a name of `ENCODERS` (fetched once) or a path."""
     if encoder in ENCODERS:
         source = ENCODERS[encoder]
-        folder = cache.resolve(source, None, root) / source.inner
+        folder = sources.resolve(source, None, root) / source.inner
     else:
         folder = Path(encoder).expanduser()
         if not folder.is_dir():

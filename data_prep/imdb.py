@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from data_prep import cache
-from data_prep.cache import (
+from data_prep.sources import (
     DatasetSource,
     DataSourceError,
     add_location_arguments,

@@ -27,12 +27,12 @@ from pathlib import Path
 
 import numpy as np
 
-from data_prep import cache
+from data_prep import cache, sources
 from data_prep.commands import UserError
 from data_prep.text import text_lines
 
 BEIR_URL = "https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets/"
-SCIFACT = cache.DatasetSource(
+SCIFACT = sources.DatasetSource(
     name="scifact", archive_name="scifact.zip", url=BEIR_URL + "scifact.zip",
     # the official archive's SHA-256, as recorded by a public project that pins it;
     # BEIR publishes its MD5 (5f7d1de60b170fc8027bb7898e2efca1)
@@ -166,13 +166,13 @@ def locate(path=None, root=None):
     else `$NLPKIT_BEIR_PATH`, else SciFact from the cache or the official download."""
     path = path or os.environ.get(SCIFACT.env_var)
     if not path:
-        return cache.resolve(SCIFACT, None, root) / "scifact"
+        return sources.resolve(SCIFACT, None, root) / "scifact"
     path = Path(path).expanduser()
     if not path.exists():
         raise CorpusError(f"{path} does not exist. {SCIFACT.how_to_provide()}")
     if path.is_file():
         key = cache.source_digest(path, root)[:16]
-        path = cache.extract(path, cache.work_dir(root) / "extracted" / f"beir-{key}")
+        path = sources.extract(path, cache.work_dir(root) / "extracted" / f"beir-{key}")
     found = [path] if (path / "corpus.jsonl").is_file() else sorted(
         p.parent for p in path.glob("*/corpus.jsonl"))
     if len(found) != 1:

@@ -31,7 +31,7 @@ import numpy as np
 
 from data_prep import cache, spa_eng
 from data_prep.commands import run_main
-from data_prep.spa_eng import (
+from data_prep.pair_tokens import (
     TOKENIZATIONS,
     Tokenizer,
     load_tokenizer,

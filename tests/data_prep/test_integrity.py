@@ -8,7 +8,7 @@ import zipfile
 import numpy as np
 import pytest
 
-from data_prep import cache, imdb, spa_eng
+from data_prep import cache, imdb, sources, spa_eng
 from data_prep.commands import UserError, run_command
 from tests.data_prep.fixtures import (
     SPA_LINES,
@@ -69,7 +69,7 @@ def test_a_gzip_archive_with_a_bad_checksum_is_refused_and_nothing_is_kept(tmp_p
     archive.write_bytes(bytes(data))
     with tarfile.open(archive) as tar:
         assert len(tar.getnames()) > 10  # tarfile alone reads it without complaint
-    with pytest.raises(cache.DataSourceError, match=f"{archive.name} is corrupted"):
+    with pytest.raises(sources.DataSourceError, match=f"{archive.name} is corrupted"):
         imdb.prepare(archive, SETTINGS, verbose=False)
     assert not list((work / "extracted").glob("*/*")) and not (work / "prepared").exists()
 
@@ -91,7 +91,7 @@ def test_a_tar_with_a_damaged_member_header_is_refused_not_cut_short(tmp_path, w
         archive.write_bytes(gzip.compress(bytes(data)))
     else:
         archive.write_bytes(bytes(data))
-    with pytest.raises(cache.DataSourceError, match="is damaged: the header after member"):
+    with pytest.raises(sources.DataSourceError, match="is damaged: the header after member"):
         imdb.prepare(archive, SETTINGS, verbose=False)
     assert not list(work.glob("prepared/imdb-*"))  # nothing prepared from part of it
 
@@ -103,7 +103,7 @@ def test_a_zip_with_a_damaged_member_is_refused(tmp_path, work):
     data = bytearray(archive.read_bytes())
     data[info.header_offset + 30 + len(info.filename) + 5] ^= 0x01  # inside its data
     archive.write_bytes(bytes(data))
-    with pytest.raises(cache.DataSourceError, match="spa-eng.zip is corrupted"):
+    with pytest.raises(sources.DataSourceError, match="spa-eng.zip is corrupted"):
         spa_eng.prepare(archive, spa_eng.SpaEngSettings(), verbose=False)
 
 
@@ -157,10 +157,10 @@ def test_verify_finds_an_edit_that_kept_the_size_and_time(tmp_path, work, capsys
 
 def test_an_extracted_copy_with_a_missing_file_is_extracted_again(tmp_path, work, capsys):
     archive = imdb_archive(tmp_path / "a", tmp_path / "a.tar.gz")
-    folder = cache.resolve(imdb.ACL_IMDB, archive)
+    folder = sources.resolve(imdb.ACL_IMDB, archive)
     review = next(folder.rglob("*.txt"))
     review.unlink()
-    assert cache.resolve(imdb.ACL_IMDB, archive) == folder and review.exists()
+    assert sources.resolve(imdb.ACL_IMDB, archive) == folder and review.exists()
     assert "Extracting again" in capsys.readouterr().out
 
 
@@ -186,7 +186,7 @@ def test_without_a_source_a_damaged_entry_is_rebuilt_from_its_extracted_copy(
     archive = imdb_archive(tmp_path / "a", tmp_path / "a.tar.gz", word="numeral")
     prepared = imdb.prepare(archive, SETTINGS, verbose=False)
     (prepared.directory / "test_texts.json").write_text("[]")  # damaged
-    monkeypatch.setattr(cache, "download", lambda *args: pytest.fail("downloaded"))
+    monkeypatch.setattr(sources, "download", lambda *args: pytest.fail("downloaded"))
     again = imdb.prepare(None, SETTINGS, verbose=False)  # no archive given this time
     assert "test_texts.json is damaged" in capsys.readouterr().out
     assert again.directory == prepared.directory
@@ -201,7 +201,7 @@ def test_without_a_source_the_prepared_copy_is_used_as_it_is(tmp_path, work, mon
     def no_download(*args, **kwargs):
         raise AssertionError("downloaded")
 
-    monkeypatch.setattr(cache, "download", no_download)
+    monkeypatch.setattr(sources, "download", no_download)
     again = imdb.prepare(None, SETTINGS, verbose=False)
     assert again.directory == prepared.directory
 
@@ -212,7 +212,7 @@ def test_an_imdb_tree_missing_a_class_or_split_is_refused_in_one_line(tmp_path, 
     base = write_imdb_folder(tmp_path / "a")
     for review in (base / emptied).rglob("*.txt"):
         review.unlink()
-    with pytest.raises(cache.DataSourceError, match="readable reviews"):
+    with pytest.raises(sources.DataSourceError, match="readable reviews"):
         imdb.prepare(base.parent, SETTINGS, verbose=False)
     assert not list(work.glob("prepared/imdb-*"))
 
@@ -220,7 +220,7 @@ def test_an_imdb_tree_missing_a_class_or_split_is_refused_in_one_line(tmp_path, 
 @pytest.mark.parametrize("lines", [[], ["no tab on this line"], SPA_LINES[:3]])
 def test_a_spa_eng_file_too_small_to_split_is_refused_in_one_line(tmp_path, work, lines):
     archive = write_spa_eng_zip(tmp_path / "spa-eng.zip", lines)
-    with pytest.raises(cache.DataSourceError, match="too few to give the"):
+    with pytest.raises(sources.DataSourceError, match="too few to give the"):
         spa_eng.prepare(archive, verbose=False)
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from data_prep import cache
-from data_prep.spa_eng import Tokenizer
+from data_prep.pair_tokens import Tokenizer
 from data_prep.text import clean_html
 from tests.workflows.conftest import COMMON, first_runs_by_model, in_shared_store
 from workflows import imdb_sentiment as workflow

@@ -23,7 +23,7 @@ from workflows.causal_lm.models import GPT
 from workflows.seq2seq.translator import PairBatches
 from workflows.seq2seq.presets import make_config
 from workflows.translation import build_model
-from data_prep.spa_eng import Tokenizer
+from data_prep.pair_tokens import Tokenizer
 from workflows.seq2seq.translator import Translator
 
 rng = np.random.default_rng(0)

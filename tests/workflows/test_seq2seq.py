@@ -4,7 +4,7 @@ folder of an older version gets one line."""
 import numpy as np
 import pytest
 
-from data_prep.spa_eng import Tokenizer
+from data_prep.pair_tokens import Tokenizer
 from workflows.causal_lm.generator import Generator
 from workflows.core.model_folder import ModelFolderError
 from workflows.seq2seq.gru import GRUTranslator

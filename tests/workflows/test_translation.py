@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from benchmarks import translation_decoding
-from data_prep.spa_eng import normalize, tidy
+from data_prep.pair_tokens import normalize, tidy
 from data_prep.text import PAD_ID, BucketPlan
 from tests.data_prep.fixtures import generated_spa_lines, write_spa_eng_zip
 from tests.workflows.serving import post, served

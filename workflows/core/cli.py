@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from data_prep.cache import add_location_arguments
+from data_prep.sources import add_location_arguments
 from data_prep.commands import quiet_tensorflow, run_command
 from data_prep.text import text_lines
 from workflows.core import search_space

@@ -1,7 +1,7 @@
 """Corpus BLEU and chrF (sacreBLEU) against every reference of each sentence."""
 
 
-from data_prep.spa_eng import normalize
+from data_prep.pair_tokens import normalize
 
 
 def bleu_scores(hypotheses, references):

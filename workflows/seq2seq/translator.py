@@ -16,7 +16,7 @@ import numpy as np
 from keras import ops
 
 import layers  # noqa: F401  registers the layers and the loss a saved model uses
-from data_prep.spa_eng import Tokenizer
+from data_prep.pair_tokens import Tokenizer
 from data_prep.text import (
     EMPTY,
     PAD_ID,
