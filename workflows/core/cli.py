@@ -93,7 +93,7 @@ class LessonCLI:
         """The hyperparameter search (named `search_step`), `compare`, `register` and
         `serve`, the same in every lesson."""
         self.search_step = search_step
-        add_search_arguments(self.step(
+        search_space.add_search_arguments(self.step(
             search_step, "hyperparameter search with Optuna: trials in parallel, each an "
             "MLflow child run of the study's run", self.search, data=True, train="one"))
         step = self.step("compare", "table of this lesson's runs, best first", self.compare)
@@ -189,7 +189,7 @@ class LessonCLI:
 
         (config,) = self.configs(args)
         if args.sweep:  # a grid search: every combination, one child run each
-            space, points = sweep_space(args.sweep)
+            space, points = search_space.sweep_space(args.sweep)
             settings = search_space.make_settings(config, space, trials=points,
                                                   sampler="grid", pruner="none")
             self._search(args, config, settings)
@@ -353,32 +353,6 @@ STORELESS_STEPS = ("prepare",)
 MODELLESS_STEPS = ("compare", "register", "serve")  # no Keras, no devices
 
 
-def add_search_arguments(parser):
-    parser.add_argument("--space", metavar="FIELD=KIND:...", action="append", default=[],
-                        help="a searched field (repeatable): FIELD=uniform:LOW:HIGH, "
-                        "loguniform:LOW:HIGH, int:LOW:HIGH[:STEP], logint:LOW:HIGH or "
-                        "choice:A,B,C (or a search: {space: ...} block in --config)")
-    parser.add_argument("--trials", type=int, help="trials in the study, all workers "
-                        "together (default 20); rerunning continues up to this many")
-    parser.add_argument("--metric", help="the validation metric to optimize (default "
-                        "val_loss), e.g. val_accuracy, val_perplexity")
-    parser.add_argument("--direction", choices=("minimize", "maximize"),
-                        help="default: minimize for losses and perplexities, else maximize")
-    parser.add_argument("--max-minutes", type=float, help="start no trial after this many "
-                        "minutes")
-    parser.add_argument("--sampler", choices=search_space.SAMPLERS, help="default: tpe")
-    parser.add_argument("--pruner", choices=search_space.PRUNERS, help="stop poor trials after an "
-                        "epoch (default: median)")
-    parser.add_argument("--prune-after-trials", type=int, help="median pruner: prune nothing "
-                        "until this many trials have finished (default 3)")
-    parser.add_argument("--workers", type=int, help="worker processes on this machine "
-                        "(default 1)")
-    parser.add_argument("--study", help="study name; the same name and --storage on "
-                        "another machine join the study (default: named after the command)")
-    parser.add_argument("--storage", help="Optuna storage URL, e.g. postgresql://user@host/db "
-                        "(default: beside the SQLite MLflow store, mlflow.db: mlflow.optuna.db)")
-    parser.add_argument("--worker", type=int, help=argparse.SUPPRESS)  # set for started workers
-
 def check_texts(texts, what):
     """Refuses an empty list (a user error) or items that are not strings (a bug)."""
     if not texts:
@@ -458,20 +432,6 @@ def search_block(path):
         raise ConfigError(f"The search: block of {path} must be a mapping (space:, trials:, "
                           "metric:, ...).")
     return block or {}
-
-
-def sweep_space(items):
-    """`["lr=1e-3,5e-4", "units=16,32"]` -> the grid search space
-    `["lr=choice:1e-3,5e-4", "units=choice:16,32"]` and the number of its points."""
-    space, points = [], 1
-    for item in items:
-        key, sep, values = item.partition("=")
-        choices = [value.strip() for value in values.split(",") if value.strip()]
-        if not sep or not key.strip() or not choices:
-            raise ConfigError(f"--sweep expects KEY=V1,V2,..., got {item!r}.")
-        space.append(f"{key.strip()}=choice:{','.join(choices)}")
-        points *= len(choices)
-    return space, points
 
 
 def verify_work_folder(work_dir=None):
