@@ -196,7 +196,8 @@ class SentimentLesson(Lesson):
 
     def export(self, config, data, built):
         return ModelExport("classifier", calibrated(built.parts.classifier, data.prepared),
-                           PYFUNC_FILE, EXAMPLES[:1], packages=("sentiment", "causal_lm"))
+                           PYFUNC_FILE, EXAMPLES[:1], packages=("sentiment", "causal_lm"),
+                           requirements=("gensim",) if config.model == "doc2vec" else ())
 
 
 LESSON = SentimentLesson()

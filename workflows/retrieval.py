@@ -39,8 +39,8 @@ from workflows.retrievers.config import (  # noqa: F401  (API)
 EXPERIMENT = "retrieval"
 PYFUNC_FILE = Path(__file__).parent / "retrievers" / "pyfunc.py"
 EXPORTED = "retriever"  # the saved folder, in the run folder and the logged model
-REQUIREMENTS = ("keras", "keras-hub", "tensorflow", "mlflow", "bm25s", "pystemmer",
-                "tokenizers", "faiss-cpu")  # pinned for the logged model
+# what the logged retriever needs beyond Keras, keras-hub, MLflow and its backend
+REQUIREMENTS = ("bm25s", "pystemmer", "tokenizers", "faiss-cpu")
 
 
 # ## Configuration

@@ -197,3 +197,44 @@ def test_each_lesson_trains_stops_falls_back_and_keeps_its_budget(tiny, monkeypa
     check_stops_and_falls_back(module, arguments, monkeypatch, capsys)
     check_keeps_the_time_budget(module, arguments, capsys)
 
+
+
+# ## The logged model requires what it needs on the backend it was trained on
+
+REQUIREMENTS_CODE = """
+import json, logging, os, tempfile
+os.environ["NLPKIT_WORK_DIR"] = tempfile.mkdtemp()
+os.environ["MLFLOW_TRACKING_URI"] = "sqlite:///" + os.environ["NLPKIT_WORK_DIR"] + "/m.db"
+import mlflow
+from tests.workflows import toy_lesson
+assert toy_lesson.main(["train", "--epochs", "1"]) == 0
+run = mlflow.search_runs(output_format="list", experiment_names=["toy_lesson"])[0]
+uri = f"runs:/{run.info.run_id}/model"
+lines = open(mlflow.pyfunc.get_model_dependencies(uri)).read().split()
+warned = []
+handler = logging.Handler()
+handler.emit = lambda record: warned.append(record.getMessage())
+logging.getLogger("mlflow").addHandler(handler)
+mlflow.pyfunc.load_model(uri).predict(["a good film"])
+print(json.dumps({"requirements": [line.split("==")[0] for line in lines],
+                  "mismatch": [m for m in warned if "mismatch" in m.lower()]}))
+"""
+
+
+def test_a_model_logged_on_tensorflow_requires_it_and_loads_without_a_mismatch():
+    from tests.workflows.jax_only import run_steps
+
+    found = run_steps(REQUIREMENTS_CODE, env={"KERAS_BACKEND": "tensorflow"},
+                      hide_tensorflow=False)
+    assert {"keras", "mlflow", "tensorflow"} <= set(found["requirements"])
+    assert found["mismatch"] == []
+
+
+@pytest.mark.integration
+def test_a_model_logged_on_jax_requires_no_tensorflow_and_loads_without_a_mismatch():
+    from tests.workflows.jax_only import run_steps
+
+    found = run_steps(REQUIREMENTS_CODE)  # TensorFlow hidden, as on a JAX-only GPU machine
+    assert {"keras", "mlflow", "jax", "jaxlib"} <= set(found["requirements"])
+    assert not {"tensorflow", "tensorflow-text", "gensim"} & set(found["requirements"])
+    assert found["mismatch"] == []

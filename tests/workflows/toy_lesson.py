@@ -84,7 +84,7 @@ class ToyLesson(Lesson):
             (folder / "vocabulary.json").write_text(json.dumps(data.vocabulary))
 
         return ModelExport("classifier", save, Path(__file__).with_name("toy_pyfunc.py"),
-                           ["a good film"], requirements=("keras", "mlflow"))
+                           ["a good film"])
 
 
 LESSON = ToyLesson()

@@ -1,11 +1,14 @@
 """The machinery every lesson shares, one module per concept.
 
+- `lesson`: the lesson contract (`Lesson`: its hooks `load_data`, `build`, `fit`,
+  `export`; `DataPlace`, `TrainRequest`, `Built`, `ModelExport`) and the registry of
+  lessons (every module of `workflows/` that declares `LESSON`).
 - `config`: typed configs (`option`, `when`/`unless` rules, `Catalog`), overrides and
-  their checks; what a lesson declares (`Lesson`: its catalog, `train`, comparison;
-  `ModelExport`).
+  their checks; `TrainingOptions`, the training settings every lesson shares.
 - `cli`: `LessonCLI`, the command line every lesson declares, and the error policy.
-- `training`: `TrainingRun`, the steps of a training a lesson calls in order (load the
-  data, open the run folder, start or resume the MLflow run, fit, export); `fitting`:
+- `training`: `train_lesson`, the one lifecycle that runs a lesson's hooks, and
+  `TrainingRun`, its steps (load the data, open the run folder, start or resume the
+  MLflow run, fit with the shared training options, export); `fitting`:
   the resumable `fit` under it (early stopping, a wall budget, stops at any moment);
   `horizon`: a learning-rate schedule sized to the steps the run affords; `checkpoints`: the run folder's state and
   weight files, written atomically, checked by digest, falling back to the newest
@@ -18,8 +21,9 @@
 - `models`: the logged model: exported with its code and digest, loaded verified;
   `model_folder`: the one folder format every trained model is saved in.
 - `runs`: finding, comparing and registering runs; evaluations logged back to them.
-- `store`: the MLflow store, its experiments and run tags, whether it answers, and what a
-  training run logs there.
+- `store`: the MLflow store, its experiments, runs opened and ended there, whether it
+  answers; `tracking`: what a run records there (tags, params, its setup, each epoch,
+  its summary and curves).
 - `search`, `search_space`, `search_summary`: Optuna studies of configs (and `--sweep`,
   a grid search).
 - `figures`, `servers`: the plots runs log; the HTTP servers of models and the UI.

@@ -74,7 +74,8 @@ class ModelExport:
     input_example: list
     packages: tuple = ()  # subpackages of workflows/ the pyfunc imports
     params: dict | None = None  # the params schema (name -> default) callers may tune
-    requirements: tuple = ()  # pinned packages it needs (default: models.model_requirements)
+    # the packages it needs beyond Keras, keras-hub, MLflow and the backend it trained on
+    requirements: tuple = ()
 
 
 class Lesson(abc.ABC):

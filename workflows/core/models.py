@@ -3,6 +3,7 @@ pyfunc with just the code it needs and a digest of its files; loaded back verifi
 against that digest, fed checked inputs, asked in chunks with progress."""
 
 import contextlib
+import importlib.metadata
 import shutil
 import tempfile
 import warnings
@@ -28,17 +29,41 @@ SHIPPED_CORE = ("__init__.py", "batches.py", "compilation.py", "config.py", "dev
 DIGEST_TAG = "model_sha256"  # digest of every file of the run's logged model
 
 
+# the packages of each Keras backend a logged model needs where it is loaded
+BACKEND_PACKAGES = {"tensorflow": ("tensorflow", "tensorflow-text"), "jax": ("jax", "jaxlib"),
+                    "torch": ("torch",)}
+
+
+def model_requirements(*packages):
+    """What a logged model needs where it is loaded: Keras, keras-hub, MLflow, the backend
+    it was trained on (TensorFlow only there) and `packages`, each at the version
+    installed here, where it was trained (so loading it here warns of no mismatch), or
+    else as requirements.txt pins it."""
+    import keras
+
+    backend = BACKEND_PACKAGES.get(keras.backend.backend(), ())
+    names = dict.fromkeys(("keras", "keras-hub", "mlflow", *backend, *packages))
+    return [_requirement(name) for name in names]
+
+
+def _requirement(name):
+    try:
+        return f"{name}=={importlib.metadata.version(name)}"
+    except importlib.metadata.PackageNotFoundError:
+        return pinned_requirements(name)[0]
+
+
 def pinned_requirements(*names):
-    """The `name==version` lines of requirements.txt for `names` (pins for logged models)."""
+    """The `name==version` lines of requirements.txt for `names`."""
     pins = {}
     for line in (PROJECT_ROOT / "requirements.txt").read_text().splitlines():
         line = line.split("#")[0].strip()
         if "==" in line:
             pins[line.split("==")[0].strip().lower()] = line
-    missing = [name for name in names if name not in pins]
+    missing = [name for name in names if name.lower() not in pins]
     if missing:
         raise KeyError(f"requirements.txt pins none of: {', '.join(missing)}")
-    return [pins[name] for name in names]
+    return [pins[name.lower()] for name in names]
 
 
 def log_pyfunc_model(python_model_file, artifacts, input_example, pip_requirements,
@@ -129,18 +154,10 @@ def export_and_log_model(export, folder, log=True):
     with on_this_process():  # MLflow loads and tries the model: alone
         log_pyfunc_model(
             export.python_model, {export.artifact.split(".")[0]: target},
-            export.input_example,
-            pinned_requirements(*export.requirements) if export.requirements
-            else model_requirements(), packages=export.packages,
+            export.input_example, model_requirements(*export.requirements),
+            packages=export.packages,
             params=export.params)
     mlflow.set_tag("model_logged", "true")
-
-
-def model_requirements():
-    """The pinned packages a logged model needs where it is loaded or served (gensim:
-    the paragraph-vector classifier, and any ensemble that holds one)."""
-    return pinned_requirements("keras", "keras-hub", "tensorflow", "tensorflow-text", "mlflow",
-                               "gensim")
 
 
 def _remove(path):

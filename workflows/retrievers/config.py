@@ -79,7 +79,7 @@ class RetrievalConfig(TrainingOptions):
                                  and c.pseudo_queries == "hybrid_answers")
     # hybrid_answers with soft labels: each query's hard negative the teacher's second
     # answer, the target shared with its first by their fused scores' softmax at this
-    # temperature (0.1 is calibrated on SciFact's validation claims); 0: the first only
+    # temperature (choose it on validation: docs/retrieval.md); 0: the first only
     answer_temperature: float = option(0.0, at_least=0.0, at_most=10.0,
                                        applies=lambda c: fine_tunes(c)
                                        and c.pseudo_queries == "hybrid_answers")

@@ -52,8 +52,8 @@ class EncoderTokenizer:
 def xla():
     """Whether the encoder and its trainer ask TensorFlow for XLA: on any device, where
     Keras's "auto" leaves a CPU without it, unless `NLPKIT_XLA=0` (JAX always compiles
-    with XLA). On 2 CPU cores it encoded 1.3-1.7x faster and trained 1.34x faster, with
-    the same losses (`benchmarks/encoder_xla.py`), after a longer first compilation."""
+    with XLA): faster on a CPU too, after a longer first compilation
+    (`benchmarks/encoder_xla.py` measures it)."""
     return keras.backend.backend() == "tensorflow" and os.environ.get("NLPKIT_XLA") != "0"
 
 

@@ -114,6 +114,13 @@ def ensemble(experiment, run_ids, validation, input_example, lexicon="none",
                     (fingerprint, params, settings), input_example)
 
 
+def members_packages(member_runs):
+    """What the members need beyond the backend: gensim where one is a paragraph-vector
+    classifier, or an ensemble that may hold one."""
+    models = {run.data.params.get("model") for run in member_runs}
+    return ("gensim",) if models & {"doc2vec", "ensemble"} else ()
+
+
 def _validation_metrics(names, probabilities, labels, fitted, reviews):
     """Each column's and the ensemble's accuracy on the validation reviews (the first
     `reviews` rows), and the ensemble's on their slices (the rest), if any."""
@@ -164,8 +171,9 @@ def _log(experiment, member_runs, names, metrics, fitted, folder, data, input_ex
         mlflow.set_tags(tracking.run_tags(fingerprint, model_family="ensemble", **settings))
         mlflow.log_metrics(metrics)
         lexicon = settings["ensemble_lexicon"]
-        requirements = models.model_requirements() + (
-            models.pinned_requirements(LEXICON_PACKAGES[lexicon]) if lexicon != "none" else [])
+        requirements = models.model_requirements(
+            *members_packages(member_runs),
+            *([LEXICON_PACKAGES[lexicon]] if lexicon != "none" else []))
         models.log_pyfunc_model(PYFUNC_FILE, {"ensemble": folder}, input_example,
                                 requirements, packages=("sentiment", "causal_lm"))
         mlflow.set_tag("model_logged", "true")
