@@ -25,7 +25,7 @@ from data_prep import glove, imdb
 from data_prep.commands import run_main
 from workflows.core.cli import LessonCLI, check_texts, read_texts
 from workflows.core.config import Catalog, ConfigError
-from workflows.core.lesson import Built, Lesson, ModelExport
+from workflows.core.lesson import Built, Lesson, ModelExport, RunDataset, dataset_digest
 
 EXPERIMENT = "imdb_sentiment"
 PYFUNC_FILE = Path(__file__).parent / "sentiment" / "pyfunc.py"  # every classifier folder
@@ -180,6 +180,14 @@ class SentimentLesson(Lesson):
     def load_data(self, config, place):
         return load_data(config, place.path, place.work_dir)
 
+    def datasets(self, config, data, place):
+        added = f" + {config.augment}" if data.augmentation else ""
+        return [RunDataset(f"aclImdb {split}{added if split == 'train' else ''}",
+                           dataset_digest(data.fingerprint, split),
+                           str(data.prepared.directory), context,
+                           len(data.prepared.labels(split)))
+                for split, context in (("train", "training"), ("val", "validation"))]
+
     def build(self, config, data, place):
         trainable = family(config.model).build(config, data)
         added = {key: value for key, value in data.augmentation.items()
@@ -234,7 +242,7 @@ def evaluate(run_id=None, imdb_path=None, work_dir=None, model_uri=None, top_wro
     """
     from data_prep import cache
     from data_prep.labelled_texts import read_labelled_texts
-    from workflows.core import models, runs
+    from workflows.core import models, runs, tracking
     from workflows.sentiment import evaluation
 
     source = {}
@@ -249,6 +257,10 @@ def evaluate(run_id=None, imdb_path=None, work_dir=None, model_uri=None, top_wro
             CATALOG.models else None
         prepared = imdb.prepare(imdb_path, data_settings(config), work_dir, verbose=False)
         texts, labels, name = prepared.texts("test"), prepared.labels("test"), "test"
+    tracking.log_datasets([RunDataset(
+        Path(texts_file).name if texts_file else "aclImdb test",
+        source["sha256"][:12] if texts_file else dataset_digest(prepared.directory.name, name),
+        str(texts_file or prepared.directory), "test", len(texts))], run.info.run_id)
     return evaluation.score_and_log(run, model, (texts, labels, name, source), top_wrong)
 
 

@@ -33,7 +33,7 @@ from workflows.causal_lm.presets import (  # noqa: F401  (API)
 from workflows.causal_lm.sampling import PYFUNC_PARAMS, SAMPLERS, Sampling
 from workflows.core.cli import LessonCLI, check_texts, read_texts
 from workflows.core.config import ConfigError
-from workflows.core.lesson import Built, Lesson, ModelExport
+from workflows.core.lesson import Built, Lesson, ModelExport, RunDataset, dataset_digest
 
 PYFUNC_FILE = Path(__file__).parent / "causal_lm" / "pyfunc.py"
 PROMPTS = ["The movie was", "I have never seen", "This film is a", "My favourite actor"]
@@ -169,6 +169,13 @@ class LanguageModelLesson(Lesson):
     def load_data(self, config, place):
         return load_data(config, place.path, place.work_dir)
 
+    def datasets(self, config, data, place):
+        name = data.prepared.summary["source"]
+        return [RunDataset(f"{name} {split}", dataset_digest(data.fingerprint, split),
+                           str(data.prepared.directory), context,
+                           len(data.prepared.documents(split)))
+                for split, context in (("train", "training"), ("val", "validation"))]
+
     def build(self, config, data, place):
         from workflows.causal_lm import generator as generators
         from workflows.causal_lm.models import build_model
@@ -252,13 +259,17 @@ def evaluate(run_id=None, imdb_path=None, work_dir=None, model_uri=None):
     """Test and validation perplexity (per token and per word), sample generations."""
     import layers
     from workflows.causal_lm import source as lm_source
-    from workflows.core import batches, runs
+    from workflows.core import batches, runs, tracking
 
     run = runs.model_run(LESSON, run_id, model_uri)
     generator, config = lm_source.load_generator(run), runs.config_of(LESSON, run)
     data = prepare(config, imdb_path, work_dir, verbose=False,
                    source=generator if config.init_from else None)
     generator.model.compile(loss=layers.MaskedCrossentropy())
+    tracking.log_datasets([RunDataset(
+        f"{data.prepared.summary['source']} test", dataset_digest(data.fingerprint, "test"),
+        str(data.prepared.directory), "test", len(data.prepared.documents("test")))],
+        run.info.run_id)
     results = {}
     for split in ("val", "test"):
         loss = generator.model.evaluate(batches.for_backend(data.batches(config, split)), verbose=0)

@@ -18,6 +18,7 @@ which they are used.
 """
 
 import dataclasses
+import os
 import time
 from pathlib import Path
 
@@ -25,7 +26,7 @@ from data_prep import retrieval_corpus
 from data_prep.commands import run_main
 from workflows.core.cli import LessonCLI, read_texts
 from workflows.core.config import ConfigError
-from workflows.core.lesson import Built, DataPlace, Lesson, ModelExport
+from workflows.core.lesson import Built, DataPlace, Lesson, ModelExport, RunDataset, dataset_digest
 from workflows.retrievers import evaluation
 from workflows.retrievers.config import (  # noqa: F401  (API)
     CATALOG,
@@ -62,6 +63,12 @@ def load_data(config, place, verbose=True):
 
 
 CORPUS_FILES = ("documents", "queries", "judgements", "test_judgements")
+
+
+def corpus_name(place):
+    """The corpus's name in the runs table: the catalogue's file, or the BEIR dataset's."""
+    return Path(place.options.get("documents") or place.path or os.environ.get(
+        retrieval_corpus.SCIFACT.env_var) or "scifact").stem
 
 
 # ## The retrievers
@@ -174,6 +181,14 @@ class RetrievalLesson(Lesson):
         return ":".join(filter(None, [data.fingerprint,
                                       encoder_identity(config, place.work_dir)]))
 
+    def datasets(self, config, data, place):
+        name = corpus_name(place)
+        rows = {"corpus": len(data.doc_ids), "training": len(data.split("train")[0]),
+                "validation": len(data.split("validation")[0])}
+        return [RunDataset(f"{name} {context}", dataset_digest(data.fingerprint, context),
+                           str(data.directory), context, count)
+                for context, count in rows.items()]
+
     def build(self, config, data, place):
         parts, metrics = RetrieverParts(), {}
         if reads_bm25(config) or config.epochs:  # (BM25 mines the hard negatives)
@@ -231,7 +246,7 @@ def load_retriever(args):
 def evaluate(args):
     """Test metrics of a run (or `--split validation`), logged back to it with a
     per-query table."""
-    from workflows.core import runs
+    from workflows.core import runs, tracking
 
     run, searcher = load_retriever(args)
     config = CATALOG.from_params(run.data.params)
@@ -245,6 +260,9 @@ def evaluate(args):
         raise ConfigError(f"Run {run.info.run_id[:12]} was built on corpus "
                           f"{run.data.tags.get('dataset_fingerprint')}, not on "
                           f"{data.fingerprint}: give the same data flags as its train step.")
+    tracking.log_datasets([RunDataset(
+        f"{corpus_name(place)} {args.split}", dataset_digest(data.fingerprint, args.split),
+        str(data.directory), args.split, len(data.split(args.split)[0]))], run.info.run_id)
     found = evaluation.score(searcher, data, args.split, per_query=True)
     if not found:
         raise ConfigError(f"The corpus has no {args.split} judgements to evaluate on.")

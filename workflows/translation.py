@@ -40,7 +40,7 @@ from data_prep.pair_tokens import (
 )
 from workflows.core.cli import LessonCLI, check_texts, read_texts
 from workflows.core.config import ConfigError
-from workflows.core.lesson import Built, Lesson, ModelExport
+from workflows.core.lesson import Built, Lesson, ModelExport, RunDataset, dataset_digest
 from workflows.seq2seq.metrics import bleu_scores
 from workflows.seq2seq.presets import (  # noqa: F401  the lesson's API: make_config & co
     BATCH_TOKENS_HELP,
@@ -190,6 +190,14 @@ class TranslationLesson(Lesson):
     def load_data(self, config, place):
         return load_data(config, place.path, place.work_dir)
 
+    def datasets(self, config, data, place):
+        rows = {"train": len(data.arrays["train"][0]),
+                "val": min(len(data.arrays["val"][0]), config.validation_pairs)}
+        return [RunDataset(f"spa-eng {config.direction} {split}",
+                           dataset_digest(data.fingerprint, split, rows[split]),
+                           str(data.prepared.directory), context, rows[split])
+                for split, context in (("train", "training"), ("val", "validation"))]
+
     def build(self, config, data, place):
         model = build_model(config, *data.tokenizer.vocabulary_sizes)
         return Built(model, make_translator(config, model, data.tokenizer),
@@ -276,7 +284,7 @@ def evaluate(run_id=None, spa_eng_path=None, work_dir=None, model_uri=None, limi
              beam_width=None, length_penalty=None, direction=None, batch_size=None):
     """Test BLEU/chrF (greedy, beam, and beam re-ranked with `length_penalty` if given),
     masked token accuracy, samples; logged to the run."""
-    from workflows.core import runs
+    from workflows.core import runs, tracking
     from workflows.seq2seq import evaluation
 
     check_beam_width(beam_width)
@@ -289,6 +297,10 @@ def evaluate(run_id=None, spa_eng_path=None, work_dir=None, model_uri=None, limi
     config = runs.config_of(LESSON, run)
     beam_width = beam_width or config.beam_width
     test = split_references(config, "test", spa_eng_path, work_dir, limit)
+    data, sources, _ = test
+    tracking.log_datasets([RunDataset(
+        f"spa-eng {config.direction} test", dataset_digest(data.fingerprint, "test", limit),
+        str(data.prepared.directory), "test", len(sources))], run.info.run_id)
     return evaluation.score_and_log(run, translator, config, test, beam_width,
                                     length_penalty)
 

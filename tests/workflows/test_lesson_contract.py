@@ -6,6 +6,7 @@ epoch logged once, and keeps `--max-train-minutes`. The toy lesson runs every ch
 the quick tier; the kit's lessons train in the integration tier."""
 
 import importlib
+import json
 import subprocess
 import sys
 import time
@@ -162,6 +163,13 @@ def check_stops_and_falls_back(module, arguments, monkeypatch, capsys):
     finished = stored_run(run.info.run_id)
     assert finished.info.status == "FINISHED" and latest_run(module.LESSON).info.run_id \
         == run.info.run_id
+    contexts = {tag.value for given in finished.inputs.dataset_inputs for tag in given.tags
+                if tag.key == "mlflow.data.context"}
+    assert {"training", "validation"} <= contexts  # the runs table's Dataset column
+    assert all(given.dataset.digest and json.loads(given.dataset.profile)["num_rows"] > 0
+               for given in finished.inputs.dataset_inputs)
+    assert {"system/cpu_utilization_percentage", "system/system_memory_usage_megabytes"} \
+        <= set(finished.data.metrics)  # the machine, sampled as it trained
     client = mlflow.MlflowClient()
     for metric in ("loss", "val_" + monitored(module)):
         steps = [point.step for point in client.get_metric_history(run.info.run_id, metric)

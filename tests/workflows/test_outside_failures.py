@@ -16,7 +16,7 @@ from tests.workflows.conftest import BOW, COMMON
 from tests.workflows.test_search import SPACE
 from workflows import imdb_sentiment as workflow
 from workflows import mlflow_ui
-from workflows.core import runs, servers
+from workflows.core import runs, servers, tracking
 from workflows.core import store as mlflow_store
 from workflows.core.servers import check_can_serve
 
@@ -223,7 +223,7 @@ def test_an_interrupted_run_is_killed_not_failed(own_store, monkeypatch):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(mlflow_store, "log_epoch", interrupted)
+    monkeypatch.setattr(tracking, "log_epoch", interrupted)
     with pytest.raises(KeyboardInterrupt):
         workflow.main([*BOW_ONE_EPOCH, "--set", "hidden_units=2"])
     (run,) = runs_of(uri)

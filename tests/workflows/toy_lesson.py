@@ -10,7 +10,7 @@ from pathlib import Path
 
 from workflows.core.cli import LessonCLI
 from workflows.core.config import Catalog, TrainingOptions, option, training_option
-from workflows.core.lesson import Built, Lesson, ModelExport
+from workflows.core.lesson import Built, Lesson, ModelExport, RunDataset, dataset_digest
 
 GOOD, BAD = ["good", "great", "fine", "nice"], ["bad", "awful", "poor", "dull"]
 FILLER = ["the", "a", "film", "plot", "cast", "story", "was", "and", "very", "so"]
@@ -62,6 +62,11 @@ class ToyLesson(Lesson):
                 for split in ("train", "val")}
         return ToyData({s: [t for t, _ in rows] for s, rows in made.items()},
                        {s: [y for _, y in rows] for s, rows in made.items()}, GOOD + BAD + FILLER)
+
+    def datasets(self, config, data, place):
+        return [RunDataset(f"toy {split}", dataset_digest(data.fingerprint, split),
+                           __file__, context, len(data.texts[split]))
+                for split, context in (("train", "training"), ("val", "validation"))]
 
     def build(self, config, data, place):
         import keras

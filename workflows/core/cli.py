@@ -44,8 +44,9 @@ class LessonCLI:
         self.argv = []
         self.data_options, self.data_arguments = data_options, data_arguments
         self.search_step = "search"  # its name (`shared_steps`)
-        training = {field.name: field.metadata.get("help")
-                    for field in dataclasses.fields(TrainingOptions)}
+        training = {field.name: field.metadata.get("help")  # (on/off ones: with --set)
+                    for field in dataclasses.fields(TrainingOptions) if field.type != "bool"
+                    and field.type is not bool}
         self.shortcuts = {**(shortcuts or {}), **training}
         self.switches = switches  # the shortcuts of on/off fields: flags without a value
         # flag -> its check (raises `ConfigError`), run before the step loads anything

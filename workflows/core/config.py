@@ -99,8 +99,13 @@ class TrainingOptions:
     seed: int = option(1337, at_least=0, at_most=2**32 - 1, help="the random seed of the "
                        "data order, the weights and dropout")
     distribution: str = option("none", choices=DISTRIBUTIONS, help=DISTRIBUTION_HELP)
+    system_metrics: bool = option(True, help="record the machine's CPU, memory, disk, "
+                                  "network and GPU use with the run every "
+                                  "2 s (MLflow's system metrics); false: none")
 
 
+# where and how a run trains, not what it trains: not part of its run folder's name
+NOT_IN_RUN_FOLDER = ("distribution", "system_metrics")
 TRAINING_OPTIONS = tuple(field.name for field in dataclasses.fields(TrainingOptions))
 
 

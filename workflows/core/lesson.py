@@ -4,6 +4,7 @@ A lesson is one module of `workflows/` that declares `LESSON`, an instance of a
 `Lesson` subclass. Its hooks follow the order a lesson reads in:
 
     load_data(config, place)          -> the data, with a `fingerprint`
+    datasets(config, data, place)     -> the `RunDataset`s it trains and validates on
     build(config, data, place)        -> `Built`: the model (or retriever) and what the
                                          run logs when it starts
     fit(run, config, data, built)     -> trains through `run` (a `training.TrainingRun`)
@@ -65,6 +66,26 @@ class Built:
 
 
 @dataclass(frozen=True)
+class RunDataset:
+    """A dataset a run reads, as MLflow's Dataset column shows it: `name` (the corpus and
+    its split), `digest` (the kit's own fingerprint of it), `source` (its file or
+    folder), `context` (training, validation or test) and its `rows`."""
+
+    name: str
+    digest: str
+    source: str
+    context: str
+    rows: int
+
+
+def dataset_digest(*parts):
+    """A short digest of what identifies a dataset (a fingerprint, a split)."""
+    from data_prep.cache import settings_key
+
+    return settings_key(list(parts))
+
+
+@dataclass(frozen=True)
 class ModelExport:
     """How a trained model leaves its run folder: saved there, then logged as a pyfunc."""
 
@@ -108,6 +129,10 @@ class Lesson(abc.ABC):
         """What the run trained on, part of its folder's name: the data's fingerprint,
         and anything else it reads (a pretrained encoder's weights)."""
         return data.fingerprint
+
+    @abc.abstractmethod
+    def datasets(self, config, data, place: DataPlace) -> list[RunDataset]:
+        """What a run of `config` trains and validates on (logged with the run)."""
 
     @abc.abstractmethod
     def build(self, config, data, place: DataPlace) -> Built:

@@ -51,11 +51,11 @@ def runs_table_url(experiment_id, run_id=None, ui=UI_ADDRESS):
 
 def quiet_mlflow():
     """Silences what MLflow says that a user cannot act on: INFO lines as it migrates a
-    store or infers a signature, progress bars in logs, the warning that the pyfuncs'
+    store, infers a signature or starts and stops sampling system metrics, progress bars in logs, the warning that the pyfuncs'
     predictions are typed Any (on purpose: strings, n-best lists, scores), and the
     traceback it logs for a database error it raises anyway (the command reports it)."""
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
-    for noisy in ("alembic", "mlflow.models.signature"):
+    for noisy in ("alembic", "mlflow.models.signature", "mlflow.system_metrics"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
     warnings.filterwarnings("ignore", message=".*Any type hint is inferred as AnyType")
@@ -296,15 +296,24 @@ def redacted(uri):
 # ## A tracked run and what it logs
 
 
+SYSTEM_METRICS_SECONDS = 2  # often enough to show a minute of compiling
+
+
 @contextlib.contextmanager
-def tracked_run(experiment_name, name, run_id=None, tags=None):
+def tracked_run(experiment_name, name, run_id=None, tags=None, system_metrics=False):
     """The MLflow run `run_id` resumed, or a new run `name`: ended FINISHED, KILLED on
-    Ctrl-C or SIGTERM, FAILED on an error (without waiting on a store that is down)."""
+    Ctrl-C or SIGTERM, FAILED on an error (without waiting on a store that is down).
+    `system_metrics`: MLflow samples the machine's use every `SYSTEM_METRICS_SECONDS`
+    (`system/...` metrics: CPU, memory, disk, network, and each GPU's use and memory)."""
     import mlflow
 
     experiment = use_experiment(experiment_name)
+    if system_metrics:
+        mlflow.set_system_metrics_sampling_interval(SYSTEM_METRICS_SECONDS)
+        mlflow.set_system_metrics_samples_before_logging(1)
     mlflow.start_run(run_id=run_id or None, run_name=None if run_id else name,
-                     experiment_id=experiment.experiment_id, tags=tags or None)
+                     experiment_id=experiment.experiment_id, tags=tags or None,
+                     log_system_metrics=system_metrics)
     try:
         yield
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (run_main): stopped, not failed

@@ -189,3 +189,36 @@ def log_training_summary(model, state, curves, monitor="val_loss"):
         mlflow.log_figure(figures.learning_rate_schedule(
             schedule, keras.ops.convert_to_numpy(model.optimizer.iterations),
             type(schedule).__name__), "lr_schedule.png")
+
+
+def log_datasets(datasets, run_id=None):
+    """Logs each `RunDataset` as an input of the active run (or of `run_id`): the runs
+    table's Dataset column names it, with its digest, source, context and row count."""
+    import mlflow
+    from mlflow.data.dataset_source_registry import resolve_dataset_source
+    from mlflow.data.meta_dataset import MetaDataset
+    from mlflow.entities import DatasetInput, InputTag
+
+    class CountedDataset(MetaDataset):
+        """MLflow's dataset of a name, digest and source, with its row count as profile."""
+
+        def __init__(self, dataset):
+            super().__init__(resolve_dataset_source(dataset.source), name=dataset.name,
+                             digest=dataset.digest)
+            self.rows = dataset.rows
+
+        @property
+        def profile(self):
+            return {"num_rows": self.rows}
+
+        def to_dict(self):
+            import json
+
+            return {**super().to_dict(), "profile": json.dumps(self.profile)}
+
+    inputs = [DatasetInput(CountedDataset(dataset)._to_mlflow_entity(),
+                           [InputTag("mlflow.data.context", dataset.context)])
+              for dataset in datasets]
+    if inputs:
+        run_id = run_id or mlflow.active_run().info.run_id
+        mlflow.MlflowClient().log_inputs(run_id, datasets=inputs)

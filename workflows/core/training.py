@@ -6,7 +6,7 @@
         data = run.load(lambda: lesson.load_data(config, place))  # the chief process first
         if run.open(lesson.data_identity(config, data, place), data.fingerprint):  # False: already trained
             built = lesson.build(config, data, place)
-            run.start(built)                     # the MLflow run, new or resumed
+            run.start(built, lesson.datasets(config, data, place))                     # the MLflow run, new or resumed
             lesson.fit(run, config, data, built)  # run.fit(train_batches, ...)
             run.export(lesson.export(config, data, built))
     return run.run_id
@@ -38,7 +38,7 @@ from workflows.core.checkpoints import (
     remove_partial_files,
     starting_state,
 )
-from workflows.core.config import describe
+from workflows.core.config import NOT_IN_RUN_FOLDER, describe
 from workflows.core.fitting import fit_resumably, kept_in, started_at
 from workflows.core.models import export_and_log_model
 from workflows.core.runs import RunNotFoundError, stored_run
@@ -52,7 +52,7 @@ def train_lesson(lesson, config, place, request):
         data = run.load(lambda: lesson.load_data(config, place))
         if run.open(lesson.data_identity(config, data, place), data.fingerprint):
             built = lesson.build(config, data, place)
-            run.start(built)
+            run.start(built, lesson.datasets(config, data, place))
             lesson.fit(run, config, data, built)
             run.export(lesson.export(config, data, built))
     return run.run_id
@@ -66,7 +66,7 @@ def run_folder(lesson, config, fingerprint, work_dir=None):
 
 
 def _run_folder(experiment, name, config, fingerprint, work_dir=None):
-    fields = {k: v for k, v in dataclasses.asdict(config).items() if k != "distribution"}
+    fields = {k: v for k, v in dataclasses.asdict(config).items() if k not in NOT_IN_RUN_FOLDER}
     key = cache.settings_key({"config": fields, "data": fingerprint})
     return cache.work_dir(work_dir) / "runs" / experiment / f"{name}-{key}"
 
@@ -144,15 +144,17 @@ class TrainingRun:
         keras.utils.set_random_seed(self.config.seed)  # before the model is built
         return True
 
-    def start(self, built):
+    def start(self, built, datasets=()):
         """Starts the MLflow run (or resumes it: then logs the epochs it missed); a new
-        run logs the config and what `built` (a `Built`) says it logs."""
+        run logs the config, what `built` (a `Built`) says it logs, and `datasets` (the
+        `RunDataset`s it reads) as its inputs."""
         self.model = built.model
         if self.model is not None:
             print(f"{self.model.count_params():,} parameters")
         if self.is_chief:
-            self._steps.enter_context(store.tracked_run(self.experiment, self.name, self.run_id,
-                                                        self.tags))
+            self._steps.enter_context(store.tracked_run(
+                self.experiment, self.name, self.run_id, self.tags,
+                system_metrics=getattr(self.config, "system_metrics", False)))
         self.training_folder = self._steps.enter_context(
             _training_folder(self.folder, self.processes))
         if not self.is_chief:
@@ -162,7 +164,8 @@ class TrainingRun:
             self.logged_epochs = tracking.log_missing_epochs(self.run_id, self.state.history)
             return
         tracking.log_run_setup(self.config, built.params, built.tags, built.artifacts,
-                            built.metrics, self.folder, self.fingerprint)
+                               built.metrics, self.folder, self.fingerprint)
+        tracking.log_datasets(datasets)
         mlflow.set_tag("devices", ", ".join(map(str, self.placement.devices)))
         self.state.run_id = self.run_id = mlflow.active_run().info.run_id
         TrainingFolder(self.folder).save_state(self.state)
