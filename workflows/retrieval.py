@@ -296,6 +296,8 @@ def check_label(args):
 
     check_k(args.k)
     check_workers(args.workers)
+    if args.dask_address and args.runner != "dask":
+        raise ConfigError("--dask-address goes with --runner dask.")
     queries, output = Path(args.file), Path(args.output)
     if not output.exists():
         return
@@ -341,7 +343,7 @@ def label(args):
                                               _run_filter(args)))
     with models.verified_model(run) as local:
         rate = labelling.label(local / "artifacts" / EXPORTED, queries, args.output, args.k,
-                               args.workers, args.runner)
+                               args.workers, args.runner, args.dask_address)
     return rate
 
 
@@ -375,8 +377,12 @@ _label.add_argument("--file", required=True, help="UTF-8 queries, one per line")
 _label.add_argument("--output", required=True, help="JSON lines written in input order")
 _label.add_argument("-k", type=int, default=10, help="documents per query (default 10)")
 _label.add_argument("--workers", type=int, default=1, help="local worker processes")
-_label.add_argument("--runner", default="DirectRunner", help="Beam runner (default "
-                    "DirectRunner; Dataflow, Flink or Spark with their options)")
+_label.add_argument("--runner", default="DirectRunner", help="Beam runner: DirectRunner "
+                    "(default: --workers local processes), dask (a Dask cluster: "
+                    "--dask-address), or Flink or Spark with their options")
+_label.add_argument("--dask-address", metavar="ADDRESS", help="with --runner dask: the "
+                    "scheduler, e.g. tcp://10.0.0.5:8786 (default: a cluster on this "
+                    "machine); --file and --output on storage every worker reaches")
 CLI.shared_steps(search_step="tune")  # `search` is the query step here
 main = CLI.main
 

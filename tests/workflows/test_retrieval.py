@@ -4,8 +4,10 @@ the embedding cache, the logged model, batch labelling and the command line."""
 import dataclasses
 import json
 import random
+import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,6 +18,7 @@ from workflows.retrievers import dense, fine_tuning, fusion, metrics
 from workflows.retrievers import index as search_index
 from workflows.retrievers import pairs as pair_making
 
+ROOT = Path(__file__).resolve().parents[2]
 TOPICS = [f"topic{i}" for i in range(24)]
 MORE_TOPICS = [f"topic{i}" for i in range(90)]
 FILLER = ["cell", "protein", "risk", "study", "patients", "gene", "dose", "trial", "effect",
@@ -815,6 +818,53 @@ def test_label_writes_every_line_in_order_and_resumes(lesson, tmp_path, workers,
     assert records[0]["results"] == [{"id": "planted"}]  # kept from the first attempt
     assert records[9]["results"][0]["id"] == "d9" and len(records[9]["results"]) == 2
     assert not parts.exists()
+
+
+@pytest.mark.integration
+def test_label_on_a_two_worker_dask_cluster_matches_the_direct_runner(lesson, tmp_path,
+                                                                      monkeypatch):
+    """The same pipeline on a Dask `distributed` cluster of two worker processes
+    (loopback only): every line, in input order, resumed from a finished chunk, with the
+    DirectRunner's labels."""
+    from distributed import LocalCluster
+
+    from workflows.retrievers import labelling
+
+    monkeypatch.setattr(labelling, "CHUNK", 4)
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))  # the workers import the kit
+    queries = tmp_path / "queries.txt"
+    queries.write_text("".join(f"topic{i % 24} blood cell\n" for i in range(30)))
+    direct, on_dask = tmp_path / "direct.jsonl", tmp_path / "dask.jsonl"
+    assert retrieval.main(["label", "--retriever", "bm25", "--file", str(queries),
+                           "--output", str(direct), "-k", "3"]) == 0
+    expected = [json.loads(line) for line in direct.read_text().splitlines()]
+    parts = tmp_path / "dask.jsonl.parts"
+    parts.mkdir()
+    (parts / f"{4:012d}.jsonl").write_text("".join(  # a chunk a stopped run finished
+        json.dumps({**record, "results": [{"id": "kept"}]}) + "\n" for record in expected[4:8]))
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                      dashboard_address=None) as cluster:
+        assert retrieval.main(["label", "--retriever", "bm25", "--file", str(queries),
+                               "--output", str(on_dask), "-k", "3", "--runner", "dask",
+                               "--dask-address", cluster.scheduler_address]) == 0
+    records = [json.loads(line) for line in on_dask.read_text().splitlines()]
+    assert [r["line"] for r in records] == list(range(1, 31))
+    assert [r["results"] for r in records[4:8]] == [[{"id": "kept"}]] * 4
+    assert records[:4] + records[8:] == expected[:4] + expected[8:]
+    assert not parts.exists()
+
+
+def test_a_dask_scheduler_that_does_not_answer_is_one_line(lesson, tmp_path, capsys):
+    queries = tmp_path / "queries.txt"
+    queries.write_text("topic1 blood\n")
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        address = f"tcp://127.0.0.1:{free.getsockname()[1]}"
+    assert retrieval.main(["label", "--retriever", "bm25", "--file", str(queries),
+                           "--output", str(tmp_path / "out.jsonl"), "--runner", "dask",
+                           "--dask-address", address]) == 2
+    error = capsys.readouterr().err
+    assert f"No Dask scheduler answers at {address}" in error and "Traceback" not in error
 
 
 @pytest.mark.integration

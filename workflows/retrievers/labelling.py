@@ -11,9 +11,11 @@ complete). When every chunk is there, they are joined in input order into `--out
 A stopped run keeps its finished chunks: the same command carries on from them, if the
 file of queries is the same (its SHA-256 is kept with the parts).
 
-Locally the DirectRunner runs the chunks on `workers` processes. The same pipeline runs
-on Dataflow, Flink or Spark (`--runner` and that runner's options), with the file of
-queries, the retriever folder and the parts folder on storage every worker reaches.
+Locally the DirectRunner runs the chunks on `workers` processes. On a Dask cluster
+(`runner="dask"`, Beam's DaskRunner: one machine or many, its scheduler's `address`)
+each chunk is one task; the retriever is copied beside the parts, and the file of
+queries and the output must be on storage every worker reaches, at the same path. Each
+worker process loads the retriever once, whatever the number of chunks it labels.
 """
 
 import contextlib
@@ -41,6 +43,8 @@ finally:
     logging.getLogger().setLevel(_root_level)
 
 CHUNK = 256
+DASK_RUNNER = "apache_beam.runners.dask.dask_runner.DaskRunner"
+_searchers = {}  # retriever folder -> its `Searcher`, loaded once per worker process
 
 
 class LabelChunk(beam.DoFn):
@@ -51,10 +55,12 @@ class LabelChunk(beam.DoFn):
         self.retriever_folder, self.queries_path = str(retriever_folder), str(queries_path)
         self.parts, self.k = str(parts), k
 
-    def setup(self):
+    def setup(self):  # (per bundle on Dask: the process's loaded retriever is reused)
         from workflows.retrievers.searcher import Searcher
 
-        self.searcher = Searcher.load(self.retriever_folder)
+        if self.retriever_folder not in _searchers:
+            _searchers[self.retriever_folder] = Searcher.load(self.retriever_folder)
+        self.searcher = _searchers[self.retriever_folder]
 
     def process(self, chunk):
         start, offset, count = chunk
@@ -121,10 +127,13 @@ class QueryFile:
                             "blank lines (every line is labelled, in order).")
 
 
-def label(retriever_folder, queries, output, k=10, workers=1, runner="DirectRunner"):
+def label(retriever_folder, queries, output, k=10, workers=1, runner="DirectRunner",
+          address=None):
     """Writes `output`: the lines of `queries` (a `QueryFile`) labelled with their top
-    `k`, in order; resumable. Returns the queries per second of this call's labelling."""
-    output = Path(output)
+    `k`, in order; resumable. `runner`: "DirectRunner" (on `workers` local processes),
+    "dask" (the Dask scheduler at `address`, else a local cluster) or another Beam
+    runner. Returns the queries per second of this call's labelling."""
+    output = Path(output).absolute()
     parts = output.with_name(output.name + ".parts")
     _check_parts_are_of(parts, queries)
     done = {int(p.stem) for p in parts.glob("[0-9]*.jsonl")}
@@ -134,14 +143,15 @@ def label(retriever_folder, queries, output, k=10, workers=1, runner="DirectRunn
               f"already labelled in {parts}")
     started = time.perf_counter()
     if todo:
-        options = PipelineOptions(  # flags=[]: not this command's own arguments
-            flags=[], runner=runner, direct_num_workers=workers,
-            direct_running_mode="multi_processing" if workers > 1 else "in_memory",
-            default_sdk_harness_log_level="WARNING")
-        with _progress(parts, queries), _stop_stays_a_stop(parts, queries):
+        if runner != "DirectRunner":  # where every worker reads it
+            retriever_folder = _shared_copy(retriever_folder, parts / "retriever")
+        options = _pipeline_options(runner, workers, address, len(todo))
+        with _progress(parts, queries), _stop_stays_a_stop(parts, queries), \
+                _scheduler_reached(address):
             with beam.Pipeline(options=options) as pipeline:
                 _ = (pipeline | beam.Create(todo) | beam.Reshuffle()
-                     | beam.ParDo(LabelChunk(retriever_folder, queries.path, parts, k)))
+                     | beam.ParDo(LabelChunk(retriever_folder, queries.path.absolute(),
+                                             parts, k)))
     seconds = time.perf_counter() - started
     _join(parts, queries.chunks, output)
     shutil.rmtree(parts)
@@ -151,6 +161,42 @@ def label(retriever_folder, queries, output, k=10, workers=1, runner="DirectRunn
           + (f" ({labelled:,} now, {rate:.1f} queries/s with {workers} worker(s))"
              if labelled else ""))
     return rate
+
+
+def _pipeline_options(runner, workers, address, chunks):
+    """The pipeline's options (from `flags`, never this command's own arguments)."""
+    if runner == "dask":  # a task per chunk: the cluster spreads them over its workers
+        logging.getLogger("distributed").setLevel(logging.WARNING)
+        flags = ["--dask_connection_timeout=10s", f"--dask_npartitions={chunks}"]
+        return PipelineOptions(flags=flags + ([f"--dask_client_address={address}"]
+                                              if address else []), runner=DASK_RUNNER)
+    return PipelineOptions(
+        flags=[], runner=runner, direct_num_workers=workers,
+        direct_running_mode="multi_processing" if workers > 1 else "in_memory",
+        default_sdk_harness_log_level="WARNING")
+
+
+@contextlib.contextmanager
+def _scheduler_reached(address):
+    """A Dask scheduler that does not answer is one line saying so."""
+    try:
+        yield
+    except OSError as error:
+        if not address or "connect" not in str(error).lower():
+            raise
+        raise UserError(f"No Dask scheduler answers at {address}: start one there (dask "
+                        "scheduler, then dask worker on each machine), or leave out "
+                        "--dask-address for a cluster on this machine.") from None
+
+
+def _shared_copy(folder, target):
+    """`folder` copied to `target` (beside the parts, where every worker reads them)."""
+    if not target.is_dir():
+        partial = target.with_name(f".partial-{os.getpid()}-{target.name}")
+        shutil.rmtree(partial, ignore_errors=True)
+        shutil.copytree(folder, partial)
+        os.replace(partial, target)
+    return target
 
 
 @contextlib.contextmanager
