@@ -27,10 +27,12 @@ label stage records the queries its own process labelled and their rate, stopped
 """
 
 import argparse
+import contextlib
 import json
 import os
 import random
 import re
+import resource
 import subprocess
 import sys
 import tarfile
@@ -156,21 +158,25 @@ def latest_metrics(env, retriever):
 def stages_of(names, args, folder):
     """`(name, command, retriever, what to record)` of each stage, in order."""
     length = ["--set", f"document_length={args.document_length}"]
-    label = ["--file", str(folder / "queries.txt"), "--workers", str(args.workers)]
+    label = ["--file", str(folder / "queries.txt"), "--workers", str(args.workers),
+             "--runner", args.runner]
+    suffix = "" if args.runner == "DirectRunner" else f"-{args.runner}"
     plan = {"bm25": [
         ("prepare", ["prepare"], None, None),
         ("train bm25", ["train", "--retriever", "bm25"], "bm25", "index"),
         ("evaluate bm25", ["evaluate", "--retriever", "bm25"], "bm25", "test"),
-        ("label bm25", ["label", "--retriever", "bm25", *label, "--output",
-                        str(folder / "labels-bm25.jsonl")], "bm25", "labels")],
+        (f"label bm25{suffix}", ["label", "--retriever", "bm25", *label, "--output",
+                                 str(folder / f"labels-bm25{suffix}.jsonl")], "bm25",
+         "labels")],
         "dense": [
         ("train dense", ["train", "--retriever", "dense", *length], "dense", "index"),
         ("evaluate dense", ["evaluate", "--retriever", "dense"], "dense", "test")],
         "hybrid": [
         ("train hybrid", ["train", "--retriever", "hybrid", *length], "hybrid", "index"),
         ("evaluate hybrid", ["evaluate", "--retriever", "hybrid"], "hybrid", "test"),
-        ("label hybrid", ["label", "--retriever", "hybrid", *label, "--output",
-                          str(folder / "labels-hybrid.jsonl")], "hybrid", "labels")]}
+        (f"label hybrid{suffix}", ["label", "--retriever", "hybrid", *label, "--output",
+                                   str(folder / f"labels-hybrid{suffix}.jsonl")], "hybrid",
+         "labels")]}
     return [stage for name in names for stage in plan[name]]
 
 
@@ -186,6 +192,9 @@ def main(argv=None):
     parser.add_argument("--judged", type=int, default=3_000)
     parser.add_argument("--document-length", type=int, default=256)
     parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--runner", choices=("DirectRunner", "dask"), default="DirectRunner",
+                        help="the label stages' Beam runner (dask: a local cluster of "
+                        "--workers worker processes, each one's peak memory recorded)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--output", default="benchmarks/results/retrieval_scale.json")
     args = parser.parse_args(argv)
@@ -203,11 +212,14 @@ def main(argv=None):
     for name, command, retriever, measure in stages_of(args.stages.split(","), args, folder):
         if finished.get(name, {}).get("exit_status") == 0:
             continue
-        parts = folder / f"labels-{retriever}.jsonl.parts"
+        output = Path(command[command.index("--output") + 1]) if measure == "labels" else None
+        parts = output and output.with_name(output.name + ".parts")
         before = labelled_lines(parts) if measure == "labels" else 0
-        result = run_stage(name, command, env, folder / "commands.log")
+        with dask_cluster(args, env) as workers_peak:
+            result = run_stage(name, command, env, folder / "commands.log")
+            result.update(workers_peak())
         if measure == "labels":
-            result.update(label_progress(folder, retriever, parts, before, result))
+            result.update(label_progress(folder, output, parts, before, result))
         elif result["exit_status"] == 0 and measure:
             result.update(measured(measure, retriever, env, folder, documents, result))
         finished[name] = result
@@ -236,16 +248,40 @@ def measured(measure, retriever, env, folder, documents, result):
         "ndcg_at_10", "recall_at_100", "mrr_at_10", "queries_per_second")}
 
 
+@contextlib.contextmanager
+def dask_cluster(args, env):
+    """With `--runner dask`: a local cluster of `--workers` worker processes (loopback),
+    its address given to the stage's command; yields what reads each worker's peak
+    resident memory (GB) after the stage."""
+    if args.runner != "dask":
+        yield dict
+        return
+    from distributed import Client, LocalCluster
+
+    env["PYTHONPATH"] = str(ROOT)  # the workers import the kit
+    os.environ["PYTHONPATH"] = str(ROOT)
+    with LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
+                      host="127.0.0.1", dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        env["NLPKIT_DASK_ADDRESS"] = cluster.scheduler_address
+
+        def peaks():
+            found = client.run(lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+            return {"dask_workers": len(found), "dask_worker_peak_rss_gb": sorted(
+                round(kilobytes / 1e6, 3) for kilobytes in found.values())}
+
+        yield peaks
+
+
 def labelled_lines(parts):
     """Queries a stopped `label` already wrote (its finished chunks), 0 without any."""
     return sum(sum(1 for _ in open(path, encoding="utf-8"))
                for path in parts.glob("[0-9]*.jsonl")) if parts.is_dir() else 0
 
 
-def label_progress(folder, retriever, parts, before, result):
+def label_progress(folder, labels, parts, before, result):
     """A label stage's rate over the queries this process labelled (a resumed stage's
     earlier chunks are not counted in it), and when the file is complete, its quality."""
-    labels = folder / f"labels-{retriever}.jsonl"
     complete = result["exit_status"] == 0 and labels.is_file()
     total = sum(1 for _ in open(folder / "answers.txt", encoding="utf-8"))
     done = total if complete else labelled_lines(parts)

@@ -63,6 +63,7 @@ def load_data(config, place, verbose=True):
 
 
 CORPUS_FILES = ("documents", "queries", "judgements", "test_judgements")
+DASK_ADDRESS_ENV = "NLPKIT_DASK_ADDRESS"  # `label --runner dask`'s scheduler by default
 
 
 def corpus_name(place):
@@ -343,7 +344,9 @@ def label(args):
                                               _run_filter(args)))
     with models.verified_model(run) as local:
         rate = labelling.label(local / "artifacts" / EXPORTED, queries, args.output, args.k,
-                               args.workers, args.runner, args.dask_address)
+                               args.workers, args.runner,
+                               args.dask_address or (os.environ.get(DASK_ADDRESS_ENV)
+                                                     if args.runner == "dask" else None))
     return rate
 
 
@@ -381,8 +384,9 @@ _label.add_argument("--runner", default="DirectRunner", help="Beam runner: Direc
                     "(default: --workers local processes), dask (a Dask cluster: "
                     "--dask-address), or Flink or Spark with their options")
 _label.add_argument("--dask-address", metavar="ADDRESS", help="with --runner dask: the "
-                    "scheduler, e.g. tcp://10.0.0.5:8786 (default: a cluster on this "
-                    "machine); --file and --output on storage every worker reaches")
+                    "scheduler, e.g. tcp://10.0.0.5:8786 (default: $NLPKIT_DASK_ADDRESS, "
+                    "else a cluster on this machine); --file and --output on storage "
+                    "every worker reaches")
 CLI.shared_steps(search_step="tune")  # `search` is the query step here
 main = CLI.main
 
