@@ -41,7 +41,13 @@ stage() {
 from workflows import translation
 translation.prepare('$STAGE/spa-eng.zip', tokenizations=('joint_wordpiece',), directions=('en-es',))"
   rm -rf "$STAGE/work/downloads" "$STAGE/work/extracted" 2>/dev/null
-  if [ "${GPU_CHECK_WHEELS:-}" != none ]; then ../shared/gpu/wheels.sh "$STAGE/wheels"; fi
+  if [ "${GPU_CHECK_WHEELS:-}" != none ]; then
+    ../shared/gpu/wheels.sh "$STAGE/wheels"
+    # MLflow's system metrics of the training (its GPU use, every 2 s): not in wheels.sh
+    $PY -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 \
+      --implementation cp --platform manylinux2014_x86_64 --platform any -d "$STAGE/wheels" \
+      psutil==7.2.2 nvidia-ml-py==13.615.71
+  fi
   du -sh "$STAGE"
   echo "Now, with the device tool: run(command='benchmarks/gpu_check.sh run', carry=['.gpu'])"
 }

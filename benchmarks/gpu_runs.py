@@ -60,8 +60,28 @@ def summary(run, lesson):
         "steady_useful_tokens_per_second": tokens,
         "bf16_peak_share": (6 * parameters * tokens / peak
                             if tokens and parameters and peak else None),
-        **{name: metrics[name] for name in QUALITY if name in metrics}}
+        **{name: metrics[name] for name in QUALITY if name in metrics},
+        **system_gpu_figures(run.info.run_id)}
     return {key: value for key, value in row.items() if value is not None}
+
+
+def system_gpu_figures(run_id):
+    """The first GPU's use over the run, from MLflow's system metrics (sampled every 2 s
+    while it trained): the share of samples busy (above 0%), the mean utilization and
+    the most memory used; nothing where the run has none (no GPU, or metrics off)."""
+    import mlflow
+
+    history = mlflow.MlflowClient().get_metric_history(
+        run_id, "system/gpu_0_utilization_percentage")
+    if not history:
+        return {}
+    samples = [point.value for point in history]
+    memory = mlflow.MlflowClient().get_metric_history(
+        run_id, "system/gpu_0_memory_usage_megabytes")
+    return {"system_gpu_samples": len(samples),
+            "system_gpu_busy_share": sum(value > 0 for value in samples) / len(samples),
+            "system_gpu_mean_utilization": sum(samples) / len(samples),
+            "system_gpu_peak_memory_megabytes": max((p.value for p in memory), default=None)}
 
 
 def gpu_runs(lessons=LESSONS, run_ids=(), any_device=False):
@@ -123,7 +143,9 @@ def check_figures(row, samples):
             "gpu_mean_utilization": sum(samples) / len(samples) if samples else None,
             "nvidia_smi_samples": len(samples),
             **{name: row.get(name) for name in ("steady_examples_per_second",
-                                                "test_beam4_bleu", "test_sentences")}}
+                                                "test_beam4_bleu", "test_sentences",
+                                                "system_gpu_busy_share",
+                                                "system_gpu_mean_utilization")}}
 
 
 if __name__ == "__main__":

@@ -1,0 +1,106 @@
+"""What the MLflow UI shows of the lessons' runs, seen rather than described: each
+lesson's tiny runs (generated data, a minute or two in all) in a store of their own,
+the UI started on it, and headless Chromium's screenshots of each lesson's runs table
+(its Dataset column), of one run's page (its datasets) and of its system metrics,
+saved in `docs/images/` for the docs.
+
+    python benchmarks/ui_screenshots.py --folder /tmp/ui   # needs chromium
+"""
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+ROOT = Path(__file__).resolve().parents[1]
+IMAGES = ROOT / "docs" / "images"
+BROWSER = next(filter(None, map(shutil.which, ("chromium", "chromium-browser",
+                                               "google-chrome"))), None)
+
+
+def tiny_runs(folder):
+    """Two small runs of each lesson (the contract test's tiny settings), in `folder`."""
+    from tests.workflows import test_lesson_contract as contract
+    from workflows import imdb_sentiment, language_model, retrieval, translation
+
+    plans = {"imdb_sentiment": (imdb_sentiment, [["--epochs", "2"], ["--epochs", "3"]]),
+             "translation": (translation, [["--epochs", "2"], ["--epochs", "3"]]),
+             "language_model": (language_model, [["--epochs", "2"], ["--epochs", "3"]]),
+             "retrieval": (retrieval, [["--retriever", "bm25"],
+                                      ["--retriever", "bm25", "--set", "k1=0.9"]])}
+    for name, (module, variants) in plans.items():
+        environment, arguments = contract.SETUPS[name](folder)
+        os.environ.update(environment)
+        for variant in variants:
+            given = variant if name == "retrieval" else [*arguments, *variant]
+            assert module.main(["train", *given]) == 0
+
+
+def headless(url, *flags):
+    with tempfile.TemporaryDirectory() as profile:
+        subprocess.run([BROWSER, "--headless", "--disable-gpu", "--no-sandbox",
+                        "--no-first-run", "--disable-background-networking",
+                        f"--user-data-dir={profile}", "--virtual-time-budget=25000",
+                        "--window-size=1500,900", "--hide-scrollbars", *flags, url],
+                       capture_output=True, timeout=240, check=False)
+
+
+def screenshots(url):
+    """Each lesson's runs table, and the first lesson run's page and system metrics."""
+    import mlflow
+
+    IMAGES.mkdir(parents=True, exist_ok=True)
+    saved = []
+    for name in ("imdb_sentiment", "translation", "language_model", "retrieval"):
+        experiment = mlflow.get_experiment_by_name(name)
+        page = f"{url}/#/experiments/{experiment.experiment_id}/runs"
+        shots = {f"{name}_runs.png": page}
+        if name == "translation":
+            run = mlflow.search_runs([experiment.experiment_id], output_format="list")[0]
+            shots["run_datasets.png"] = f"{page}/{run.info.run_id}"
+            shots["run_system_metrics.png"] = f"{page}/{run.info.run_id}/system-metrics"
+        for file, address in shots.items():
+            headless(address, f"--screenshot={IMAGES / file}")
+            saved.append(str((IMAGES / file).relative_to(ROOT)))
+    return saved
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--folder", required=True, help="where the runs and store go")
+    parser.add_argument("--port", type=int, default=5077)
+    args = parser.parse_args(argv)
+    if BROWSER is None:
+        print("error: headless Chromium is not installed (apt-get install chromium)")
+        return 2
+    folder = Path(args.folder).resolve()
+    folder.mkdir(parents=True, exist_ok=True)
+    os.environ.update({"NLPKIT_WORK_DIR": str(folder / "work"),
+                       "MLFLOW_TRACKING_URI": f"sqlite:///{folder / 'mlflow.db'}"})
+    tiny_runs(folder)
+    ui = subprocess.Popen([sys.executable, "-m", "workflows.mlflow_ui", "--port",
+                           str(args.port)], cwd=ROOT, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL, start_new_session=True)
+    url = f"http://127.0.0.1:{args.port}"
+    try:
+        for _ in range(120):
+            try:
+                urllib.request.urlopen(f"{url}/health", timeout=5)
+                break
+            except OSError:
+                time.sleep(1)
+        print("\n".join(screenshots(url)))
+    finally:
+        os.killpg(ui.pid, 15)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
