@@ -81,14 +81,13 @@ def translation_setup(root):
 
 
 def language_model_setup(root):
-    corpus = root / "corpus.txt"
-    corpus.write_text("\n".join(" ".join(line.split("\t")[:1]) for line in
-                                generated_spa_lines()) + "\n", encoding="utf-8")
-    return {}, ["--corpus", str(corpus), "--set", "vocabulary_size=120", "--set",
-                "sequence_length=16", "--set", "embed_dim=16", "--set", "dense_dim=32",
-                "--set", "num_layers=1", "--set", "num_heads=2", "--set", "batch_size=8",
-                "--set", "steps_per_epoch=6", "--set", "validation_windows=16", "--set",
-                "sample_tokens=3"]
+    from tests.workflows.test_language_model import write_corpus
+
+    return {}, ["--corpus", str(write_corpus(root / "texts")), "--set", "vocabulary_size=120",
+                "--set", "sequence_length=16", "--set", "embed_dim=16", "--set",
+                "dense_dim=32", "--set", "num_layers=1", "--set", "num_heads=2", "--set",
+                "batch_size=8", "--set", "steps_per_epoch=6", "--set",
+                "validation_windows=16", "--set", "sample_tokens=3"]
 
 
 def retrieval_setup(root):
@@ -145,7 +144,8 @@ def latest_run(lesson):
 def check_stops_and_falls_back(module, arguments, monkeypatch, capsys):
     import mlflow
 
-    train = ["train", *arguments, "--epochs", "3", "--checkpoint-every-steps", "1"]
+    train = ["train", *arguments, "--epochs", "3", "--patience", "9",
+             "--checkpoint-every-steps", "1"]
     stop_once_at(monkeypatch, epoch=1, step=2)
     with pytest.raises(KeyboardInterrupt):
         module.main(train)
@@ -187,10 +187,10 @@ BUDGET_MINUTES = 0.1
 
 def check_keeps_the_time_budget(module, arguments, capsys):
     started = time.monotonic()
-    assert module.main(["train", *arguments, "--epochs", "1000", "--patience", "1000",
+    assert module.main(["train", *arguments, "--epochs", "100", "--patience", "100",
                         "--max-train-minutes", str(BUDGET_MINUTES)]) == 0
     trained = latest_run(module.LESSON).data.metrics["trained_epochs"]
-    assert 1 <= trained < 1000 and time.monotonic() - started < BUDGET_MINUTES * 60 + 60
+    assert 1 <= trained < 100 and time.monotonic() - started < BUDGET_MINUTES * 60 + 60
     capsys.readouterr()
 
 
