@@ -32,7 +32,7 @@ RESULTS = Path(__file__).with_name("results") / "imdb_bucketing.json"
 def prepared_batches(config, prepared, split, epoch=None):
     """The batches the RNN family trains on (`sentiment/token_ids.py`)."""
     from workflows.core.batches import token_batches
-    from workflows.sentiment.shared import REVIEW_LENGTHS
+    from workflows.sentiment.family import REVIEW_LENGTHS
 
     return token_batches(prepared.token_ids(split), prepared.labels(split), REVIEW_LENGTHS,
                          config.batch_size, config.batch_tokens,

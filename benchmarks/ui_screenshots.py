@@ -99,6 +99,7 @@ def main(argv=None):
         print("\n".join(screenshots(url)))
     finally:
         os.killpg(ui.pid, 15)
+        ui.wait(timeout=60)
     return 0
 
 

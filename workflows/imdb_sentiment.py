@@ -41,7 +41,7 @@ EXAMPLES = ["A gripping, beautifully shot film.", "Dull, predictable and far too
 # One module of `sentiment/` per model family: its config (the defaults are the
 # tutorial's settings), its Keras model, how reviews become its inputs, its classifier
 # (saved as a folder and loaded back) and `build(config, data)`, which gives `train`
-# the model, its batches and its classifier (`sentiment/shared.py`: `Trainable`).
+# the model, its batches and its classifier (`sentiment/family.py`: `Trainable`).
 
 FAMILIES = {  # --model -> its module
     "bow": "ngrams", "nbsvm": "ngrams",
@@ -215,7 +215,7 @@ def calibrated(classifier, prepared):
     """`save(folder)`: the classifier, then its Platt scaling, fitted on the validation
     reviews (never test) as the saved classifier scores them."""
     from workflows.sentiment.calibration import Calibration
-    from workflows.sentiment.shared import load_classifier
+    from workflows.sentiment.family import load_classifier
 
     def save(folder):
         classifier.save(folder)

@@ -14,7 +14,7 @@ from tests.data_prep.fixtures import write_tiny_encoder
 from workflows import imdb_sentiment as workflow
 from workflows.core.model_folder import SETTINGS_FILE, ModelFolderError
 from workflows.sentiment.encoder import EncoderClassifier, encoder_classifier, padded_length
-from workflows.sentiment.shared import load_classifier
+from workflows.sentiment.family import load_classifier
 
 TINY = ["--epochs", "1", "--set", "batch_size=8", "--set", "max_review_tokens=64"]
 

@@ -8,6 +8,7 @@ import os
 import shlex
 import subprocess
 import sys
+import warnings
 
 from data_prep.commands import cpu_model
 from workflows.core.store import PROJECT_ROOT
@@ -203,8 +204,10 @@ def log_datasets(datasets, run_id=None):
         """MLflow's dataset of a name, digest and source, with its row count as profile."""
 
         def __init__(self, dataset):
-            super().__init__(resolve_dataset_source(dataset.source), name=dataset.name,
-                             digest=dataset.digest)
+            with warnings.catch_warnings():  # (a local path: MLflow's two local sources)
+                warnings.filterwarnings("ignore", message=".*interpreted in multiple ways")
+                source = resolve_dataset_source(dataset.source)
+            super().__init__(source, name=dataset.name, digest=dataset.digest)
             self.rows = dataset.rows
 
         @property

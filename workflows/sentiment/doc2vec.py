@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from workflows.core.config import MAX_BATCH_SIZE, MAX_EPOCHS, option, training_option, when
-from workflows.sentiment.shared import OPTIMIZERS, TrainConfig
+from workflows.sentiment.family import OPTIMIZERS, TrainConfig
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ def build_model(config, vector_size):
     """Paragraph vector -> [Dense(relu) -> Dropout] -> sigmoid."""
     import keras
 
-    from workflows.sentiment.shared import compiled_classifier
+    from workflows.sentiment.family import compiled_classifier
 
     inputs = keras.Input(shape=(vector_size,), name="paragraph_vector")
     x = inputs
@@ -73,7 +73,7 @@ def build(config, data):
     import tensorflow as tf  # doc2vec (gensim) runs where TensorFlow does
 
     from data_prep import paragraph_vectors
-    from workflows.sentiment.shared import Trainable
+    from workflows.sentiment.family import Trainable
 
     prepared, settings = data.prepared, paragraph_vector_settings(config)
     vectors, folder = paragraph_vectors.load_or_train(prepared, settings)
@@ -113,7 +113,7 @@ class ParagraphVectorClassifier:
         return np.asarray(keras.ops.convert_to_numpy(self._forward(vectors)))[:, 0]
 
     def save(self, folder):
-        from workflows.sentiment.shared import save_folder
+        from workflows.sentiment.family import save_folder
 
         save_folder(folder, self.model, "paragraph_vectors")
         self.vectors.for_inference().save(Path(folder) / "doc2vec")
@@ -122,7 +122,7 @@ class ParagraphVectorClassifier:
     @classmethod
     def load(cls, folder):
         from data_prep.paragraph_vectors import ParagraphVectors
-        from workflows.sentiment.shared import read_folder
+        from workflows.sentiment.family import read_folder
 
         model, _, _ = read_folder(folder, "paragraph_vectors")
         return cls(model, ParagraphVectors.load(Path(folder) / "doc2vec"))

@@ -23,7 +23,7 @@ from workflows.core.config import (
     training_option,
     unless,
 )
-from workflows.sentiment.shared import TrainConfig
+from workflows.sentiment.family import TrainConfig
 
 ENCODER_READS = ("head", "head+tail")  # a long review's start, or its start and its end
 LENGTHS = (32, 64, 128, 192, 256, 384, 512)  # padded lengths of batches: few shapes
@@ -118,7 +118,7 @@ def build(config, data):
     from data_prep import encoders, imdb
     from data_prep.text import WordPiece, pad_rows
     from workflows.core.batches import token_batches
-    from workflows.sentiment.shared import REVIEW_LENGTHS, Trainable
+    from workflows.sentiment.family import REVIEW_LENGTHS, Trainable
 
     vocabulary = encoders.read_vocabulary(data.encoder)
     lowercase = encoders.lowercases(data.encoder)
@@ -169,13 +169,13 @@ class EncoderClassifier:
 
     def predict(self, texts, batch_size=32):
         """P(positive) of each text."""
-        from workflows.sentiment.shared import score_rows
+        from workflows.sentiment.family import score_rows
 
         return score_rows(self._forward, self.token_rows(texts), batch_size,
                           lambda length: padded_length(length, self.max_review_tokens))
 
     def save(self, folder):
-        from workflows.sentiment.shared import save_folder
+        from workflows.sentiment.family import save_folder
 
         return save_folder(folder, self.model, "encoder", {
             "max_review_tokens": self.max_review_tokens, "lowercase": self.lowercase,
@@ -185,7 +185,7 @@ class EncoderClassifier:
     def load(cls, folder):
         import keras_hub  # noqa: F401  registers BertBackbone for the saved model
 
-        from workflows.sentiment.shared import read_folder
+        from workflows.sentiment.family import read_folder
 
         model, settings, vocabulary = read_folder(folder, "encoder")
         return cls(model, vocabulary, settings["max_review_tokens"], settings["lowercase"],

@@ -22,7 +22,7 @@ from workflows.core.config import (
     option,
     training_option,
 )
-from workflows.sentiment.shared import TrainConfig
+from workflows.sentiment.family import TrainConfig
 
 LM_ARCHITECTURE = ("vocabulary_size", "sequence_length", "embed_dim", "dense_dim",
                    "num_heads", "num_layers", "dtype_policy")
@@ -121,7 +121,7 @@ def build(config, data):
     from data_prep.text import pad_rows
     from workflows.causal_lm import source as lm_source
     from workflows.core.batches import token_batches
-    from workflows.sentiment.shared import REVIEW_LENGTHS, Trainable
+    from workflows.sentiment.family import REVIEW_LENGTHS, Trainable
 
     prepared = data.prepared
     generator = lm_source.load_generator(lm_source.source_run(config.init_from))
@@ -169,14 +169,14 @@ class SubwordClassifier:
     def predict(self, texts, batch_size=32):
         """P(positive) of each text; batches of similar length, padded to a multiple of
         the model's chunk length (few shapes to compile)."""
-        from workflows.sentiment.shared import score_rows
+        from workflows.sentiment.family import score_rows
 
         chunk = self.model.backbone.max_length
         return score_rows(self._forward, self.token_rows(list(texts)), batch_size,
                           lambda length: -(-length // chunk) * chunk)
 
     def save(self, folder):
-        from workflows.sentiment.shared import save_folder
+        from workflows.sentiment.family import save_folder
 
         return save_folder(folder, self.model, "subwords",
                            {"max_review_tokens": self.max_review_tokens}, self.vocabulary)
@@ -185,7 +185,7 @@ class SubwordClassifier:
     def load(cls, folder):
         import layers  # noqa: F401  registers the layers a saved model uses
         from workflows.causal_lm.models import GPTClassifier  # noqa: F401  registered
-        from workflows.sentiment.shared import read_folder
+        from workflows.sentiment.family import read_folder
 
         model, settings, vocabulary = read_folder(folder, "subwords")
         return cls(model, vocabulary, settings["max_review_tokens"])

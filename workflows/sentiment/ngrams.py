@@ -8,7 +8,7 @@ import numpy as np
 
 from data_prep.text import SLICE_PLACES
 from workflows.core.config import MAX_BATCH_SIZE, MAX_LEARNING_RATE, option, unless
-from workflows.sentiment.shared import OPTIMIZERS, TrainConfig
+from workflows.sentiment.family import OPTIMIZERS, TrainConfig
 
 
 @dataclass(frozen=True)
@@ -90,7 +90,7 @@ def nbsvm_model(config, vocabulary_size, ratios=None):
 def build_model(config, vocabulary_size, ratios=None):
     """The compiled model on `vocabulary_size` n-gram features (NBSVM's weights scaled
     by its log-count `ratios`)."""
-    from workflows.sentiment.shared import compiled_classifier
+    from workflows.sentiment.family import compiled_classifier
 
     model = nbsvm_model(config, vocabulary_size, ratios) if config.model == "nbsvm" \
         else bow_model(config, vocabulary_size)
@@ -149,7 +149,7 @@ def build(config, data):
 
     from data_prep import imdb
     from layers.naive_bayes_linear import log_count_ratios
-    from workflows.sentiment.shared import Trainable
+    from workflows.sentiment.family import Trainable
 
     prepared = data.prepared
     vectorizer, ratios = ngram_vectorizer(config, prepared), None
@@ -191,7 +191,7 @@ class EndToEndClassifier:
         return np.asarray(probabilities, "float64").reshape(-1)
 
     def save(self, folder):
-        from workflows.sentiment.shared import save_folder
+        from workflows.sentiment.family import save_folder
 
         return save_folder(folder, self.model, "end_to_end")
 
@@ -199,7 +199,7 @@ class EndToEndClassifier:
     def load(cls, folder):
         import layers  # noqa: F401  registers the custom layers
         from data_prep.text import register_standardizations
-        from workflows.sentiment.shared import read_folder
+        from workflows.sentiment.family import read_folder
 
         register_standardizations()
         return cls(read_folder(folder, "end_to_end", compile=True)[0])

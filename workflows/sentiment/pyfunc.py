@@ -1,7 +1,7 @@
 """The sentiment classifiers saved as folders, as an MLflow pyfunc: reviews in, P(positive) out.
 
 Logged as a models-from-code pyfunc by `workflows.imdb_sentiment` for every model
-family's classifier folder (`sentiment/shared.py`: `load_classifier`), each with the
+family's classifier folder (`sentiment/family.py`: `load_classifier`), each with the
 Platt scaling fitted on the validation reviews (`calibration.json`), with `layers/`,
 `data_prep/` and the `sentiment` and `causal_lm` packages as its code:
 
@@ -13,7 +13,7 @@ from mlflow.pyfunc import PythonModel
 
 from workflows.sentiment.calibration import Calibration
 from workflows.sentiment.reviews import requested_reviews
-from workflows.sentiment.shared import load_classifier
+from workflows.sentiment.family import load_classifier
 
 
 class FolderReviewSentiment(PythonModel):

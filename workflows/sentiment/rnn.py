@@ -5,7 +5,7 @@
 from dataclasses import dataclass
 
 from workflows.core.config import option, unless, when
-from workflows.sentiment.shared import TrainConfig
+from workflows.sentiment.family import TrainConfig
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ def build_model(config, vocabulary_size, embedding_matrix=None):
     import keras
 
     import layers
-    from workflows.sentiment.shared import compiled_classifier
+    from workflows.sentiment.family import compiled_classifier
 
     dim = config.embed_dim if embedding_matrix is None else embedding_matrix.shape[1]
     inputs = keras.Input(shape=(None,), dtype="int32", name="token_ids")

@@ -15,7 +15,7 @@ import layers  # noqa: F401  registers the layers a saved model uses
 from data_prep.imdb import ReviewVectorizer
 from workflows.core.batches import token_batches
 from workflows.core.compilation import compiled
-from workflows.sentiment.shared import REVIEW_LENGTHS, Trainable, read_folder, save_folder
+from workflows.sentiment.family import REVIEW_LENGTHS, Trainable, read_folder, save_folder
 
 KIND = "token_ids"
 

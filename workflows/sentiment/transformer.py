@@ -4,7 +4,7 @@ tutorial's model on the prepared token ids, with learned or sinusoidal positions
 from dataclasses import dataclass
 
 from workflows.core.config import option, training_option
-from workflows.sentiment.shared import TrainConfig
+from workflows.sentiment.family import TrainConfig
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,7 @@ def build_model(config, vocabulary_size):
     import keras
 
     import layers
-    from workflows.sentiment.shared import compiled_classifier
+    from workflows.sentiment.family import compiled_classifier
 
     inputs = keras.Input(shape=(None,), dtype="int32", name="token_ids")
     x = layers.PositionalEmbedding(config.sequence_length, vocabulary_size, config.embed_dim,
