@@ -67,7 +67,7 @@ def interleaved_runs(config, prepared, matrix, rounds, steps):
 def main(argv=None):
     from data_prep import glove, imdb
     from workflows import imdb_sentiment as workflow
-    from workflows.sentiment import shared
+    from workflows.sentiment import family
 
     parser = argparse.ArgumentParser(prog="python benchmarks/imdb_bucketing.py",
                                      description=__doc__.split("\n")[0])
@@ -95,7 +95,7 @@ def main(argv=None):
     ratio = results["padded_to_600"]["seconds_per_epoch"] / results["bucketed"]["seconds_per_epoch"]
     report = {"benchmark": "imdb_bucketing", "model": "bilstm_glove (GloVe 6B 50d, frozen)",
               "rounds": args.rounds, "steps_per_round": args.steps,
-              "bucket_lengths": list(shared.REVIEW_LENGTHS),
+              "bucket_lengths": list(family.REVIEW_LENGTHS),
               "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
               **results, "speedup": ratio}
     for name in ("padded_to_600", "bucketed"):

@@ -17,7 +17,7 @@ from tests.workflows.conftest import BOW, COMMON, RNN, first_runs_by_model
 from workflows import imdb_sentiment as workflow
 from workflows.core import fitting, runs, training
 from workflows.core.config import ConfigError
-from workflows.sentiment import calibration, doc2vec, ensemble, shared
+from workflows.sentiment import calibration, doc2vec, ensemble, family
 from workflows.sentiment import metrics as workflow_classification
 from workflows.sentiment.metrics import binary_metrics
 
@@ -509,7 +509,7 @@ def test_every_model_is_calibrated_on_validation_and_evaluate_logs_before_and_af
     run = runs_by_model()["bilstm"]
     folder = Path(run.data.tags["run_folder"]) / "classifier"
     texts = ["Wonderful and moving", "Dull."]
-    raw = shared.load_classifier(folder).predict(texts)
+    raw = family.load_classifier(folder).predict(texts)
     served = mlflow.pyfunc.load_model(f"runs:/{run.info.run_id}/model").predict(texts)
     fitted = calibration.Calibration.load(folder)  # fitted on the tiny validation split
     assert (folder / calibration.FILE).exists()
