@@ -27,15 +27,22 @@ SWALLOWING_COMMAND = textwrap.dedent("""
 """)
 
 
+def stopped_after_first_line(code, first_line, wait, stop_signal):
+    """Runs `code`, checks its first line, sends `stop_signal` `wait` seconds later;
+    returns the ended process and its stderr."""
+    command = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True,
+                               env={**os.environ, "PYTHONPATH": ROOT})
+    assert command.stdout.readline() == first_line
+    time.sleep(wait)
+    command.send_signal(stop_signal)
+    return command, command.communicate(timeout=20)[1]
+
+
 @pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM])
 def test_a_stop_a_library_turns_into_its_own_error_is_still_one_line_and_130(stop_signal):
-    command = subprocess.Popen([sys.executable, "-c", SWALLOWING_COMMAND], cwd=ROOT,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               env={**os.environ, "PYTHONPATH": ROOT})
-    assert command.stdout.readline().strip() == "ready"
-    time.sleep(0.2)
-    command.send_signal(stop_signal)
-    _, errors = command.communicate(timeout=20)
+    command, errors = stopped_after_first_line(SWALLOWING_COMMAND, "ready\n", 0.2,
+                                               stop_signal)
     assert command.returncode == 130
     assert "Traceback" not in errors
     assert errors.strip() == "Interrupted."
@@ -73,11 +80,6 @@ SLOW_SHUTDOWN_COMMAND = textwrap.dedent("""
 
 @pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM])
 def test_a_stop_after_the_command_finished_leaves_its_status_and_says_nothing(stop_signal):
-    command = subprocess.Popen([sys.executable, "-c", SLOW_SHUTDOWN_COMMAND], cwd=ROOT,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               env={**os.environ, "PYTHONPATH": ROOT})
-    assert command.stdout.readline() == "done\n"
-    time.sleep(0.5)  # in the interpreter's shutdown
-    command.send_signal(stop_signal)
-    _, errors = command.communicate(timeout=20)
+    command, errors = stopped_after_first_line(SLOW_SHUTDOWN_COMMAND, "done\n", 0.5,
+                                               stop_signal)  # in the interpreter's shutdown
     assert (command.returncode, errors) == (0, "")
