@@ -11,7 +11,7 @@ import os
 # the lessons' subprocesses, which inherit it) skips XLA's costly optimization passes,
 # which buy nothing here; the programs compute the same, up to float rounding.
 os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")
-# Likewise the search lesson's encoder on TensorFlow compiles without XLA (3-4x faster
+# Likewise the retrieval lesson's encoder on TensorFlow compiles without XLA (3-4x faster
 # for these tests) in the quick tier; the integration tier runs it as users do, with XLA
 # (`xla_as_users_run_it`).
 os.environ.setdefault("NLPKIT_XLA", "0")

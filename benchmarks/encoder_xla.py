@@ -1,4 +1,4 @@
-"""The search lesson's dual encoder with and without XLA on this machine: queries and
+"""The retrieval lesson's dual encoder with and without XLA on this machine: queries and
 documents encoded per second, a fine-tuning step's time (the cached loss), and how far
 the embeddings differ: `results/encoder_xla.json`.
 
@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def scifact_texts(path, documents):
     """SciFact's claims and its first `documents` abstracts (title and text), read by
-    the search lesson's own loader."""
+    the retrieval lesson's own loader."""
     from data_prep import retrieval_corpus
 
     data = retrieval_corpus.prepare(path, verbose=False)

@@ -1,4 +1,4 @@
-"""Which approximate index the search lesson uses above its exact-search limit, chosen by
+"""Which approximate index the retrieval lesson uses above its exact-search limit, chosen by
 measurement: `results/retrieval_index.json`.
 
 HNSW graphs from faiss-cpu (`IndexHNSWFlat`, inner product: the lesson's

@@ -1,4 +1,4 @@
-"""Batch labelling throughput of the search lesson's Beam pipeline, with 1 and 2 local
+"""Batch labelling throughput of the retrieval lesson's Beam pipeline, with 1 and 2 local
 workers: `results/retrieval_labelling.json`.
 
 Labels `--lines` queries (SciFact's claims, repeated) with the top 10 of a logged

@@ -1,4 +1,4 @@
-"""The search lesson at the deployment's scale: 100,000 IMDB reviews as the corpus and
+"""The retrieval lesson at the deployment's scale: 100,000 IMDB reviews as the corpus and
 600,000 known-item queries, through the lesson's own commands:
 `results/retrieval_scale.json`.
 

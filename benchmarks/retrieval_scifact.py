@@ -1,4 +1,4 @@
-"""The search lesson's figures on SciFact, from the MLflow runs of its own commands:
+"""The retrieval lesson's figures on SciFact, from the MLflow runs of its own commands:
 `results/retrieval_scifact.json`.
 
 Every retrieval figure the README shows comes from here: runs built with

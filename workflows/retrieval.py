@@ -168,7 +168,7 @@ class RetrievalLesson(Lesson):
                        "metrics.test_queries_per_second", "params.encoder_run",
                        "params.epochs", "start_time")
     sort_by = "metrics.test_ndcg_at_10"
-    search_defaults = {"metric": "val_ndcg_at_10", "direction": "maximize", "pruner": "none"}
+    tuning_defaults = {"metric": "val_ndcg_at_10", "direction": "maximize", "pruner": "none"}
 
     def load_data(self, config, place):
         from workflows.retrievers import pairs
@@ -387,7 +387,7 @@ _label.add_argument("--dask-address", metavar="ADDRESS", help="with --runner das
                     "scheduler, e.g. tcp://10.0.0.5:8786 (default: $NLPKIT_DASK_ADDRESS, "
                     "else a cluster on this machine); --file and --output on storage "
                     "every worker reaches")
-CLI.shared_steps(search_step="tune")  # `search` is the query step here
+CLI.shared_steps()
 main = CLI.main
 
 if __name__ == "__main__":

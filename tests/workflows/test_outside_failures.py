@@ -13,7 +13,7 @@ import pytest
 import requests
 
 from tests.workflows.conftest import BOW, COMMON
-from tests.workflows.test_search import SPACE
+from tests.workflows.test_tuning import SPACE
 from workflows import imdb_sentiment as workflow
 from workflows import mlflow_ui
 from workflows.core import runs, servers, tracking
@@ -242,17 +242,17 @@ def test_a_busy_port_and_a_missing_server_program_are_one_line(capsys):
 
 
 @pytest.mark.integration
-def test_search_workers_are_capped_by_the_cores(store, capsys):
-    argv = ["search", "--model", "bow", *COMMON, *SPACE, "--workers", "100000"]
+def test_tuning_workers_are_capped_by_the_cores(store, capsys):
+    argv = ["tune", "--model", "bow", *COMMON, *SPACE, "--workers", "100000"]
     assert workflow.main(argv) == 2
     assert f"--workers is from 1 to {os.cpu_count()}" in capsys.readouterr().err
 
 
 @pytest.mark.integration
 @pytest.mark.parametrize("started", ["directly", "as a script's background job"])
-def test_sigterm_to_a_search_stops_its_workers_and_marks_its_run_killed(own_store, started):
+def test_sigterm_to_a_tune_stops_its_workers_and_marks_its_run_killed(own_store, started):
     env = dict(os.environ)  # the test's own store and run folders
-    argv = ["search", "--model", "bow", *COMMON, *SPACE, "--epochs", "30", "--set",
+    argv = ["tune", "--model", "bow", *COMMON, *SPACE, "--epochs", "30", "--set",
             "patience=30", "--trials", "40", "--workers", "2", "--pruner", "none"]
     command = [sys.executable, "-m", "workflows.imdb_sentiment", *argv]
     if started == "directly":
@@ -279,9 +279,9 @@ def test_sigterm_to_a_search_stops_its_workers_and_marks_its_run_killed(own_stor
             time.sleep(0.2)
         assert not Path(f"/proc/{pid}").exists() or \
             Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
-    (search_run,) = [run for run in runs_of(env["MLFLOW_TRACKING_URI"])
-                     if run.data.tags.get("search") == "true"]
-    assert search_run.info.status == "KILLED"
+    (study_run,) = [run for run in runs_of(env["MLFLOW_TRACKING_URI"])
+                     if run.data.tags.get("tune") == "true"]
+    assert study_run.info.status == "KILLED"
 
 
 @pytest.mark.integration
@@ -343,9 +343,9 @@ def test_a_full_disk_under_the_store_says_so(store, tmp_path, tiny_disk, monkeyp
 
 
 def test_each_sqlite_store_keeps_its_own_study_file(tmp_path, monkeypatch):
-    from workflows.core import search
+    from workflows.core import tuning
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'team.db'}")
-    one = search.default_storage()
+    one = tuning.default_storage()
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mine.db'}")
-    assert one == f"sqlite:///{tmp_path / 'team.optuna.db'}" != search.default_storage()
+    assert one == f"sqlite:///{tmp_path / 'team.optuna.db'}" != tuning.default_storage()

@@ -84,7 +84,7 @@ def test_a_step_flags_mistake_answers_before_anything_heavy_loads():
         assert result["stderr"].startswith("error: Give") or "is empty" in result["stderr"]
 
 
-def test_the_search_lessons_help_and_mistakes_load_no_heavy_library():
+def test_the_retrieval_lessons_help_and_mistakes_load_no_heavy_library():
     mistakes = [["train", "--no-such-flag"], ["train", "--set", "no_such_field=1"],
                 ["train", "--retriever", "no_such_retriever"], ["train", "--set", "k1=-1"]]
     for result in answers("workflows.retrieval", HELP + mistakes):

@@ -1,4 +1,4 @@
-"""The search lesson on a tiny generated corpus: retrievers, fusion, metrics, fine-tuning,
+"""The retrieval lesson on a tiny generated corpus: retrievers, fusion, metrics, fine-tuning,
 the embedding cache, the logged model, batch labelling and the command line."""
 
 import dataclasses

@@ -145,7 +145,7 @@ def test_two_workers_on_loopback_join_one_study_on_the_team_postgres(
     connection.close()
     storage = database.rsplit("/", 1)[0] + "/optuna"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", tracking_server)
-    argv = ["search", "--model", "bow", *COMMON, *BOW, "--set", "seed=61", "--space",
+    argv = ["tune", "--model", "bow", *COMMON, *BOW, "--set", "seed=61", "--space",
             "learning_rate=loguniform:1e-3:3e-2", "--space", "dropout=uniform:0.1:0.6",
             "--trials", "6", "--pruner", "none", "--study", "team", "--storage", storage]
     command = [sys.executable, "-m", "workflows.imdb_sentiment", *argv]
@@ -160,7 +160,7 @@ def test_two_workers_on_loopback_join_one_study_on_the_team_postgres(
     experiment = mlflow.get_experiment_by_name(workflow.EXPERIMENT)
     runs = mlflow.search_runs([experiment.experiment_id], output_format="list")
     (parent,) = [run for run in runs if run.data.tags.get("optuna_study") == "team"
-                 and run.data.tags.get("search") == "true"]
+                 and run.data.tags.get("tune") == "true"]
     children = {run.info.run_id for run in runs
                 if run.data.tags.get("mlflow.parentRunId") == parent.info.run_id}
     assert {trial.user_attrs["mlflow_run_id"] for trial in trials} == children

@@ -24,7 +24,7 @@
 - `store`: the MLflow store, its experiments, runs opened and ended there, whether it
   answers; `tracking`: what a run records there (tags, params, its setup, each epoch,
   its summary and curves).
-- `search`, `search_space`, `search_summary`: Optuna studies of configs (and `--sweep`,
-  a grid search).
+- `tuning`, `tuning_space`, `tuning_summary`: the `tune` step's Optuna studies of configs
+  (and `train --sweep`, a grid).
 - `figures`, `servers`: the plots runs log; the HTTP servers of models and the UI.
 """

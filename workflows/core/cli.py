@@ -3,7 +3,7 @@
 Written once here: the data location flags (from `data_prep`), model, preset and
 config selection, `train` with sweeps and `--register`, run selection (`--run-id`,
 `--model-uri`, narrowed by a lesson's run filters), texts from arguments or a file,
-`search`, `compare`, `register`, `serve`, and the error
+`tune`, `compare`, `register`, `serve`, and the error
 policy (a user error is one line and exit status 2; anything else is a bug and keeps
 its traceback).
 """
@@ -19,7 +19,7 @@ import yaml
 from data_prep.sources import add_location_arguments
 from data_prep.commands import quiet_tensorflow, run_command
 from data_prep.text import text_lines
-from workflows.core import search_space
+from workflows.core import tuning_space
 from workflows.core.config import ConfigError, TrainingOptions, applicable_fields
 from workflows.core.lesson import DataPlace, TrainRequest
 
@@ -43,7 +43,6 @@ class LessonCLI:
         self.lesson, self.source, self.module = lesson, source, module
         self.argv = []
         self.data_options, self.data_arguments = data_options, data_arguments
-        self.search_step = "search"  # its name (`shared_steps`)
         training = {field.name: field.metadata.get("help")  # (on/off ones: with --set)
                     for field in dataclasses.fields(TrainingOptions) if field.type != "bool"
                     and field.type is not bool}
@@ -90,13 +89,12 @@ class LessonCLI:
             self.checks[name] = check
         return parser
 
-    def shared_steps(self, search_step="search"):
-        """The hyperparameter search (named `search_step`), `compare`, `register` and
-        `serve`, the same in every lesson."""
-        self.search_step = search_step
-        search_space.add_search_arguments(self.step(
-            search_step, "hyperparameter search with Optuna: trials in parallel, each an "
-            "MLflow child run of the study's run", self.search, data=True, train="one"))
+    def shared_steps(self):
+        """`tune` (an Optuna study of the config), `compare`, `register` and `serve`, the
+        same in every lesson."""
+        tuning_space.add_tuning_arguments(self.step(
+            "tune", "hyperparameter tuning with Optuna: trials in parallel, each an "
+            "MLflow child run of the study's run", self.tune, data=True, train="one"))
         step = self.step("compare", "table of this lesson's runs, best first", self.compare)
         step.add_argument("--sort-by", default=self.lesson.sort_by,
                           help=f"an MLflow column (default: {self.lesson.sort_by})")
@@ -175,7 +173,7 @@ class LessonCLI:
         quiet_tensorflow()
         from workflows.core import compilation, devices
 
-        if devices.process_count() > 1 and (args.step in ("run", "search", "tune")
+        if devices.process_count() > 1 and (args.step in ("run", "tune")
                                             or getattr(args, "sweep", None)):
             raise ConfigError(
                 "Several processes (KERAS_DISTRIBUTION_NUM_PROCESSES) train one config: use "
@@ -189,11 +187,11 @@ class LessonCLI:
         from workflows.core import runs
 
         (config,) = self.configs(args)
-        if args.sweep:  # a grid search: every combination, one child run each
-            space, points = search_space.sweep_space(args.sweep)
-            settings = search_space.make_settings(config, space, trials=points,
+        if args.sweep:  # a grid: every combination, one child run each
+            space, points = tuning_space.sweep_space(args.sweep)
+            settings = tuning_space.make_settings(config, space, trials=points,
                                                   sampler="grid", pruner="none")
-            self._search(args, config, settings)
+            self._study(args, config, settings)
             runs.compare(self.lesson, model=config.model)
             return
         self.train_config(args, config)
@@ -207,16 +205,16 @@ class LessonCLI:
             runs.register_model(run_id, args.register)
         return run_id
 
-    def search(self, args):
-        """The search step: checks the space, then runs (or joins) the study;
-        `--register` the best."""
+    def tune(self, args):
+        """`tune`: checks the space, then runs (or joins) the study; `--register` the
+        best trial."""
         if args.retrain:
             raise ConfigError(f"--retrain does not apply to {args.step}; give a new --study "
-                              "name to search again from scratch.")
+                              "name to tune again from scratch.")
         (config,) = self.configs(args)
-        defaults = self.lesson.search_defaults
-        settings = search_space.make_settings(
-            config, args.space, search_block(args.config), trials=args.trials,
+        defaults = self.lesson.tuning_defaults
+        settings = tuning_space.make_settings(
+            config, args.space, tune_block(args.config), trials=args.trials,
             metric=args.metric or defaults.get("metric"),
             direction=args.direction or defaults.get("direction"),
             max_minutes=args.max_minutes, sampler=args.sampler,
@@ -225,18 +223,18 @@ class LessonCLI:
             study=args.study, storage=args.storage)
         if args.worker is None:  # prepares the data once, before any worker starts
             self.lesson.load_data(config, self.data_place(args))
-        self._search(args, config, settings, args.worker)
+        self._study(args, config, settings, args.worker)
 
-    def _search(self, args, config, settings, worker=None):
+    def _study(self, args, config, settings, worker=None):
         """Runs (or joins) the study of `settings`; `--register` its best trial."""
-        from workflows.core import runs, search, tracking
+        from workflows.core import runs, tracking, tuning
 
         def train_trial(trial_config, parent_run_id, tags, after_epoch):
             return self.lesson.train(trial_config, self.data_place(args), TrainRequest(
                 tags={**tracking.child_tags(parent_run_id), **tags}, after_epoch=after_epoch))
 
-        summary = search.search(self.lesson, config, settings, train_trial, args.work_dir,
-                                [sys.executable, "-m", self.module, *self.argv], worker)
+        summary = tuning.tune(self.lesson, config, settings, train_trial, args.work_dir,
+                             [sys.executable, "-m", self.module, *self.argv], worker)
         if summary and summary.get("best_run_id"):
             print(f"Use the best trial: python -m {self.module} evaluate --run-id "
                   f"{summary['best_run_id'][:12]}  (register and serve it the same way)")
@@ -281,12 +279,12 @@ class LessonCLI:
                 if getattr(args, name, None) is not None}
 
     def step_shortcuts(self, step):
-        """The shortcut flags of a training step; in `search`, its own `--direction`
+        """The shortcut flags of a training step; in `tune`, its own `--direction`
         (the metric's) wins over a config field of that name (set it with --set)."""
-        if step != self.search_step:
+        if step != "tune":
             return self.shortcuts
         return {name: text for name, text in self.shortcuts.items()
-                if name not in SEARCH_OWN_FLAGS}
+                if name not in TUNE_OWN_FLAGS}
 
     def configs(self, args, models=None, complete=True):
         """One config per model; with several models, each override goes to those it
@@ -320,7 +318,7 @@ class LessonCLI:
     def _add_train_arguments(self, parser, step_kind, step):
         catalog, many = self.lesson.catalog, step_kind == "many"
         names = ", ".join(catalog.models)
-        if catalog.key != "model":  # the search lesson's `--retriever`
+        if catalog.key != "model":  # the retrieval lesson's `--retriever`
             parser.add_argument("--" + catalog.key, default=catalog.models[0],
                                 help=f"one of: {names} (default {catalog.models[0]})")
         elif catalog.has_presets:
@@ -349,7 +347,7 @@ class LessonCLI:
         add_config_arguments(parser)
 
 
-SEARCH_OWN_FLAGS = ("direction",)
+TUNE_OWN_FLAGS = ("direction",)
 STORELESS_STEPS = ("prepare",)
 MODELLESS_STEPS = ("compare", "register", "serve")  # no Keras, no devices
 
@@ -393,17 +391,17 @@ def add_config_arguments(parser):
                         "e.g. --set epochs=3 --set dropout=0.3")
     parser.add_argument("--sweep", metavar="KEY=V1,V2", action="append", default=[],
                         help="train: one child run per value (repeatable: every combination), "
-                        "grouped under a parent run (a grid search), e.g. --sweep "
+                        "grouped under a parent run (a grid), e.g. --sweep "
                         "learning_rate=1e-3,5e-4")
 
 
 def overrides_from_args(args):
     """The `{field: value}` overrides given by `--config` then `--set` (which wins); a
-    `search:` block of the YAML file is the search step's (`search_block`)."""
+    `tune:` block of the YAML file is the tune step's (`tune_block`)."""
     overrides = {}
     if getattr(args, "config", None):
         overrides.update(read_yaml_mapping(args.config))
-        overrides.pop("search", None)  # the search step's own block
+        overrides.pop("tune", None)  # the tune step's own block
     for item in getattr(args, "overrides", []):
         key, sep, value = item.partition("=")
         if not sep:
@@ -426,11 +424,11 @@ def read_yaml_mapping(path):
     return {str(key): value for key, value in loaded.items()}
 
 
-def search_block(path):
-    """The `search:` mapping of a `--config` file (empty when there is none)."""
-    block = read_yaml_mapping(path).get("search") if path else None
+def tune_block(path):
+    """The `tune:` mapping of a `--config` file (empty when there is none)."""
+    block = read_yaml_mapping(path).get("tune") if path else None
     if block is not None and not isinstance(block, dict):
-        raise ConfigError(f"The search: block of {path} must be a mapping (space:, trials:, "
+        raise ConfigError(f"The tune: block of {path} must be a mapping (space:, trials:, "
                           "metric:, ...).")
     return block or {}
 

@@ -34,7 +34,7 @@ WORKFLOWS = Path(__file__).resolve().parents[1]  # the folder of the lesson modu
 class DataPlace:
     """Where a lesson's data comes from: the source's file or folder (None: its
     environment variable, then the cache, then the download), the work folder, and the
-    lesson's own data options (the search lesson's catalogue files)."""
+    lesson's own data options (the retrieval lesson's catalogue files)."""
 
     path: str | None = None
     work_dir: str | None = None
@@ -44,7 +44,7 @@ class DataPlace:
 @dataclass(frozen=True)
 class TrainRequest:
     """How one `train` runs: `retrain` a finished config, the new run's MLflow `tags` (a
-    search's trial: its parent), `after_epoch(epoch, metrics)` (a search's pruner)."""
+    study's trial: its parent), `after_epoch(epoch, metrics)` (a study's pruner)."""
 
     retrain: bool = False
     tags: Mapping[str, str] = field(default_factory=dict)
@@ -109,7 +109,7 @@ class Lesson(abc.ABC):
     sort_by: str  # default `compare` order, best first
     ascending: bool = False  # True when lower is better (perplexity)
     packages: tuple = ()  # the subpackages of `workflows/` that are this lesson's own
-    search_defaults: Mapping[str, Any] = {}  # the search step's metric, direction, pruner
+    tuning_defaults: Mapping[str, Any] = {}  # the tune step's metric, direction, pruner
 
     def run_name(self, config):
         """The MLflow run name: the model, and its preset where the catalog has presets."""

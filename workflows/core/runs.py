@@ -188,13 +188,12 @@ def register(lesson, run_id, name, alias=None):
 
 
 def best_trial_of(run):
-    """A search's or sweep's parent run stands for its best child run; any other run
-    for itself."""
+    """A study's parent run (`tune`, `train --sweep`) stands for its best child run; any
+    other run for itself."""
     best = run.data.tags.get("best_child_run_id")
     if not best or run.data.tags.get("model_logged") == "true":
         return run
-    print(f"Run {run.info.run_id} is a {'search' if 'search' in run.data.tags else 'sweep'}; "
-          f"taking its best trial, run {best}.")
+    print(f"Run {run.info.run_id} is a study's parent run; taking its best trial, run {best}.")
     return mlflow.MlflowClient().get_run(best)
 
 

@@ -74,8 +74,8 @@ def _run_folder(experiment, name, config, fingerprint, work_dir=None):
 class TrainingRun:
     """One training run of `config`, as MLflow run `name` of `experiment`, as `request`
     (a `TrainRequest`) says: a new run gets its `tags` (`tracking.child_tags` nests it under
-    a search); its `after_epoch(epoch, metrics)` is called once each epoch is
-    checkpointed and logged (a search's pruner). With several processes every process
+    a study); its `after_epoch(epoch, metrics)` is called once each epoch is
+    checkpointed and logged (a study's pruner). With several processes every process
     runs the same steps; only the chief (process 0) writes the run folder and the store."""
 
     def __init__(self, experiment, name, config, work_dir=None, request=None):

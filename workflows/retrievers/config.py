@@ -1,4 +1,4 @@
-"""The search lesson's configuration: one typed config for every retriever (`--retriever`),
+"""The retrieval lesson's configuration: one typed config for every retriever (`--retriever`),
 its fields checked before any run starts; a field that does not apply to the chosen
 retriever is refused. Light on purpose (no TensorFlow, no MLflow): `--help` reads it."""
 
@@ -102,7 +102,7 @@ class RetrievalConfig(TrainingOptions):
     validation_share: float = option(0.2, at_least=0.0, below=1.0)
     distribution: str = training_option(
         "distribution", "none", choices=("none",),
-        why="The search lesson fine-tunes on one device: its negatives are the whole "
+        why="The retrieval lesson fine-tunes on one device: its negatives are the whole "
             "batch's, and the cached loss (chunk_size) grows the batch within one device's "
             "memory; leave distribution out.")
 

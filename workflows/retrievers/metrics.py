@@ -13,7 +13,7 @@ over the judged queries; a judged query with no ranking scores 0.
 - reciprocal-rank sum@k: `1 / rank` of every relevant document in the top k, added up
   (at most 1 + 1/2 + ... + 1/k: 2.283 for k = 5).
 
-The e-commerce deployment the search lesson reproduces scored its 20 judged products
+The e-commerce deployment the retrieval lesson reproduces scored its 20 judged products
 with two sums over the queries: its metric 1 (1/rank of the best answer in the top 10;
 20 is perfect) is `mrr_at_10` times the number of queries, and its metric 2 (1/rank of
 every relevant answer in the top 5; 45.7 is perfect) is `reciprocal_rank_sum_at_5` times

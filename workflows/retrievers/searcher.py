@@ -1,5 +1,5 @@
 """A retriever ready to answer queries, and its saved folder (the one format every
-retriever of the search lesson is exported, logged, served and loaded in).
+retriever of the retrieval lesson is exported, logged, served and loaded in).
 
     retriever/
       retriever.json   which retriever, and its search settings

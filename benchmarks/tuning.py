@@ -1,15 +1,15 @@
-"""A real hyperparameter search on IMDB, with 1 and with 2 workers, through the CLI.
+"""A real hyperparameter tuning on IMDB, with 1 and with 2 workers, through the CLI.
 
-Runs the IMDB lesson's `search` step twice with the same space and trial budget, one
+Runs the IMDB lesson's `tune` step twice with the same space and trial budget, one
 study per worker count (their samplers differ, so they try different configs and no
 trial reuses another study's run). Records each search's wall time, how many trials
 finished and were pruned, the best validation accuracy and, after `evaluate`, the
 best trial's accuracy on the 25,000 test reviews.
 
     NLPKIT_WORK_DIR=work MLFLOW_TRACKING_URI=sqlite:///work/mlflow.db \
-        python benchmarks/search.py --imdb-path ../shared/data/aclImdb_v1.tar.gz
+        python benchmarks/tuning.py --imdb-path ../shared/data/aclImdb_v1.tar.gz
 
-Writes `benchmarks/results/search.json`; the worker logs are under `$NLPKIT_WORK_DIR/search/`.
+Writes `benchmarks/results/tuning.json`; the worker logs are under `$NLPKIT_WORK_DIR/tuning/`.
 """
 
 import argparse
@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-RESULTS = Path(__file__).with_name("results") / "search.json"
+RESULTS = Path(__file__).with_name("results") / "tuning.json"
 ROOT = Path(__file__).resolve().parents[1]
 SPACE = ["learning_rate=loguniform:1e-4:3e-3", "hidden_units=choice:8,16,32,64",
          "dropout=uniform:0.2:0.7", "output_mode=choice:tf_idf,multi_hot",
@@ -29,7 +29,7 @@ SPACE = ["learning_rate=loguniform:1e-4:3e-3", "hidden_units=choice:8,16,32,64",
 
 
 def search_command(args, workers):
-    command = [sys.executable, "-m", "workflows.imdb_sentiment", "search", "--model", "bow",
+    command = [sys.executable, "-m", "workflows.imdb_sentiment", "tune", "--model", "bow",
                "--epochs", str(args.epochs), "--trials", str(args.trials), "--metric",
                "val_accuracy", "--workers", str(workers), "--study",
                f"{args.study_prefix}-{workers}-workers"]
@@ -53,7 +53,7 @@ def run_search(args, workers):
     (parent,) = mlflow.search_runs(
         experiment_names=[workflow.EXPERIMENT], output_format="list",
         filter_string=f"tags.optuna_study = '{args.study_prefix}-{workers}-workers' "
-                      "and tags.search = 'true'")
+                      "and tags.tune = 'true'")
     best = parent.data.tags["best_child_run_id"]
     evaluate = [sys.executable, "-m", "workflows.imdb_sentiment", "evaluate", "--run-id", best]
     if args.imdb_path:

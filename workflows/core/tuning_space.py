@@ -1,4 +1,4 @@
-"""What a search explores: spaces over a lesson's config fields, and its settings.
+"""What a study explores: spaces over a lesson's config fields, and its settings.
 
 A dimension is written `FIELD=KIND:...`:
 
@@ -8,7 +8,7 @@ A dimension is written `FIELD=KIND:...`:
     max_tokens=logint:5000:200000        whole number on a log scale
     cell=choice:lstm,gru                 one of the listed values
 
-A YAML `search: {space: {...}}` block gives the same texts as a mapping (a choice
+A YAML `tune: {space: {...}}` block gives the same texts as a mapping (a choice
 may also be a YAML list). Every dimension is checked against the config before any
 run starts: the field must exist and apply, its kind must suit the field's type, and
 both ends of a range (every value of a choice) must be valid values of the field.
@@ -30,12 +30,12 @@ from workflows.core.config import (
 )
 
 KINDS = ("uniform", "loguniform", "int", "logint", "choice")
-NOT_SEARCHABLE = ("model", "preset", "distribution")  # what a run is, not how it trains
+NOT_TUNABLE = ("model", "preset", "distribution")  # what a run is, not how it trains
 
 
 @dataclass(frozen=True)
 class Dimension:
-    """One searched field: a range of `kind` from `low` to `high`, or `choices`."""
+    """One tuned field: a range of `kind` from `low` to `high`, or `choices`."""
 
     name: str
     kind: str
@@ -125,15 +125,15 @@ def check_space(space, config):
     """Refuses a space that `config` cannot take; returns the dimensions with their
     choices converted to the fields' types (what Optuna samples and MLflow logs)."""
     if not space:
-        raise ConfigError("Give the space to search: --space FIELD=KIND:... (repeatable), "
-                          "or a `search: {space: ...}` block in --config.")
+        raise ConfigError("Give the space to explore: --space FIELD=KIND:... (repeatable), "
+                          "or a `tune: {space: ...}` block in --config.")
     hints = typing.get_type_hints(type(config))
-    searchable = [name for name in applicable_fields(config) if name not in NOT_SEARCHABLE]
+    tunable = [name for name in applicable_fields(config) if name not in NOT_TUNABLE]
     checked = []
     for dimension in space:
-        if dimension.name not in field_names(config) or dimension.name in NOT_SEARCHABLE:
-            raise ConfigError(f"--space {dimension.name}: not a searchable field of "
-                              f"{describe_choice(config)}; fields: {', '.join(searchable)}.")
+        if dimension.name not in field_names(config) or dimension.name in NOT_TUNABLE:
+            raise ConfigError(f"--space {dimension.name}: not a tunable field of "
+                              f"{describe_choice(config)}; fields: {', '.join(tunable)}.")
         checked.append(_check_dimension(dimension, config, _base_type(hints[dimension.name])))
     return checked
 
@@ -168,8 +168,8 @@ def _check_dimension(dimension, config, kind):
 
 
 @dataclass(frozen=True)
-class SearchSettings:
-    """What to search and how; from the command line and/or a YAML `search:` block."""
+class TuningSettings:
+    """What to tune and how; from the command line and/or a YAML `tune:` block."""
 
     space: tuple  # checked `Dimension`s
     metric: str = "val_loss"
@@ -194,7 +194,7 @@ MAX_TRIALS = 100_000
 
 
 def max_workers():
-    """Local search workers: at most one per core (each trains a model)."""
+    """Local tuning workers: at most one per core (each trains a model)."""
     return os.cpu_count() or 1
 
 PRUNERS = ("median", "hyperband", "none")
@@ -206,13 +206,13 @@ def default_direction(metric):
 
 
 def make_settings(config, space_items, yaml_block=None, **flags):
-    """Checked `SearchSettings`: `flags` (the command line, None where not given) win
+    """Checked `TuningSettings`: `flags` (the command line, None where not given) win
     over the YAML block, which wins over the defaults."""
     block = dict(yaml_block or {})
-    unknown = set(block) - {f.name for f in dataclasses.fields(SearchSettings)}
+    unknown = set(block) - {f.name for f in dataclasses.fields(TuningSettings)}
     if unknown:
-        valid = ", ".join(f.name for f in dataclasses.fields(SearchSettings))
-        raise ConfigError(f"Unknown key(s) in the search: block: {', '.join(sorted(unknown))}; "
+        valid = ", ".join(f.name for f in dataclasses.fields(TuningSettings))
+        raise ConfigError(f"Unknown key(s) in the tune: block: {', '.join(sorted(unknown))}; "
                           f"valid: {valid}.")
     space = parse_space(space_items) if space_items else parse_space(block.pop("space", {}))
     block.pop("space", None)
@@ -220,9 +220,9 @@ def make_settings(config, space_items, yaml_block=None, **flags):
     metric = str(values.get("metric", "val_loss"))
     if not metric.startswith("val_"):
         raise ConfigError(f"--metric must be a validation metric (val_loss, val_accuracy, "
-                          f"...): a search never looks at the test set; got {metric!r}.")
+                          f"...): tuning never looks at the test set; got {metric!r}.")
     values.setdefault("direction", default_direction(metric))
-    settings = SearchSettings(space=tuple(check_space(space, config)), metric=metric,
+    settings = TuningSettings(space=tuple(check_space(space, config)), metric=metric,
                               **{k: v for k, v in values.items() if k != "metric"})
     _check_settings(settings)
     if settings.sampler == "grid":  # no more trials than combinations
@@ -257,14 +257,14 @@ def _check_settings(settings):
             raise ConfigError(f"{rule}.")
 
 
-# ## The search's flags, and `--sweep` as a grid
+# ## The tune step's flags, and `--sweep` as a grid
 
 
-def add_search_arguments(parser):
+def add_tuning_arguments(parser):
     parser.add_argument("--space", metavar="FIELD=KIND:...", action="append", default=[],
-                        help="a searched field (repeatable): FIELD=uniform:LOW:HIGH, "
+                        help="a tuned field (repeatable): FIELD=uniform:LOW:HIGH, "
                         "loguniform:LOW:HIGH, int:LOW:HIGH[:STEP], logint:LOW:HIGH or "
-                        "choice:A,B,C (or a search: {space: ...} block in --config)")
+                        "choice:A,B,C (or a tune: {space: ...} block in --config)")
     parser.add_argument("--trials", type=int, help="trials in the study, all workers "
                         "together (default 20); rerunning continues up to this many")
     parser.add_argument("--metric", help="the validation metric to optimize (default "
@@ -288,7 +288,7 @@ def add_search_arguments(parser):
 
 
 def sweep_space(items):
-    """`["lr=1e-3,5e-4", "units=16,32"]` -> the grid search space
+    """`["lr=1e-3,5e-4", "units=16,32"]` -> the grid's space
     `["lr=choice:1e-3,5e-4", "units=choice:16,32"]` and the number of its points."""
     space, points = [], 1
     for item in items:

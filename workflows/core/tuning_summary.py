@@ -1,4 +1,4 @@
-"""A search's summary: logged to the study's parent run, and printed."""
+"""A study's summary: logged to the study's parent run, and printed."""
 
 import time
 
@@ -62,7 +62,7 @@ def _log_plots(client, parent_id, study, complete):
 
 def summary_text(summary):
     counts = summary["trials"]
-    lines = [f"\nSearch {summary['study']}: {counts['complete']} complete, {counts['pruned']} "
+    lines = [f"\nTuning {summary['study']}: {counts['complete']} complete, {counts['pruned']} "
              f"pruned, {counts['fail']} failed trials in {summary['wall_minutes']:.1f} minutes "
              f"(parent run {summary['parent_run_id']})."]
     if "best_value" in summary:

@@ -1,6 +1,6 @@
-"""Hyperparameter search with Optuna, written once for every lesson's `search` step.
+"""Hyperparameter tuning with Optuna, written once for every lesson's `tune` step.
 
-A search is an Optuna study in a database (SQLite beside the MLflow store by default,
+A tuning is an Optuna study in a database (SQLite beside the MLflow store by default,
 or a team's PostgreSQL), so any number of workers, on one machine or many, take
 trials from one study: `--workers N` starts N local worker processes; the same
 command with `--study NAME --storage URL` on another machine joins them. Each trial
@@ -33,7 +33,7 @@ import sqlalchemy
 from data_prep import cache
 from workflows.core import servers, store, tracking
 from workflows.core.config import ConfigError, apply_overrides, describe
-from workflows.core.search_summary import describe_values, summarize
+from workflows.core.tuning_summary import describe_values, summarize
 
 HEARTBEAT_SECONDS = 20
 GRACE_SECONDS = 60  # a trial without a heartbeat for this long is failed and queued again
@@ -55,7 +55,7 @@ def default_storage(work_dir=None):
     if uri.startswith("sqlite:///"):
         database = Path(uri[len('sqlite:///'):])
         return f"sqlite:///{database.with_name(database.stem + '.optuna.db')}"
-    return f"sqlite:///{cache.work_dir(work_dir) / 'search' / 'optuna.db'}"
+    return f"sqlite:///{cache.work_dir(work_dir) / 'tuning' / 'optuna.db'}"
 
 
 def open_storage(url):
@@ -99,7 +99,7 @@ def open_study(lesson, config, settings, storage, name):
     except optuna.exceptions.DuplicatedStudyError:
         study = optuna.load_study(study_name=name, storage=storage)
         created = False
-    _check_same_search(storage, spec, name)
+    _check_same_study(storage, spec, name)
     return study, parent_run(lesson, config, settings, storage, name, created)
 
 
@@ -108,18 +108,18 @@ def _config_fields(config):
                                   if k != "distribution"}, default=str))
 
 
-def _check_same_search(storage, spec, name):
+def _check_same_study(storage, spec, name):
     for _ in range(60):  # its creator sets it right after creating the study
         started = optuna.load_study(study_name=name, storage=storage).user_attrs.get("spec")
         if started is not None:
             break
         time.sleep(1)
     if started is None:
-        raise ConfigError(f"Study {name!r} exists but was not made by a search step; "
+        raise ConfigError(f"Study {name!r} exists but was not made by a tune step; "
                           "give another --study name.")
     differs = sorted(key for key in spec if started.get(key) != spec[key])
     if differs:
-        raise ConfigError(f"Study {name!r} searches a different {', '.join(differs)} "
+        raise ConfigError(f"Study {name!r} explores a different {', '.join(differs)} "
                           f"(it has: {json.dumps({k: started.get(k) for k in differs})[:600]}); "
                           "run the command that started it, or give a new --study name.")
 
@@ -135,8 +135,8 @@ def parent_run(lesson, config, settings, storage, name, created):
             return run_id
         if not created:
             time.sleep(1)
-    run = client.create_run(experiment.experiment_id, run_name=f"search-{lesson.run_name(config)}",
-                            tags={"search": "true", "optuna_study": name,
+    run = client.create_run(experiment.experiment_id, run_name=f"tune-{lesson.run_name(config)}",
+                            tags={"tune": "true", "optuna_study": name,
                                   "git_commit": tracking.git_commit(),
                                   **({"sweep": "true"} if settings.sampler == "grid" else {})})
     params = {"metric": settings.metric, "direction": settings.direction,
@@ -308,7 +308,7 @@ def wait_for(workers, study, settings):
         if process.returncode:
             lines = Path(log.name).read_text(errors="replace").splitlines() or [""]
             errors = [line for line in lines if line.startswith("error: ")]
-            raise ConfigError(f"A search worker stopped with exit status {process.returncode}: "
+            raise ConfigError(f"A tuning worker stopped with exit status {process.returncode}: "
                               f"{(errors or lines)[-1].removeprefix('error: ')} "
                               f"(its log: {log.name})")
 
@@ -346,17 +346,17 @@ def _print_new_trials(study, settings, seen):
             print(f"Trial {trial.number}: {value} ({describe_values(trial.params)})", flush=True)
 
 
-def search(lesson, config, settings, train_trial, work_dir=None, worker_command=None,
-           worker=None):
-    """The `search` step: opens (or joins) the study, runs its trials here or in
+def tune(lesson, config, settings, train_trial, work_dir=None, worker_command=None,
+         worker=None):
+    """The `tune` step: opens (or joins) the study, runs its trials here or in
     `settings.workers` processes, and summarizes it. Returns the summary (None for
-    a worker started by another search)."""
+    a worker started by another `tune`)."""
     storage_url = settings.storage or default_storage(work_dir)
     name = settings.study or default_study_name(lesson, config, settings)
     storage = open_storage(storage_url)
     study, parent_id = open_study(lesson, config, settings, storage, name)
     if worker is None:
-        print(f"Search: study {name} in {storage_url}\n  parent run {parent_id}, up to "
+        print(f"Tuning: study {name} in {storage_url}\n  parent run {parent_id}, up to "
               f"{settings.trials} trials of {settings.metric} ({settings.direction}) over\n  "
               + "\n  ".join(settings.spec()["space"])
               + f"\nfrom the config:\n{describe(config)}", flush=True)
@@ -365,11 +365,11 @@ def search(lesson, config, settings, train_trial, work_dir=None, worker_command=
         if settings.workers > 1 and worker is None:
             command = [*worker_command, "--study", name, "--storage", storage_url]
             workers = start_workers(command, settings.workers,
-                                    cache.work_dir(work_dir) / "search" / name)
+                                    cache.work_dir(work_dir) / "tuning" / name)
             wait_for(workers, study, settings)
         else:
             work(study, storage, config, settings, parent_id, train_trial, worker or 0)
-    except BaseException as error:  # the parent run says how the search ended
+    except BaseException as error:  # the parent run says how the study ended
         if worker is None:
             summarize(study, parent_id, settings, time.monotonic() - started,
                       "KILLED" if isinstance(error, KeyboardInterrupt) else "FAILED")

@@ -1,4 +1,4 @@
-"""The `search` step on the tiny IMDB tree: spaces, workers, pruning, resuming, the parent run."""
+"""The `tune` step on the tiny IMDB tree: spaces, workers, pruning, resuming, the parent run."""
 
 import os
 import signal
@@ -13,17 +13,17 @@ import pytest
 
 from tests.workflows.conftest import COMMON
 from workflows import imdb_sentiment as workflow
-from workflows.core import search, search_space
+from workflows.core import tuning, tuning_space
 from workflows.core.config import ConfigError
-from workflows.core.search_space import check_space, parse_space
+from workflows.core.tuning_space import check_space, parse_space
 
 CATALOG = workflow.CATALOG
 
 SPACE = ["--space", "learning_rate=loguniform:1e-4:3e-2", "--space", "hidden_units=int:2:6"]
 
 
-def search_argv(seed, *extra):
-    return ["search", "--model", "bow", *COMMON, "--set", f"seed={seed}", *SPACE, *extra]
+def tune_argv(seed, *extra):
+    return ["tune", "--model", "bow", *COMMON, "--set", f"seed={seed}", *SPACE, *extra]
 
 
 def experiment_runs():
@@ -35,7 +35,7 @@ def experiment_runs():
 
 def parent_and_children():
     runs = experiment_runs()
-    (parent,) = [run for run in runs if run.data.tags.get("search") == "true"]
+    (parent,) = [run for run in runs if run.data.tags.get("tune") == "true"]
     return parent, [run for run in runs if run is not parent]
 
 
@@ -45,21 +45,21 @@ def load_study(tmp_path):
 
 
 @pytest.mark.parametrize("space, message", [
-    (["--space", "hidden_unit=int:2:6"], "not a searchable field of bow"),
+    (["--space", "hidden_unit=int:2:6"], "not a tunable field of bow"),
     (["--space", "dropout=uniform:0.1:1.0"], "dropout must be less than 1"),
     (["--space", "hidden_units=uniform:2:6"], "use int, logint or choice"),
     (["--space", "learning_rate=loguniform:0:1e-2"], "must be positive"),
     (["--space", "learning_rate=normal:0:1"], "KIND one of"),
     (["--space", "epochs=int:1:100000000000"], "epochs must be at most 10000"),
     (["--space", "output_mode=choice:tf_idf,bag"], "'bag' is not a valid value"),
-    (["--space", "embed_dim=int:8:16"], "not a searchable field"),
-    (["--space", "distribution=choice:none,mirrored"], "not a searchable field"),
+    (["--space", "embed_dim=int:8:16"], "not a tunable field"),
+    (["--space", "distribution=choice:none,mirrored"], "not a tunable field"),
     (["--space", "hidden_units=int:2:6", "--space", "hidden_units=int:3:4"], "more than once"),
-    ([], "Give the space to search"),
+    ([], "Give the space to explore"),
     ([*SPACE, "--metric", "test_accuracy"], "must be a validation metric"),
 ])
 def test_a_bad_space_is_refused_before_any_run(own_store, capsys, space, message):
-    argv = ["search", "--model", "bow", *COMMON, *space]
+    argv = ["tune", "--model", "bow", *COMMON, *space]
     assert workflow.main(argv) == 2
     error = capsys.readouterr().err
     assert message in error and len(error.strip().splitlines()) == 1
@@ -79,20 +79,20 @@ def test_space_texts_and_yaml_choices_parse_to_typed_dimensions():
 
 def test_a_grid_takes_choices_only_and_no_more_trials_than_combinations():
     config = CATALOG.make("bow")
-    grid = search_space.make_settings(config, ["hidden_units=choice:2,3,4",
+    grid = tuning_space.make_settings(config, ["hidden_units=choice:2,3,4",
                                                "dropout=choice:0.1,0.2"], trials=50,
                                       sampler="grid")
-    assert grid.trials == 6 == search_space.grid_points(grid)
+    assert grid.trials == 6 == tuning_space.grid_points(grid)
     with pytest.raises(ConfigError, match="grid takes choice dimensions only"):
-        search_space.make_settings(config, ["dropout=uniform:0.1:0.5"], sampler="grid")
+        tuning_space.make_settings(config, ["dropout=uniform:0.1:0.5"], sampler="grid")
 
 
 @pytest.mark.integration
-def test_a_search_block_in_the_yaml_config_is_read_and_train_ignores_it(own_store, tmp_path):
-    config = tmp_path / "search.yaml"
-    config.write_text("hidden_units: 3\nsearch:\n  trials: 2\n  metric: val_accuracy\n"
+def test_a_tune_block_in_the_yaml_config_is_read_and_train_ignores_it(own_store, tmp_path):
+    config = tmp_path / "tune.yaml"
+    config.write_text("hidden_units: 3\ntune:\n  trials: 2\n  metric: val_accuracy\n"
                       "  pruner: none\n  space:\n    learning_rate: loguniform:1e-3:3e-2\n")
-    argv = ["search", "--model", "bow", *COMMON, "--set", "seed=21", "--config", str(config)]
+    argv = ["tune", "--model", "bow", *COMMON, "--set", "seed=21", "--config", str(config)]
     assert workflow.main(argv) == 0
     parent, children = parent_and_children()
     assert len(children) == 2 and parent.data.params["metric"] == "val_accuracy"
@@ -103,7 +103,7 @@ def test_a_search_block_in_the_yaml_config_is_read_and_train_ignores_it(own_stor
 
 @pytest.mark.integration
 def test_two_workers_share_one_study_and_each_trial_is_a_child_run(own_store, capsys):
-    argv = search_argv(31, "--trials", "4", "--workers", "2", "--pruner", "none",
+    argv = tune_argv(31, "--trials", "4", "--workers", "2", "--pruner", "none",
                        "--metric", "val_accuracy")
     assert workflow.main(argv) == 0
     parent, children = parent_and_children()
@@ -119,25 +119,25 @@ def test_two_workers_share_one_study_and_each_trial_is_a_child_run(own_store, ca
     artifacts = {a.path for a in mlflow.MlflowClient().list_artifacts(parent.info.run_id)}
     assert {"optimization_history.png", "param_importances.png", "trials.json",
             "best_params.json"} <= artifacts
-    logs = list((Path(os.environ["NLPKIT_WORK_DIR"]) / "search").glob("*/worker-*.log"))
+    logs = list((Path(os.environ["NLPKIT_WORK_DIR"]) / "tuning").glob("*/worker-*.log"))
     assert len({log.name for log in logs}) >= 2
     assert "4 complete, 0 pruned, 0 failed" in capsys.readouterr().out
     # rerunning continues the study: nothing left to do, and `register` takes the parent
     assert workflow.main(argv) == 0 and len(parent_and_children()[1]) == 4
-    assert workflow.main(["register", "search-best", "--run-id", parent.info.run_id[:12]]) == 0
-    registered = mlflow.MlflowClient().get_model_version("search-best", "1")
+    assert workflow.main(["register", "tuned-best", "--run-id", parent.info.run_id[:12]]) == 0
+    registered = mlflow.MlflowClient().get_model_version("tuned-best", "1")
     assert registered.run_id == study.best_trial.user_attrs["mlflow_run_id"]
 
 
 @pytest.mark.integration
 def test_the_pruner_stops_a_trial_forced_to_be_poor(own_store):
-    argv = search_argv(41, "--trials", "2", "--prune-after-trials", "1", "--epochs", "4",
+    argv = tune_argv(41, "--trials", "2", "--prune-after-trials", "1", "--epochs", "4",
                        "--set", "patience=4", "--metric", "val_loss")
-    settings = search_space.make_settings(CATALOG.make("bow", overrides={
+    settings = tuning_space.make_settings(CATALOG.make("bow", overrides={
         "max_tokens": 300, "batch_size": 8, "seed": 41, "epochs": 4, "patience": 4}),
         SPACE[1::2], metric="val_loss")
-    storage = search.open_storage(f"sqlite:///{own_store / 'mlflow.optuna.db'}")
-    study, _ = search.open_study(workflow.LESSON, CATALOG.make("bow", overrides={
+    storage = tuning.open_storage(f"sqlite:///{own_store / 'mlflow.optuna.db'}")
+    study, _ = tuning.open_study(workflow.LESSON, CATALOG.make("bow", overrides={
         "max_tokens": 300, "batch_size": 8, "seed": 41, "epochs": 4, "patience": 4}),
         settings, storage, "forced")
     study.enqueue_trial({"learning_rate": 0.03, "hidden_units": 4})
@@ -154,7 +154,7 @@ def test_the_pruner_stops_a_trial_forced_to_be_poor(own_store):
 
 @pytest.mark.integration
 def test_a_killed_workers_trial_is_queued_again_and_its_run_resumes(own_store, monkeypatch):
-    argv = search_argv(51, "--trials", "1", "--epochs", "40", "--set", "patience=40",
+    argv = tune_argv(51, "--trials", "1", "--epochs", "40", "--set", "patience=40",
                        "--pruner", "none", "--study", "killed")
     worker = subprocess.Popen([sys.executable, "-m", "workflows.imdb_sentiment", *argv],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -166,7 +166,7 @@ def test_a_killed_workers_trial_is_queued_again_and_its_run_resumes(own_store, m
         worker.wait()
     (killed,) = study.get_trials()
     assert killed.state.name == "RUNNING"
-    monkeypatch.setattr(search, "GRACE_SECONDS", 1)
+    monkeypatch.setattr(tuning, "GRACE_SECONDS", 1)
     time.sleep(2)
     assert workflow.main(argv) == 0
     killed, retried = study.get_trials()
@@ -184,7 +184,7 @@ def wait_for_a_reported_epoch(folder, process, seconds=120):
         if (folder / "mlflow.optuna.db").exists():
             try:
                 # open_storage, as the worker does: the tables are created under its lock
-                study = optuna.load_study(study_name="killed", storage=search.open_storage(
+                study = optuna.load_study(study_name="killed", storage=tuning.open_storage(
                     f"sqlite:///{folder / 'mlflow.optuna.db'}"))
             except KeyError:
                 study = None
