@@ -7,6 +7,7 @@ import random
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -854,17 +855,23 @@ def test_label_on_a_two_worker_dask_cluster_matches_the_direct_runner(lesson, tm
     assert not parts.exists()
 
 
-def test_a_dask_scheduler_that_does_not_answer_is_one_line(lesson, tmp_path, capsys):
+def test_a_dask_scheduler_that_does_not_answer_is_one_line(lesson, tmp_path, capsys,
+                                                          monkeypatch):
+    from workflows.retrievers import labelling
+
+    monkeypatch.setattr(labelling, "DASK_CONNECT_SECONDS", 2)
     queries = tmp_path / "queries.txt"
     queries.write_text("topic1 blood\n")
     with socket.socket() as free:
         free.bind(("127.0.0.1", 0))
         address = f"tcp://127.0.0.1:{free.getsockname()[1]}"
+    started = time.monotonic()
     assert retrieval.main(["label", "--retriever", "bm25", "--file", str(queries),
                            "--output", str(tmp_path / "out.jsonl"), "--runner", "dask",
                            "--dask-address", address]) == 2
     error = capsys.readouterr().err
     assert f"No Dask scheduler answers at {address}" in error and "Traceback" not in error
+    assert time.monotonic() - started < 20  # the timeout given, not distributed's 30 s
 
 
 @pytest.mark.integration
@@ -873,7 +880,6 @@ def test_a_stopped_label_says_what_it_kept_and_goes_on(lesson, tmp_path):
     line, no traceback; the same command then finishes the file."""
     import os
     import signal
-    import time
 
     path, output = tmp_path / "queries.txt", tmp_path / "top.jsonl"
     path.write_text("".join(f"topic{i % 24} blood\n" for i in range(200_000)))

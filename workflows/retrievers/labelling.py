@@ -44,6 +44,7 @@ finally:
 
 CHUNK = 256
 DASK_RUNNER = "apache_beam.runners.dask.dask_runner.DaskRunner"
+DASK_CONNECT_SECONDS = 10  # a scheduler that does not answer in this time is an error
 _searchers = {}  # retriever folder -> its `Searcher`, loaded once per worker process
 
 
@@ -167,7 +168,9 @@ def _pipeline_options(runner, workers, address, chunks):
     """The pipeline's options (from `flags`, never this command's own arguments)."""
     if runner == "dask":  # a task per chunk: the cluster spreads them over its workers
         logging.getLogger("distributed").setLevel(logging.WARNING)
-        flags = ["--dask_connection_timeout=10s", f"--dask_npartitions={chunks}"]
+        # whole seconds: Beam reads "10s" as no timeout given (distributed's 30 s)
+        flags = [f"--dask_connection_timeout={DASK_CONNECT_SECONDS}",
+                 f"--dask_npartitions={chunks}"]
         return PipelineOptions(flags=flags + ([f"--dask_client_address={address}"]
                                               if address else []), runner=DASK_RUNNER)
     return PipelineOptions(
