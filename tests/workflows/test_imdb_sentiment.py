@@ -108,6 +108,7 @@ def test_rerunning_a_finished_config_reuses_it(store, capsys):
     assert runs_by_model()["bow"].info.run_id == before
 
 
+@pytest.mark.integration  # every lesson's stop and resume: test_lesson_contract
 def test_interrupted_train_resumes_the_same_run(store, monkeypatch, capsys):
     original = fitting._BatchGuard.on_train_batch_end
 
@@ -579,6 +580,7 @@ def test_length_temperature_sharpens_short_texts_and_keeps_reviews_and_decisions
     assert far.temperatures(["word"])[0] == pytest.approx(np.exp(far.LIMIT))
 
 
+@pytest.mark.integration
 def test_an_ensemble_calibrated_on_short_texts_keeps_its_decisions(store, tmp_path, capsys):
     bow = runs_by_model()["bow"].info.run_id
     texts = tmp_path / "the shop's domain.tsv"  # a quote: no trouble for the store's search

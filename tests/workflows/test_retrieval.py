@@ -228,6 +228,7 @@ def cached_step_difference(encoder_folder, soft=False):
                                                                     strict=True))}
 
 
+@pytest.mark.integration
 def test_the_cached_loss_makes_the_whole_batchs_step(tmp_path):
     """With soft targets (one-hot ones are the special case the judged pairs use)."""
     encoder = write_tiny_encoder(tmp_path / "encoder", words=[*MORE_TOPICS, *FILLER])
@@ -660,6 +661,7 @@ def test_windows_above_the_exact_limit_are_searched_through_a_graph():
                                       queries[:1], 5)[0])
 
 
+@pytest.mark.integration
 def test_a_passage_retriever_is_trained_saved_and_loaded_as_one(lesson, tmp_path):
     from workflows.retrievers.searcher import Searcher
 
@@ -762,8 +764,10 @@ def test_a_stopped_encoding_resumes_at_its_first_missing_shard(lesson, tmp_path,
     assert not list(tmp_path.rglob("*.shards"))
 
 
-@pytest.mark.parametrize("retriever, fusion", [("hybrid", "convex"), ("hybrid", "rescored"),
-                                              ("rerank", None), ("intersection", None)])
+@pytest.mark.parametrize("retriever, fusion", [
+    ("hybrid", "convex"), ("rerank", None),
+    pytest.param("hybrid", "rescored", marks=pytest.mark.integration),
+    pytest.param("intersection", None, marks=pytest.mark.integration)])
 def test_fused_retrievers_find_the_planted_answers(lesson, retriever, fusion):
     """Every answer is found; the order is the random encoder's (rerank, intersection),
     so only the hybrid, half BM25 at least (ties on validation choose 0.5), ranks well."""
@@ -1017,7 +1021,8 @@ def test_a_seeded_validation_split_is_carved_from_train(tmp_path):
     assert again.judgements == data.judgements
 
 
-def test_tune_searches_bm25_settings_on_validation(lesson, capsys):
+@pytest.mark.integration
+def test_tune_finds_bm25_settings_on_validation(lesson, capsys):
     assert retrieval.main(["tune", "--retriever", "bm25", "--space", "k1=uniform:0.5:2.0",
                            "--space", "b=choice:0.4,0.75", "--trials", "3"]) == 0
     import mlflow
@@ -1047,6 +1052,7 @@ def test_the_served_retriever_answers_and_refuses_bad_requests(lesson, tmp_path)
         assert status == 400 and "k must be between" in body["message"]
 
 
+@pytest.mark.integration
 def test_an_approximate_index_above_the_exact_limit_logs_its_recall(lesson):
     assert retrieval.main(["train", "--retriever", "dense", "--set",
                            f"encoder={lesson['encoder']}", "--set", "exact_limit=10"]) == 0
