@@ -6,12 +6,13 @@ import sqlite3
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-import keras  # noqa: E402
 import pytest  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
 def seeded():
+    import keras  # here, not at the top: the runner that starts the workers needs none
+
     keras.utils.set_random_seed(1234)
 
 
