@@ -1,4 +1,5 @@
-"""The language-model lesson end to end on tiny generated corpora, and its generation."""
+"""The language-model lesson on tiny generated corpora: its generation and refusals here, the
+lesson end to end (`lm_store`) in the integration tier."""
 
 import json
 import subprocess
@@ -39,18 +40,25 @@ def write_corpus(folder, sentiment="", documents=30):
 
 
 @pytest.fixture(scope="module")
-def lm_store(tmp_path_factory, new_store):
+def lm_folders(tmp_path_factory, new_store):
+    """A work folder and a new store, nothing trained: what the refusals need."""
     root = tmp_path_factory.mktemp("language_model")
-    texts = write_corpus(root / "texts")
-    (texts / "image.png").write_bytes(b"\x89PNG\r\n\x1a\n\0\0binary")
-    (texts / "latin1.txt").write_bytes("caf\xe9".encode("latin-1"))
     previous_uri = mlflow.get_tracking_uri()
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("NLPKIT_WORK_DIR", str(root / "work"))
         patch.setenv("MLFLOW_TRACKING_URI", new_store(root / "mlflow" / "mlflow.db"))
-        assert workflow.main(["run", "--corpus", str(texts), *TINY]) == 0
         yield root
     mlflow.set_tracking_uri(previous_uri)  # later modules find their own store again
+
+
+@pytest.fixture(scope="module")
+def lm_store(lm_folders):
+    """The lesson run end to end on a tiny corpus (the integration tier)."""
+    texts = write_corpus(lm_folders / "texts")
+    (texts / "image.png").write_bytes(b"\x89PNG\r\n\x1a\n\0\0binary")
+    (texts / "latin1.txt").write_bytes("caf\xe9".encode("latin-1"))
+    assert workflow.main(["run", "--corpus", str(texts), *TINY]) == 0
+    return lm_folders
 
 
 def lm_runs():
@@ -63,6 +71,7 @@ def generator_of(run):
     return load_generator(run)
 
 
+@pytest.mark.integration
 def test_run_logs_perplexities_samples_and_a_model(lm_store):
     (run,) = lm_runs()
     client = mlflow.MlflowClient()
@@ -81,6 +90,7 @@ def test_run_logs_perplexities_samples_and_a_model(lm_store):
     assert summary["skipped_files"] == 2 and sum(summary["documents"].values()) == 30
 
 
+@pytest.mark.integration
 def test_cached_generation_equals_uncached_generation(lm_store):
     generator = generator_of(lm_runs()[0])
     prompts = ["The film was", "I think the"]
@@ -187,6 +197,7 @@ print("ok")
     assert result.stdout.strip().endswith("ok")
 
 
+@pytest.mark.integration
 def test_generate_and_compare_from_the_command_line(lm_store, capsys):
     assert workflow.main(["generate", "The film", "--sampler", "top_p", "--seed", "1",
                           "--max-new-tokens", "5"]) == 0
@@ -203,14 +214,14 @@ def test_generate_and_compare_from_the_command_line(lm_store, capsys):
     (lambda root: write_corpus(root, documents=2), "at least 3 are needed"),
     (lambda root: (root.write_bytes(b"\xff\xfe bad"), root)[-1], "not UTF-8"),
 ])
-def test_bad_corpora_get_one_line_errors(lm_store, tmp_path, capsys, make, message):
+def test_bad_corpora_get_one_line_errors(lm_folders, tmp_path, capsys, make, message):
     corpus = make(tmp_path / "corpus")
     assert workflow.main(["prepare", "--corpus", str(corpus)]) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
 
 
-def test_bad_sampler_settings_are_refused(lm_store, capsys):
+def test_bad_sampler_settings_are_refused(lm_folders, capsys):
     for argv, message in ((["--sampler", "nope"], "sampler must be one of"),
                           (["--temperature", "0"], "temperature must be above 0"),
                           (["--top-p", "1.5"], "top_p must be above 0 and at most 1")):

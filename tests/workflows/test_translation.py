@@ -1,4 +1,5 @@
-"""The translation workflow end to end on a tiny generated corpus, and its decoding and metrics."""
+"""The translation lesson on a tiny generated corpus: its decoding, metrics and refusals
+here, the lesson end to end (`translation_store`) in the integration tier."""
 
 import json
 import subprocess
@@ -40,15 +41,23 @@ TINY_GRU = ["--epochs", "2", "--set", "embed_dim=8", "--set", "latent_dim=16",
 
 
 @pytest.fixture(scope="module")
-def translation_store(tmp_path_factory, new_store):
+def translation_folders(tmp_path_factory, new_store):
+    """The toy pairs, a work folder and a new store, nothing trained: what the refusals
+    need."""
     root = tmp_path_factory.mktemp("translation_workflow")
     archive = write_spa_eng_zip(root / "spa-eng.zip", generated_spa_lines())
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("NLPKIT_WORK_DIR", str(root / "work"))
         patch.setenv("NLPKIT_SPA_ENG_PATH", str(archive))
         patch.setenv("MLFLOW_TRACKING_URI", new_store(root / "mlflow" / "mlflow.db"))
-        assert workflow.main(["run", "--preset", "cpu", *TINY_TRANSFORMER]) == 0
         yield root
+
+
+@pytest.fixture(scope="module")
+def translation_store(translation_folders):
+    """The lesson run end to end with a tiny Transformer (the integration tier)."""
+    assert workflow.main(["run", "--preset", "cpu", *TINY_TRANSFORMER]) == 0
+    return translation_folders
 
 
 @pytest.fixture(scope="module")
@@ -102,6 +111,7 @@ def check_run_is_logged(run):
     return artifacts
 
 
+@pytest.mark.integration
 def test_run_logs_params_metrics_and_artifacts(translation_store):
     (transformer,) = runs().values()
     assert transformer.data.params["preset"] == "cpu"
@@ -134,6 +144,7 @@ print("ok")
     assert result.stdout.strip().endswith("ok")
 
 
+@pytest.mark.integration
 def test_translate_and_compare_from_the_command_line(translation_store, capsys):
     assert workflow.main(["translate", "How are you?", "I see the dog."]) == 0
     assert capsys.readouterr().out.count("  -> ") == 2
@@ -170,13 +181,14 @@ def test_the_gru_translator_runs_end_to_end_and_registers(gru_run, capsys):
     assert run_id in output and output.count("  -> ") == 1
 
 
+@pytest.mark.integration
 def test_rerun_of_a_finished_config_reuses_it(translation_store, capsys):
     assert workflow.main(["train", "--preset", "cpu", *TINY_TRANSFORMER]) == 0
     assert "already trained" in capsys.readouterr().out
     assert len(runs()) == 1
 
 
-def test_bad_input_gives_clear_errors(translation_store, capsys):
+def test_bad_input_gives_clear_errors(translation_folders, capsys):
     assert workflow.main(["train", "--model", "lstm"]) == 2
     assert "valid models: transformer, gru_seq2seq" in capsys.readouterr().err
     assert workflow.main(["train", "--preset", "tpu"]) == 2
@@ -285,6 +297,7 @@ def test_translate_prints_n_best_with_scores(translation_store, capsys):
     assert workflow.main(["translate", "Hi.", "--length-penalty", "-1"]) == 2
 
 
+@pytest.mark.integration
 def test_score_is_the_log_likelihood_that_the_training_loss_averages(translation_store,
                                                                       capsys):
     from layers import MaskedCrossentropy
@@ -385,6 +398,7 @@ def test_served_translator_answers_strings_and_rejects_bad_payloads(translation_
         assert status == 200 and body["predictions"][0]["log_likelihood"] < 0
 
 
+@pytest.mark.integration
 def test_logged_translator_ships_only_the_code_it_needs(translation_store, tmp_path):
     import mlflow
 
@@ -449,13 +463,13 @@ def test_beam_width_param_is_declared_validated_and_reaches_the_decoder(translat
     (["train", "--set", "label_smoothing=1.5"], "label_smoothing must be less than 1"),
     (["train", "--set", "optimizer=adamm"], "optimizer must be one of rmsprop, adam"),
 ])
-def test_more_bad_input_is_one_line_and_exit_status_2(translation_store, capsys, argv, message):
+def test_more_bad_input_is_one_line_and_exit_status_2(translation_folders, capsys, argv, message):
     assert workflow.main(argv) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1 and "Traceback" not in err
 
 
-def test_bad_files_are_one_line_errors(translation_store, tmp_path, capsys):
+def test_bad_files_are_one_line_errors(translation_folders, tmp_path, capsys):
     (tmp_path / "bad.yaml").write_text("epochs: [1, 2\n")
     (tmp_path / "tag.yaml").write_text("epochs: !!python/object/apply:os.system ['true']\n")
     (tmp_path / "latin1.txt").write_bytes("¿Qué?\n".encode("latin-1"))
