@@ -39,9 +39,9 @@ def float32_policy():
 
 
 # The integration tier: second backends, several processes or devices, the browser,
-# PostgreSQL, real servers, second models trained end to end. `python -m pytest`
-# (pyproject: -m "not integration") runs the rest, the quick tier; `python -m pytest -m
-# integration` runs these; `.ci/run` runs both. A test joins it by its own mark
+# PostgreSQL, real servers, the lessons other than IMDB and second models trained end to
+# end. `python -m pytest` (pyproject: -m "not integration") runs the rest, the quick
+# tier; `python -m pytest -m integration` runs these; `.ci/run` runs both. A test joins it by its own mark
 # (`@pytest.mark.integration`, or a module's `pytestmark`), or by one of these:
 INTEGRATION_MARKS = ("slow", "browser", "team_server")
 
