@@ -184,7 +184,10 @@ def test_the_gru_translator_runs_end_to_end_and_registers(gru_run, capsys):
 @pytest.mark.integration
 def test_rerun_of_a_finished_config_reuses_it(translation_store, capsys):
     def run_ids():
-        return sorted(run.info.run_id for run in runs().values())
+        import mlflow
+
+        return sorted(run.info.run_id for run in mlflow.search_runs(
+            experiment_names=[workflow.EXPERIMENT], output_format="list"))
 
     before = run_ids()
     assert workflow.main(["train", "--preset", "cpu", *TINY_TRANSFORMER]) == 0
