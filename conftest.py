@@ -16,8 +16,7 @@ os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")
 # (`xla_as_users_run_it`).
 os.environ.setdefault("NLPKIT_XLA", "0")
 # Two test workers share two cores: each runs TensorFlow's ops on one thread, which for
-# these tiny models costs nothing and spares both workers the threads' contention (the
-# quick tier: 331 s with TensorFlow's default pool, 300 s with one thread, on 2 cores).
+# these tiny models costs nothing and spares both workers the threads' contention.
 os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
 
 import pytest  # noqa: E402
@@ -41,8 +40,9 @@ def float32_policy():
 # The integration tier: second backends, several processes or devices, the browser,
 # PostgreSQL, real servers, the lessons other than IMDB and second models trained end to
 # end. `python -m pytest` (pyproject: -m "not integration") runs the rest, the quick
-# tier; `python -m pytest -m integration` runs these; `.ci/run` runs both. A test joins it by its own mark
-# (`@pytest.mark.integration`, or a module's `pytestmark`), or by one of these:
+# tier; `python -m pytest -m integration` runs these; `.ci/run` runs both. A test joins
+# it by its own mark (`@pytest.mark.integration`, or a module's `pytestmark`), or by one
+# of these:
 INTEGRATION_MARKS = ("slow", "browser", "team_server")
 
 

@@ -15,6 +15,7 @@ import keras
 import pytest
 
 from tests.data_prep.fixtures import generated_spa_lines, write_imdb_folder, write_spa_eng_zip
+from tests.workflows.logged_models import requirements_and_mismatches
 from workflows.core import fitting
 from workflows.core.config import TrainingOptions
 from workflows.core.lesson import Lesson, lesson_names, load_lesson
@@ -214,47 +215,28 @@ def test_each_lesson_trains_stops_falls_back_and_keeps_its_budget(tiny, monkeypa
 # ## The logged model requires what it needs on the backend it was trained on
 
 REQUIREMENTS_CODE = """
-import json, logging, os, tempfile
+import json, os, tempfile
 os.environ["NLPKIT_WORK_DIR"] = tempfile.mkdtemp()
 os.environ["MLFLOW_TRACKING_URI"] = "sqlite:///" + os.environ["NLPKIT_WORK_DIR"] + "/m.db"
 import mlflow
 from tests.workflows import toy_lesson
+from tests.workflows.logged_models import requirements_and_mismatches
 assert toy_lesson.main(["train", "--epochs", "1"]) == 0
 run = mlflow.search_runs(output_format="list", experiment_names=["toy_lesson"])[0]
-uri = f"runs:/{run.info.run_id}/model"
-lines = open(mlflow.pyfunc.get_model_dependencies(uri)).read().split()
-warned = []
-handler = logging.Handler()
-handler.emit = lambda record: warned.append(record.getMessage())
-logging.getLogger("mlflow").addHandler(handler)
-mlflow.pyfunc.load_model(uri).predict(["a good film"])
-print(json.dumps({"requirements": [line.split("==")[0] for line in lines],
-                  "mismatch": [m for m in warned if "mismatch" in m.lower()]}))
+required, mismatches = requirements_and_mismatches(f"runs:/{run.info.run_id}/model")
+print(json.dumps({"requirements": sorted(required), "mismatch": mismatches}))
 """
 
 
 @pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="the JAX case is below")
 @pytest.mark.parametrize("tiny", ["toy"], indirect=True)
 def test_a_model_logged_on_tensorflow_requires_it_and_loads_without_a_mismatch(tiny):
-    import logging
-
-    import mlflow
-
     module, arguments = tiny
     assert module.main(["train", *arguments, "--epochs", "1"]) == 0
-    uri = f"runs:/{latest_run(module.LESSON).info.run_id}/model"
-    required = {line.split("==")[0] for line in
-                open(mlflow.pyfunc.get_model_dependencies(uri)).read().split()}
-    warned = []
-    handler = logging.Handler()
-    handler.emit = lambda record: warned.append(record.getMessage())
-    logging.getLogger("mlflow").addHandler(handler)
-    try:
-        mlflow.pyfunc.load_model(uri).predict(["a good film"])
-    finally:
-        logging.getLogger("mlflow").removeHandler(handler)
+    required, mismatches = requirements_and_mismatches(
+        f"runs:/{latest_run(module.LESSON).info.run_id}/model")
     assert {"keras", "mlflow", "tensorflow"} <= required
-    assert [message for message in warned if "mismatch" in message.lower()] == []
+    assert mismatches == []
 
 
 @pytest.mark.integration
