@@ -1,6 +1,8 @@
-"""Seconds before the first batch of the `gpu` translator's training, compiling its
-programs one after another (as Keras does as each batch shape first comes) against all
-at once (`compilation.AheadOfTime`), with Keras's threefry dropout masks or rbg ones.
+"""Seconds before the first batch of the `gpu` translator's training: its blocks
+unrolled (six encoder and six decoder blocks in every program) or scanned (each stack
+one `ScannedBlocks`, compiled once), its programs compiled one after another (as Keras
+does as each batch shape first comes) or side by side (`compilation.AheadOfTime`), with
+Keras's threefry dropout masks or rbg ones.
 
 Measured on the CPU with JAX (a GPU machine's compiler takes several times longer per
 program, so what carries over is the count of programs and whether they compile one
@@ -25,7 +27,7 @@ class FirstBatch(Exception):
     """Raised at the first batch: the clock stops there."""
 
 
-def seconds_to_first_batch(data, random_generator, workers):
+def seconds_to_first_batch(data, random_generator, workers, scan_blocks):
     import keras
 
     from workflows import translation
@@ -33,7 +35,8 @@ def seconds_to_first_batch(data, random_generator, workers):
     from workflows.seq2seq.presets import make_config
 
     config = make_config("transformer", "gpu", {"dtype_policy": "mixed_bfloat16",
-                                                "random_generator": random_generator})
+                                                "random_generator": random_generator,
+                                                "scan_blocks": scan_blocks})
     model = translation.build_model(config, *data.tokenizer.vocabulary_sizes)
     train = batches.for_backend(data.batches(config, "train", 0))
     validation = batches.for_backend(data.batches(config, "val", limit=config.validation_pairs))
@@ -53,7 +56,8 @@ def seconds_to_first_batch(data, random_generator, workers):
         except FirstBatch:
             first_batch = time.perf_counter() - started
         ahead.wait()
-    return {"random_generator": random_generator, "compile_workers": ahead.workers,
+    return {"scan_blocks": scan_blocks, "random_generator": random_generator,
+            "compile_workers": ahead.workers,
             "train_step_programs": compiled.of("jit(train_step"),
             "test_step_programs": compiled.of("jit(test_step"),
             "seconds_to_first_batch": round(first_batch, 1),
@@ -65,6 +69,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--work-dir")
     parser.add_argument("--spa-eng-path")
+    parser.add_argument("--compile-workers", type=int,
+                        help="programs compiled at once (default: half the cores)")
     parser.add_argument("--output", default="benchmarks/results/compile_ahead.json")
     args = parser.parse_args(argv)
     import os
@@ -76,8 +82,8 @@ def main(argv=None):
     data = translation.load_data(make_config("transformer", "gpu"), args.spa_eng_path,
                                  args.work_dir)
     rows = []
-    for generator, workers in (("threefry", 1), ("threefry", None), ("rbg", 1), ("rbg", None)):
-        rows.append(seconds_to_first_batch(data, generator, workers))
+    for scan_blocks in (False, True):
+        rows.append(seconds_to_first_batch(data, "rbg", args.compile_workers, scan_blocks))
         print(rows[-1], flush=True)
     write_results({"title": "Compiling the gpu translator's programs before its first batch",
                    "machine": machine(), "rows": rows}, args.output)

@@ -12,6 +12,7 @@ from layers.masked_crossentropy import MaskedCrossentropy
 from layers.naive_bayes_linear import NaiveBayesLinear
 from layers.positional_embedding import PositionalEmbedding
 from layers.rnn_classifier import RNNClassifier
+from layers.scanned_blocks import ScannedBlocks
 from layers.schedules import NoamSchedule, WarmupCosineToHorizon, WarmupLinearDecay
 from layers.sine_position_encoding import SinePositionEncoding
 from layers.transformer_decoder import TransformerDecoder
@@ -27,6 +28,7 @@ __all__ = [
     "NoamSchedule",
     "PositionalEmbedding",
     "RNNClassifier",
+    "ScannedBlocks",
     "SinePositionEncoding",
     "TransformerDecoder",
     "TransformerEncoder",

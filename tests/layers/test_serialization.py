@@ -12,6 +12,7 @@ from layers import (
     NoamSchedule,
     PositionalEmbedding,
     RNNClassifier,
+    ScannedBlocks,
     SinePositionEncoding,
     TransformerDecoder,
     TransformerEncoder,
@@ -81,6 +82,7 @@ def test_every_export_is_registered_and_configurable(name):
         GRUSeq2SeqDecoder(20, 4, 6, attention=True, attention_units=5, dropout=0.1),
         BahdanauAttention(9),
         NaiveBayesLinear(beta=0.5, l2=1e-3),
+        ScannedBlocks(TransformerEncoder(8, 16, 2, dropout=0.1), 3, seed=1),
     ],
     ids=lambda layer: type(layer).__name__,
 )

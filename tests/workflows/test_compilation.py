@@ -107,8 +107,8 @@ rng = np.random.default_rng(0)
 source = [rng.integers(4, 40, rng.integers(1, 24)).astype("int32") for _ in range(400)]
 target = [np.concatenate([[2], row[::-1] % 30 + 4, [3]]).astype("int32") for row in source]
 config = make_config("transformer", "gpu", {
-    "embed_dim": 16, "dense_dim": 32, "num_heads": 2, "encoder_layers": 1,
-    "decoder_layers": 1, "dtype_policy": "float32", "batch_tokens": 512, "bucket_width": 8,
+    "embed_dim": 16, "dense_dim": 32, "num_heads": 2, "encoder_layers": 2,
+    "decoder_layers": 2, "dtype_policy": "float32", "batch_tokens": 512, "bucket_width": 8,
     "sequence_length": 24, "steps_per_execution": 4, "random_generator": "rbg",
     "schedule": "constant", "learning_rate": 3e-3})
 model = translation.build_model(config, 50, 50)

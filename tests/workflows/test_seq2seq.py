@@ -62,6 +62,40 @@ def test_cross_attention_weights_have_one_row_per_output_token(name):
     assert np.all(np.isfinite(weights))
 
 
+def test_a_scanned_transformer_computes_what_the_unrolled_one_does():
+    sizes = {"source_vocabulary_size": 30, "target_vocabulary_size": 30, "max_length": 8,
+             "embed_dim": 8, "dense_dim": 16, "num_heads": 2, "encoder_layers": 3,
+             "decoder_layers": 2, "norm_first": True, "tie_embeddings": True}
+    unrolled = TransformerTranslator(**sizes)
+    scanned = TransformerTranslator(**sizes, scan_blocks=True)
+    copy_weights_into_stacks(unrolled, scanned)
+    source = np.asarray([[5, 6, 7, 0, 0], [8, 9, 10, 11, 12]], "int32")
+    target = np.asarray([[2, 4, 5, 0], [2, 6, 7, 8]], "int32")
+    pairs = {"source": source, "target": target}
+    np.testing.assert_allclose(scanned(pairs), unrolled(pairs), atol=1e-5)
+    np.testing.assert_allclose(scanned.attention_weights(source, target),
+                               unrolled.attention_weights(source, target), atol=1e-5)
+    logits, _ = scanned.call_with_cache(target[:, :1], scanned.initial_cache(source, 6), 0)
+    expected, _ = unrolled.call_with_cache(target[:, :1], unrolled.initial_cache(source, 6), 0)
+    np.testing.assert_allclose(logits, expected, atol=1e-5)
+    assert len(scanned.trainable_weights) < len(unrolled.trainable_weights)
+    assert scanned.count_params() == unrolled.count_params()
+
+
+def copy_weights_into_stacks(unrolled, scanned):
+    """`scanned` given `unrolled`'s weights: block i's into slice i of each stack."""
+    by_path = {variable.path: np.asarray(variable.value) for variable in unrolled.weights}
+    for stack, kind in ((scanned.encoder_blocks, "encoder"), (scanned.decoder_blocks, "decoder")):
+        for stacked, variable in zip(stack.stacked, stack.template.trainable_variables,
+                                     strict=True):
+            inside = variable.path.split(stack.template.name + "/", 1)[1]
+            stacked.assign(np.stack([by_path[f"{kind}_{index}/{inside}"]
+                                     for index in range(stack.depth)]))
+    for variable in scanned.weights:
+        if variable.path in by_path:
+            variable.assign(by_path[variable.path])
+
+
 def test_the_presets_and_the_logged_translator_agree_on_the_widest_beam():
     from workflows.seq2seq import presets, translator
 

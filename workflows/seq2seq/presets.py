@@ -57,6 +57,8 @@ class TranslationConfig(TrainingOptions):
     # one embedding layer for source and target (needs joint_wordpiece)
     share_embeddings: bool = option(
         False, applies=all_of(TRANSFORMER, when("tokenization", "joint_wordpiece")))
+    # each stack of blocks one scan over stacked weights: compiled once, not once a block
+    scan_blocks: bool = option(False, applies=TRANSFORMER)
     latent_dim: int = option(1024, at_least=1, applies=GRU_ONLY)
     attention: bool = option(False, applies=GRU_ONLY)  # additive attention
     optimizer: str = option("rmsprop", choices=("rmsprop", "adam"))
@@ -108,7 +110,8 @@ GPU = {**CPU, "preset": "gpu", "tokenization": "joint_wordpiece", "share_embeddi
        "schedule": "cosine", "learning_rate": 0.001, "warmup_share": 0.1,
        "max_train_minutes": 12.0, "epochs": 200, "patience": 8, "average_epochs": 5,
        "bleu_every_epochs": 5,
-       "dtype_policy": "auto", "random_generator": "rbg", "steps_per_execution": 16}
+       "dtype_policy": "auto", "random_generator": "rbg", "steps_per_execution": 16,
+       "scan_blocks": True}
 GRU = {"model": "gru_seq2seq", "tokenization": "wordpiece", "sequence_length": 40,
        "attention": True, "optimizer": "adam", "output_dropout": 0.3, "bucketing": True,
        "epochs": 40}

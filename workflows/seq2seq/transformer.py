@@ -14,7 +14,7 @@ import keras
 from keras import ops
 
 from data_prep.text import PAD_ID
-from layers import PositionalEmbedding, TransformerDecoder, TransformerEncoder
+from layers import PositionalEmbedding, ScannedBlocks, TransformerDecoder, TransformerEncoder
 
 
 @keras.saving.register_keras_serializable(package="nlpkit")
@@ -38,6 +38,8 @@ class TransformerTranslator(keras.Model):
         norm_first: bool. Pre-LN blocks.
         position: `"learned"` or `"sine"`.
         tie_embeddings, scale_embeddings, share_embeddings: bool.
+        scan_blocks: bool. Each stack is one `ScannedBlocks` (its weights stacked, the
+            block compiled once, not once per layer) rather than a list of blocks.
         dtype: dtype policy of every sublayer (the logits are always float32).
     """
 
@@ -45,7 +47,7 @@ class TransformerTranslator(keras.Model):
                  embed_dim=256, dense_dim=2048, num_heads=8, key_dim=None, encoder_layers=1,
                  decoder_layers=1, dropout=0.0, output_dropout=0.5, norm_first=False,
                  position="learned", tie_embeddings=False, scale_embeddings=False, dtype=None,
-                 share_embeddings=False, **kwargs):
+                 share_embeddings=False, scan_blocks=False, **kwargs):
         if share_embeddings and source_vocabulary_size != target_vocabulary_size:
             raise ValueError("share_embeddings needs one vocabulary for both languages, got "
                              f"sizes {source_vocabulary_size} and {target_vocabulary_size}.")
@@ -66,11 +68,20 @@ class TransformerTranslator(keras.Model):
         target_embedding = embedding("target_embedding", target_vocabulary_size)
         source_embedding = target_embedding if share_embeddings else embedding(
             "source_embedding", source_vocabulary_size)
-        encoder_blocks = [TransformerEncoder(**block, name=f"encoder_{index}")
-                          for index in range(encoder_layers)]
+        features = (None, None, embed_dim)
+        if scan_blocks:
+            encoder_blocks = ScannedBlocks(TransformerEncoder(**block, name="encoder"),
+                                           encoder_layers, dtype=dtype, name="encoder_blocks")
+            decoder_blocks = ScannedBlocks(TransformerDecoder(**block, name="decoder"),
+                                           decoder_layers, dtype=dtype, name="decoder_blocks")
+            encoder_blocks.build(features)
+            decoder_blocks.build(features, features)
+        else:
+            encoder_blocks = [TransformerEncoder(**block, name=f"encoder_{index}")
+                              for index in range(encoder_layers)]
+            decoder_blocks = [TransformerDecoder(**block, name=f"decoder_{index}")
+                              for index in range(decoder_layers)]
         encoder_norm = norm("encoder_norm")
-        decoder_blocks = [TransformerDecoder(**block, name=f"decoder_{index}")
-                          for index in range(decoder_layers)]
         decoder_norm = norm("decoder_norm")
         output_projection = None if tie_embeddings else keras.layers.Dense(
             target_vocabulary_size, dtype="float32", name="logits")
@@ -80,14 +91,22 @@ class TransformerTranslator(keras.Model):
         target = keras.Input((None,), dtype="int32", name="target")
         x = keras.layers.Dropout(dropout, dtype=dtype, name="source_dropout")(
             source_embedding(source))
-        for encoder in encoder_blocks:
-            x = encoder(x)
-        if encoder_norm:
-            x = encoder_norm(x)
         y = keras.layers.Dropout(dropout, dtype=dtype, name="target_dropout")(
             target_embedding(target))
-        for decoder in decoder_blocks:
-            y = decoder(y, x)
+        if scan_blocks:  # Keras fills in no masks for a scan: they are given
+            source_mask, target_mask = ops.not_equal(source, PAD_ID), ops.not_equal(target, PAD_ID)
+            x = encoder_blocks(x, mask=source_mask)
+        else:
+            for encoder in encoder_blocks:
+                x = encoder(x)
+        if encoder_norm:
+            x = encoder_norm(x)
+        if scan_blocks:
+            y = decoder_blocks(y, x, decoder_sequence_mask=target_mask,
+                               encoder_sequence_mask=source_mask)
+        else:
+            for decoder in decoder_blocks:
+                y = decoder(y, x)
         if decoder_norm:
             y = decoder_norm(y)
         y = keras.layers.Dropout(output_dropout, dtype=dtype, name="output_dropout")(y)
@@ -112,13 +131,17 @@ class TransformerTranslator(keras.Model):
         self.dropout, self.output_dropout, self.norm_first = dropout, output_dropout, norm_first
         self.position, self.tie_embeddings = position, tie_embeddings
         self.scale_embeddings, self.share_embeddings = scale_embeddings, share_embeddings
+        self.scan_blocks = scan_blocks
         self.sublayer_dtype = source_embedding.dtype_policy
 
     def encode(self, source, source_mask):
         """The encoder stack's output for padded source ids."""
         x = self.source_embedding(source)
-        for encoder in self.encoder_blocks:
-            x = encoder(x, mask=source_mask)
+        if self.scan_blocks:
+            x = self.encoder_blocks(x, mask=source_mask)
+        else:
+            for encoder in self.encoder_blocks:
+                x = encoder(x, mask=source_mask)
         return self.encoder_norm(x) if self.encoder_norm else x
 
     def initial_cache(self, source, max_length):
@@ -126,8 +149,9 @@ class TransformerTranslator(keras.Model):
         source_mask = ops.not_equal(source, PAD_ID)
         encoded = self.encode(source, source_mask)
         batch = ops.shape(source)[0]
-        return (tuple(d.initial_cache(batch, max_length) for d in self.decoder_blocks),
-                tuple(d.cross_attention_cache(encoded) for d in self.decoder_blocks),
+        decoders = self._decoders()
+        return (tuple(d.initial_cache(batch, max_length) for d in decoders),
+                tuple(d.cross_attention_cache(encoded) for d in decoders),
                 source_mask)
 
     def call_with_cache(self, token, cache, index):
@@ -135,7 +159,7 @@ class TransformerTranslator(keras.Model):
         self_caches, cross_caches, source_mask = cache
         x = self.target_embedding(token, start_index=index)
         updated = []
-        for decoder, self_cache, cross_cache in zip(self.decoder_blocks, self_caches,
+        for decoder, self_cache, cross_cache in zip(self._decoders(), self_caches,
                                                     cross_caches, strict=True):
             x, self_cache = decoder(
                 x, encoder_sequence_mask=source_mask, self_attention_cache=self_cache,
@@ -153,10 +177,14 @@ class TransformerTranslator(keras.Model):
         source_mask = ops.not_equal(source, PAD_ID)
         encoded = self.encode(source, source_mask)
         y = self.target_embedding(target)
-        for decoder in self.decoder_blocks:
+        for decoder in self._decoders():
             y, scores = decoder(y, encoded, encoder_sequence_mask=source_mask,
                                 return_attention_scores=True)
         return ops.mean(scores[0], axis=0)
+
+    def _decoders(self):
+        """The decoder blocks, one by one (a scanned stack's as views)."""
+        return self.decoder_blocks.views() if self.scan_blocks else self.decoder_blocks
 
     def get_config(self):
         return {"name": self.name, "dtype": keras.dtype_policies.serialize(self.sublayer_dtype),
@@ -169,7 +197,7 @@ class TransformerTranslator(keras.Model):
                 "output_dropout": self.output_dropout, "norm_first": self.norm_first,
                 "position": self.position, "tie_embeddings": self.tie_embeddings,
                 "scale_embeddings": self.scale_embeddings,
-                "share_embeddings": self.share_embeddings}
+                "share_embeddings": self.share_embeddings, "scan_blocks": self.scan_blocks}
 
     @classmethod
     def from_config(cls, config):
@@ -183,4 +211,4 @@ def build(config, source_vocabulary_size, target_vocabulary_size):
         config.embed_dim, config.dense_dim, config.num_heads, config.key_dim,
         config.encoder_layers, config.decoder_layers, config.dropout, config.output_dropout,
         config.norm_first, config.position, config.tie_embeddings, config.scale_embeddings,
-        share_embeddings=config.share_embeddings)
+        share_embeddings=config.share_embeddings, scan_blocks=config.scan_blocks)
