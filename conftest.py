@@ -50,6 +50,11 @@ def is_integration(item):
     return any(item.get_closest_marker(mark) for mark in ("integration", *INTEGRATION_MARKS))
 
 
+# A fixture built once per worker that uses it: every file that uses it goes to one worker.
+SHARED_FIXTURES = ("store",)  # tests/workflows: the IMDB store, two models trained
+
+
+@pytest.hookimpl(tryfirst=True)  # before the worker reads the groups, and `-m` the tiers
 def pytest_collection_modifyitems(config, items):
     """Marks the integration tier; then orders the files for the two workers.
 
@@ -61,7 +66,9 @@ def pytest_collection_modifyitems(config, items):
     JAX: one worker takes that file while the other starts the workflows); the quick
     tier runs the packages with the most tests first (the lessons'). In a package,
     files with long tests first, then the files with the most tests; the short files
-    fill in at the end.
+    fill in at the end. Each file is one group (`--dist loadgroup`: a worker takes it
+    whole, and builds its module fixtures once), but the files that use a fixture of
+    `SHARED_FIXTURES` make one group together.
     """
     files = {}
     for item in items:
@@ -86,3 +93,10 @@ def pytest_collection_modifyitems(config, items):
              for name in sorted(packages[package],
                                 key=lambda name: (name not in long, -len(files[name])))]
     items[:] = [item for name in order for item in files[name]]
+    for name in order:
+        tests = files[name]
+        shared = [fixture for fixture in SHARED_FIXTURES
+                  if any(fixture in test.fixturenames for test in tests)]
+        group = f"{name.rpartition('/')[0]}:{shared[0]}" if shared else name
+        for test in tests:
+            test.add_marker(pytest.mark.xdist_group(group))
