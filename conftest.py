@@ -67,8 +67,9 @@ def pytest_collection_modifyitems(config, items):
     tier runs the packages with the most tests first (the lessons'). In a package,
     files with long tests first, then the files with the most tests; the short files
     fill in at the end. Each file is one group (`--dist loadgroup`: a worker takes it
-    whole, and builds its module fixtures once), but the files that use a fixture of
-    `SHARED_FIXTURES` make one group together.
+    whole, and builds its module fixtures once); in the quick tier the files that use a
+    fixture of `SHARED_FIXTURES` make one group together (the integration tier's are
+    long: they spread over both workers, each building the fixture).
     """
     files = {}
     for item in items:
@@ -80,7 +81,8 @@ def pytest_collection_modifyitems(config, items):
     packages = {}
     for name in files:
         packages.setdefault(name.rpartition("/")[0], []).append(name)
-    if config.getoption("markexpr") == "not integration":
+    quick = config.getoption("markexpr") == "not integration"
+    if quick:
         def package_order(package):
             return -sum(len(files[name]) for name in packages[package])
     else:
@@ -96,7 +98,7 @@ def pytest_collection_modifyitems(config, items):
     for name in order:
         tests = files[name]
         shared = [fixture for fixture in SHARED_FIXTURES
-                  if any(fixture in test.fixturenames for test in tests)]
+                  if quick and any(fixture in test.fixturenames for test in tests)]
         group = f"{name.rpartition('/')[0]}:{shared[0]}" if shared else name
         for test in tests:
             test.add_marker(pytest.mark.xdist_group(group))
