@@ -33,6 +33,11 @@ def bf16_peak(accelerator):
                 None)
 
 
+# the settings that decide a GPU's pace, as the run logged them
+SETTINGS = ("batch_tokens", "scan_blocks", "steps_per_execution", "random_generator",
+            "schedule", "dtype_policy")
+
+
 def summary(run, lesson):
     """The figures of one run, as the README reports them."""
     metrics, tags, params = run.data.metrics, run.data.tags, run.data.params
@@ -47,6 +52,7 @@ def summary(run, lesson):
         "keras": tags.get("keras_version"), "model": params.get("model"),
         "preset": params.get("preset"), "direction": params.get("direction"),
         "parameters": parameters,
+        **{name: params[name] for name in SETTINGS if name in params},
         "train_minutes_with_compilation": metrics.get("train_minutes"),
         "trained_epochs": metrics.get("trained_epochs"),
         "train_step_programs": metrics.get("train_step_programs"),
