@@ -76,7 +76,7 @@ class ScannedBlocks(keras.layers.Layer):
         self.stacked = [
             self.add_weight(name=_weight_name(variable, self.template),
                             shape=(self.depth, *variable.shape), dtype=variable.dtype,
-                            initializer=_stacked_values([_same_variable(b, index)
+                            initializer=_stacked_values([b.trainable_variables[index]
                                                          for b in blocks]))
             for index, variable in enumerate(self.template.trainable_variables)
         ]
@@ -180,10 +180,6 @@ class _BlockView:
 def _weight_name(variable, block):
     """The variable's path inside the block, one word (`self_attention_query_kernel`)."""
     return variable.path.split(block.name + "/", 1)[-1].replace("/", "_")
-
-
-def _same_variable(block, index):
-    return block.trainable_variables[index]
 
 
 def _stacked_values(variables):
