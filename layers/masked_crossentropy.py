@@ -53,11 +53,18 @@ class MaskedCrossentropy(keras.losses.Loss):
         return super().__call__(y_true, y_pred, sample_weight=weight)
 
     def call(self, y_true, y_pred):
-        log_probs = ops.log_softmax(ops.cast(y_pred, "float32"), axis=-1)
+        # From the logits' log-sum-exp, without the (batch, length, vocabulary) tensor of
+        # log-probabilities: -log p(label) = lse - logit(label), and the smoothing term
+        # -mean(log p) = lse - mean(logits).
+        logits = ops.cast(y_pred, "float32")
+        log_normalizer = ops.logsumexp(logits, axis=-1)
         labels = ops.cast(y_true, "int32")
-        nll = -ops.squeeze(ops.take_along_axis(log_probs, labels[..., None], axis=-1), -1)
-        return (1.0 - self.label_smoothing) * nll \
-            - self.label_smoothing * ops.mean(log_probs, axis=-1)
+        label_logits = ops.squeeze(ops.take_along_axis(logits, labels[..., None], axis=-1), -1)
+        loss = log_normalizer - label_logits
+        if self.label_smoothing:
+            smoothing = log_normalizer - ops.mean(logits, axis=-1)
+            loss = (1.0 - self.label_smoothing) * loss + self.label_smoothing * smoothing
+        return loss
 
     def get_config(self):
         return {"name": self.name, "label_smoothing": self.label_smoothing}
