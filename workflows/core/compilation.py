@@ -1,6 +1,7 @@
 """What XLA compiles, and when: JAX's persistent compilation cache, a count of the
-compilations, `compiled` functions for any backend, and the train and test steps of
-every batch shape compiled at once, ahead of the first batch (`AheadOfTime`)."""
+compilations, `compiled` functions for any backend, the train and test steps of
+every batch shape compiled at once, ahead of the first batch (`AheadOfTime`), and on
+TensorFlow a model's state built before its train step is traced (`build_before_tracing`)."""
 
 import collections
 import concurrent.futures
@@ -234,6 +235,25 @@ class AheadOfTime:
 
 
 _started = weakref.WeakSet()  # models whose steps `AheadOfTime` compiled
+
+
+def build_before_tracing(model, train_batches):
+    """Builds a compiled model's optimizer and metrics on TensorFlow from the shapes of
+    `train_batches` (a `tf.data.Dataset`), so that `fit` traces its train step once.
+
+    Without a distribution strategy Keras builds them while it traces the first train
+    step, and `tf.function` traces a function again when its first trace created
+    variables: every TensorFlow `fit` traced its train step twice (half its compiling).
+    Under a strategy Keras builds them itself first (`_maybe_symbolic_build`), as JAX's
+    trainer always does; `tests/workflows/test_compilation.py` counts the traces.
+    """
+    import keras
+
+    if (keras.backend.backend() != "tensorflow" or model.run_eagerly
+            or getattr(model, "_distribute_strategy", None) is not None
+            or not hasattr(train_batches, "element_spec")):
+        return
+    model._symbolic_build(data_batch=train_batches.element_spec)
 
 
 def signature(data):

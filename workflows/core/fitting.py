@@ -113,13 +113,15 @@ class _BatchGuard(keras.callbacks.Callback):
 
 class _CompileAhead(keras.callbacks.Callback):
     """Once `fit` has built the model's optimizer and metrics, every batch shape's train
-    and test steps compile at once (`compilation.AheadOfTime`; JAX only)."""
+    and test steps compile at once (`compilation.AheadOfTime`; JAX); on TensorFlow, they
+    are built before the train step is traced (`compilation.build_before_tracing`)."""
 
     def __init__(self, compiler, train_batches, test_batches):
         super().__init__()
         self.compiler, self.batches = compiler, (train_batches, test_batches)
 
     def on_train_begin(self, logs=None):
+        compilation.build_before_tracing(self.model, self.batches[0])
         self.compiler.start(self.model, *self.batches)
 
 
