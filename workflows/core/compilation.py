@@ -245,7 +245,8 @@ def build_before_tracing(model, train_batches):
     step, and `tf.function` traces a function again when its first trace created
     variables: every TensorFlow `fit` traced its train step twice (half its compiling).
     Under a strategy Keras builds them itself first (`_maybe_symbolic_build`), as JAX's
-    trainer always does; `tests/workflows/test_compilation.py` counts the traces.
+    trainer always does; `tests/workflows/test_compilation.py` counts the traces. A model
+    that cannot be built from shapes alone is left to Keras, as before.
     """
     import keras
 
@@ -253,7 +254,10 @@ def build_before_tracing(model, train_batches):
             or getattr(model, "_distribute_strategy", None) is not None
             or not hasattr(train_batches, "element_spec")):
         return
-    model._symbolic_build(data_batch=train_batches.element_spec)
+    try:
+        model._symbolic_build(data_batch=train_batches.element_spec)
+    except (ValueError, RuntimeError):  # Keras's words for "build me from a batch"
+        pass
 
 
 def signature(data):
