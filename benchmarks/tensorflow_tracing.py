@@ -5,15 +5,16 @@ Without a distribution strategy, Keras on TensorFlow builds the optimizer's and 
 metrics' variables while it traces the first train step, and `tf.function` then traces
 the step a second time (a first trace that created variables is not reused). The
 lifecycle builds them first, from the batches' shapes. Each variant runs in a fresh
-process: a model, then one `fit` epoch over a few hundred synthetic pairs at 1 step a
-call; it records the build's seconds, the first step's (its tracing) and the median
-step's.
+process: a model, then one `fit` epoch over 400 of `host_step.py`'s synthetic pairs at
+1 step a call; it records the build's seconds, the first step's (its tracing) and the
+median step's.
 
     python benchmarks/tensorflow_tracing.py        # results/tensorflow_tracing.json
 """
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -28,6 +29,7 @@ def first_steps(built, scan_blocks):
     import keras
     import numpy as np
 
+    from benchmarks.host_step import synthetic_pairs
     from workflows.core import compilation
     from workflows.core.batches import for_backend
     from workflows.seq2seq.presets import make_config
@@ -37,11 +39,9 @@ def first_steps(built, scan_blocks):
     config = make_config("transformer", "gpu", {
         "encoder_layers": 3, "decoder_layers": 3, "embed_dim": 256, "dense_dim": 512,
         "dtype_policy": "float32", "steps_per_execution": 1, "scan_blocks": scan_blocks})
-    rng = np.random.default_rng(0)
-    source = [rng.integers(4, 8000, rng.integers(1, 14)).astype("int32") for _ in range(400)]
-    target = [np.concatenate([[2], row[::-1], [3]]).astype("int32") for row in source]
     model = build_model(config, 8000, 8000)
-    batches = for_backend(PairBatches(source, target, pair_plan(40, 1024, bucket_width=16)))
+    plan = pair_plan(40, 1024, bucket_width=16)
+    batches = for_backend(PairBatches(*synthetic_pairs(400), plan))
     seconds = []
 
     class Clock(keras.callbacks.Callback):
@@ -77,7 +77,7 @@ def main(argv=None):
         for built in ("0", "1"):
             done = subprocess.run([sys.executable, __file__, "--variant", built, scan],
                                   capture_output=True, text=True, check=True, cwd=ROOT,
-                                  env={**__import__("os").environ, "KERAS_BACKEND": "tensorflow"})
+                                  env={**os.environ, "KERAS_BACKEND": "tensorflow"})
             rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
             print(rows[-1], flush=True)
     write_results({"title": "TensorFlow's first train step, traced once or twice",

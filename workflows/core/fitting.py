@@ -112,9 +112,9 @@ class _BatchGuard(keras.callbacks.Callback):
 
 
 class _CompileAhead(keras.callbacks.Callback):
-    """Once `fit` has built the model's optimizer and metrics, every batch shape's train
-    and test steps compile at once (`compilation.AheadOfTime`; JAX); on TensorFlow, they
-    are built before the train step is traced (`compilation.build_before_tracing`)."""
+    """At `fit`'s start: on TensorFlow, the model's optimizer and metrics are built before
+    its train step is traced (`compilation.build_before_tracing`); on JAX, every batch
+    shape's train and test steps compile at once (`compilation.AheadOfTime`)."""
 
     def __init__(self, compiler, train_batches, test_batches):
         super().__init__()
