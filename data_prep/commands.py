@@ -24,18 +24,22 @@ def quiet_tensorflow():
     Set `NLPKIT_VERBOSE=1` to see them.
     """
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # its runtime notices too (oneDNN)
-    if (os.environ.get("NLPKIT_VERBOSE") or "tensorflow" in sys.modules
+    if ("tensorflow" in sys.modules
             or os.environ.get("KERAS_BACKEND", "tensorflow") != "tensorflow"
             or importlib.util.find_spec("tensorflow") is None):  # e.g. a JAX-only machine
         return
-    with _stderr_muted():
+    # a stop during the import waits for its end: a KeyboardInterrupt raised inside
+    # TensorFlow's import can crash the interpreter (a segmentation fault, no word said)
+    with Stop.deferred(), _stderr_muted():
         import tensorflow
 
         tensorflow.config.list_physical_devices()  # probes CUDA now: its errors muted too
+    Stop.raise_if_requested()
 
 
 @contextlib.contextmanager
 def _stderr_muted():
+    global _unmuted_stderr
     if os.environ.get("NLPKIT_VERBOSE"):
         yield
         return
@@ -44,11 +48,16 @@ def _stderr_muted():
     devnull = os.open(os.devnull, os.O_WRONLY)
     try:
         os.dup2(devnull, 2)
+        _unmuted_stderr = saved
         yield
     finally:
+        _unmuted_stderr = None
         os.dup2(saved, 2)
         os.close(saved)
         os.close(devnull)
+
+
+_unmuted_stderr = None  # stderr's own file descriptor while `_stderr_muted` mutes it
 
 
 def quiet_start():
@@ -107,11 +116,12 @@ STOP_GRACE_SECONDS = float(os.environ.get("NLPKIT_STOP_GRACE_SECONDS", "8"))
 
 
 class Stop:
-    """Whether a stop signal came, and who handles it: while a trainer runs its batches
-    (`at_batch_end`) the signal only sets `requested`, and the trainer stops at the end
-    of the batch under way, where the model's real weights can be read (on JAX they live
-    outside the model during `fit` and `evaluate`); elsewhere it raises
-    `KeyboardInterrupt` at once. A second signal always raises at once."""
+    """Whether a stop signal came, and who handles it: inside a `deferred` block the
+    signal only sets `requested`, checked by the block's owner (a trainer stops at the
+    end of the batch under way, where the model's real weights can be read: on JAX they
+    live outside the model during `fit` and `evaluate`; TensorFlow's import ends first);
+    elsewhere it raises `KeyboardInterrupt` at once. A second signal always raises at
+    once."""
 
     requested = False
     signals = 0
@@ -121,8 +131,8 @@ class Stop:
 
     @classmethod
     @contextlib.contextmanager
-    def at_batch_end(cls):
-        """Defers stop signals to the trainer's own check of `requested` while it runs."""
+    def deferred(cls):
+        """Defers stop signals to the owner's own check of `requested` while it runs."""
         cls.deferring += 1
         try:
             yield
@@ -131,7 +141,8 @@ class Stop:
 
     @classmethod
     def raise_if_requested(cls):
-        """After a deferring block: the stop that came once no batch was left to end it."""
+        """After a `deferred` block: the stop that came while it ran (a trainer's: once
+        no batch was left to end it)."""
         if cls.requested:
             raise KeyboardInterrupt
 
@@ -194,6 +205,8 @@ class ForcedStop:
             kept = None
         line = f"Stopped {STOP_GRACE_SECONDS:.0f} s after the signal" + (f": {kept}" if kept
                                                                          else ".")
+        if _unmuted_stderr is not None:  # said where the user sees it
+            os.dup2(_unmuted_stderr, 2)
         print(f"\n{line}", file=sys.stderr, flush=True)
         os._exit(130)
 

@@ -83,3 +83,42 @@ def test_a_stop_after_the_command_finished_leaves_its_status_and_says_nothing(st
     command, errors = stopped_after_first_line(SLOW_SHUTDOWN_COMMAND, "done\n", 0.5,
                                                stop_signal)  # in the interpreter's shutdown
     assert (command.returncode, errors) == (0, "")
+
+
+# A stand-in for TensorFlow whose import takes a second: the stop lands inside it
+SLOW_TENSORFLOW = textwrap.dedent("""
+    import pathlib, sys, time, types
+
+    print("importing", flush=True)
+    time.sleep(1.0)
+    config = types.SimpleNamespace(list_physical_devices=lambda: [])
+    pathlib.Path(__file__).with_name("imported").touch()
+""")
+QUIETLY_IMPORTING_COMMAND = textwrap.dedent("""
+    from data_prep.commands import quiet_tensorflow, run_main
+
+    def main(argv):
+        quiet_tensorflow()
+        print("after the import", flush=True)
+        return 0
+
+    run_main(main)
+""")
+
+
+@pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM])
+def test_a_stop_during_tensorflows_import_waits_for_its_end_then_is_one_line_and_130(
+        stop_signal, tmp_path, monkeypatch):
+    # an exception raised inside TensorFlow's import can crash the interpreter
+    (tmp_path / "tensorflow").mkdir()
+    (tmp_path / "tensorflow" / "__init__.py").write_text(SLOW_TENSORFLOW)
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}{os.pathsep}{ROOT}")
+    monkeypatch.setenv("KERAS_BACKEND", "tensorflow")
+    command = subprocess.Popen([sys.executable, "-c", QUIETLY_IMPORTING_COMMAND], cwd=ROOT,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert command.stdout.readline() == "importing\n"
+    time.sleep(0.2)
+    command.send_signal(stop_signal)
+    output, errors = command.communicate(timeout=20)
+    assert (command.returncode, output, errors.strip()) == (130, "", "Interrupted.")
+    assert (tmp_path / "tensorflow" / "imported").exists()  # the import was not broken off

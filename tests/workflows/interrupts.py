@@ -114,10 +114,10 @@ def interrupt_until_finished(make_case, backend, root, seed, stops):
                 output, status, to_exit = run_command(command, env, stop_after=moment)
                 assert "Traceback" not in output, output[-4000:]
                 if to_exit is not None:  # stopped before it finished
-                    assert status == 130, output[-3000:]
+                    assert status == 130, (moment, status, output[-3000:])
                     assert to_exit < STOP_SECONDS, (to_exit, output[-2000:])
                 else:
-                    assert status == 0, output[-3000:]
+                    assert status == 0, (moment, status, output[-3000:])
                 measured.append((round(moment, 1), status, to_exit and round(to_exit, 1)))
             output, status, _ = run_command(command, env)
             assert status == 0 and "Traceback" not in output, output[-3000:]

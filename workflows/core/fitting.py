@@ -285,7 +285,7 @@ class _Epoch:
             if not _is_empty(dataset):
                 self.changed = True
                 ahead = _CompileAhead(self.ahead, dataset, validation_data)
-                with Stop.at_batch_end():
+                with Stop.deferred():
                     logs = model.fit(dataset, epochs=1, verbose=verbose, shuffle=False,
                                      callbacks=[ahead, batches, *callbacks]).history
                 if batches.batches:
@@ -316,7 +316,7 @@ class _Epoch:
         started, compiled_before, first_calls = time.perf_counter(), self.compiled.seconds, 0.0
         if validation_data is not None:
             check = _BatchGuard(self.folder, self.state, 0, self.budget)
-            with Stop.at_batch_end():
+            with Stop.deferred():
                 logs = self.model.evaluate(validation_data, verbose=0, return_dict=True,
                                            callbacks=[check])
             Stop.raise_if_requested()
