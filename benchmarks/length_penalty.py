@@ -77,7 +77,7 @@ def earlier_scores(output, run_id, sentences, beam_width):
 
 
 if __name__ == "__main__":
-    from data_prep.commands import quiet_tensorflow
+    from data_prep.commands import import_backend
 
-    quiet_tensorflow()
+    import_backend()
     main()

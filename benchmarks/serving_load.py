@@ -141,7 +141,7 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    from data_prep.commands import quiet_tensorflow
+    from data_prep.commands import import_backend
 
-    quiet_tensorflow()
+    import_backend()
     main()

@@ -14,26 +14,28 @@ import threading
 import time
 
 
-def quiet_tensorflow():
-    """Imports TensorFlow (the Keras backend by default) with its C++ start-up messages
-    silenced: what a step that builds or loads a model calls first.
+def import_backend():
+    """Imports the Keras backend's library (`KERAS_BACKEND`: TensorFlow by default, JAX
+    or PyTorch): what a step that builds or loads a model calls first.
 
-    TensorFlow prints oneDNN/CUDA notices to stderr before its logging is configured,
-    so no environment variable hides them; stderr is muted during the import and the
-    first device probe (where a machine without a GPU driver logs a cuInit error) only.
-    Set `NLPKIT_VERBOSE=1` to see them.
+    A stop signal during the import waits for its end: an exception raised inside the
+    import of TensorFlow or of jaxlib can crash the interpreter (a segmentation fault or
+    an abort, with no word said; here about 1 stop in 150 during TensorFlow's import and
+    1 in 16 during JAX's). TensorFlow prints oneDNN/CUDA notices to stderr before its
+    logging is configured, so no environment variable hides them: stderr is muted during
+    its import and first device probe (where a machine without a GPU driver logs a
+    cuInit error) only. Set `NLPKIT_VERBOSE=1` to see them.
     """
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # its runtime notices too (oneDNN)
-    if ("tensorflow" in sys.modules
-            or os.environ.get("KERAS_BACKEND", "tensorflow") != "tensorflow"
-            or importlib.util.find_spec("tensorflow") is None):  # e.g. a JAX-only machine
+    library = os.environ.get("KERAS_BACKEND", "tensorflow")
+    if (library not in ("tensorflow", "jax", "torch") or library in sys.modules
+            or importlib.util.find_spec(library) is None):  # e.g. TensorFlow on a JAX machine
         return
-    # a stop during the import waits for its end: a KeyboardInterrupt raised inside
-    # TensorFlow's import can crash the interpreter (a segmentation fault, no word said)
-    with Stop.deferred(), _stderr_muted():
-        import tensorflow
-
-        tensorflow.config.list_physical_devices()  # probes CUDA now: its errors muted too
+    muted = _stderr_muted() if library == "tensorflow" else contextlib.nullcontext()
+    with Stop.deferred(), muted:
+        module = importlib.import_module(library)
+        if library == "tensorflow":
+            module.config.list_physical_devices()  # probes CUDA now: its errors muted too
     Stop.raise_if_requested()
 
 

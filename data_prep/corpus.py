@@ -24,7 +24,7 @@ from tqdm import tqdm
 
 from data_prep import cache, imdb
 from data_prep.sources import add_location_arguments, extract
-from data_prep.commands import UserError, quiet_tensorflow, run_main
+from data_prep.commands import UserError, import_backend, run_main
 from data_prep.text import SPECIAL_TOKENS, learn_wordpiece, make_wordpiece_tokenizer
 
 ARCHIVES = (".zip", ".tar.gz", ".tgz", ".tar")
@@ -214,7 +214,7 @@ def main(argv=None):
     add_location_arguments(parser, imdb.ACL_IMDB)
     parser.add_argument("--vocabulary-size", type=int, default=CorpusSettings.vocabulary_size)
     args = parser.parse_args(argv)
-    quiet_tensorflow()
+    import_backend()
     if args.vocabulary_size < len(SPECIAL_TOKENS) + 1:
         raise CorpusError(f"--vocabulary-size must be more than {len(SPECIAL_TOKENS)}.")
     prepare(args.corpus, args.imdb_path, CorpusSettings(vocabulary_size=args.vocabulary_size),

@@ -28,7 +28,7 @@ from data_prep.sources import (
     prepared_entry,
     resolve,
 )
-from data_prep.commands import quiet_tensorflow, run_main
+from data_prep.commands import import_backend, run_main
 from data_prep.text import (
     clean_html,
     register_standardizations,
@@ -293,7 +293,7 @@ def main(argv=None):
     parser.add_argument("--include-unlabelled", action="store_true",
                         help="also keep the 50,000 unlabelled reviews (for Word2Vec)")
     args = parser.parse_args(argv)
-    quiet_tensorflow()
+    import_backend()
     settings = ImdbSettings(args.max_tokens, args.sequence_length, args.val_fraction,
                             args.seed, args.include_unlabelled)
     started = time.perf_counter()

@@ -29,7 +29,7 @@ from data_prep.sources import (
     prepared_entry,
     resolve,
 )
-from data_prep.commands import quiet_tensorflow, run_main
+from data_prep.commands import import_backend, run_main
 from data_prep.text import (
     SPECIAL_TOKENS,
     learn_wordpiece,
@@ -310,7 +310,7 @@ def main(argv=None):
                         default=defaults.subword_vocabulary_size,
                         help="size of each WordPiece vocabulary (learned on the train split)")
     args = parser.parse_args(argv)
-    quiet_tensorflow()
+    import_backend()
     settings = SpaEngSettings(args.max_tokens, args.sequence_length, defaults.fractions, args.seed,
                               args.subword_vocabulary_size)
     started = time.perf_counter()

@@ -13,7 +13,7 @@ from tqdm import tqdm
 
 from data_prep import imdb
 from data_prep.cache import produce_file
-from data_prep.commands import quiet_tensorflow, run_main
+from data_prep.commands import import_backend, run_main
 from data_prep.text import clean_html
 
 PUNCTUATION = re.compile(f"[{re.escape(string.punctuation)}]")
@@ -98,7 +98,7 @@ def main(argv=None):
     parser.add_argument("--output", help="where to save the .kv file "
                         "(default: <prepared IMDB folder>/<algorithm>-<size>d.kv)")
     args = parser.parse_args(argv)
-    quiet_tensorflow()
+    import_backend()
     prepared = imdb.prepare(args.imdb_path, imdb.ImdbSettings(include_unlabelled=True),
                             args.work_dir)
     output = Path(args.output or default_vectors_path(prepared, args.algorithm, args.vector_size))

@@ -85,20 +85,20 @@ def test_a_stop_after_the_command_finished_leaves_its_status_and_says_nothing(st
     assert (command.returncode, errors) == (0, "")
 
 
-# A stand-in for TensorFlow whose import takes a second: the stop lands inside it
-SLOW_TENSORFLOW = textwrap.dedent("""
+# A stand-in for the backend's library whose import takes a second: the stop lands in it
+SLOW_LIBRARY = textwrap.dedent("""
     import pathlib, sys, time, types
 
     print("importing", flush=True)
     time.sleep(1.0)
-    config = types.SimpleNamespace(list_physical_devices=lambda: [])
+    config = types.SimpleNamespace(list_physical_devices=lambda: [])  # as TensorFlow's
     pathlib.Path(__file__).with_name("imported").touch()
 """)
-QUIETLY_IMPORTING_COMMAND = textwrap.dedent("""
-    from data_prep.commands import quiet_tensorflow, run_main
+IMPORTING_COMMAND = textwrap.dedent("""
+    from data_prep.commands import import_backend, run_main
 
     def main(argv):
-        quiet_tensorflow()
+        import_backend()
         print("after the import", flush=True)
         return 0
 
@@ -106,19 +106,21 @@ QUIETLY_IMPORTING_COMMAND = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM])
-def test_a_stop_during_tensorflows_import_waits_for_its_end_then_is_one_line_and_130(
-        stop_signal, tmp_path, monkeypatch):
-    # an exception raised inside TensorFlow's import can crash the interpreter
-    (tmp_path / "tensorflow").mkdir()
-    (tmp_path / "tensorflow" / "__init__.py").write_text(SLOW_TENSORFLOW)
+@pytest.mark.parametrize("backend, stop_signal", [("tensorflow", signal.SIGINT),
+                                                  ("tensorflow", signal.SIGTERM),
+                                                  ("jax", signal.SIGTERM)])
+def test_a_stop_during_the_backends_import_waits_for_its_end_then_is_one_line_and_130(
+        backend, stop_signal, tmp_path, monkeypatch):
+    # an exception raised inside TensorFlow's or jaxlib's import can crash the interpreter
+    (tmp_path / backend).mkdir()
+    (tmp_path / backend / "__init__.py").write_text(SLOW_LIBRARY)
     monkeypatch.setenv("PYTHONPATH", f"{tmp_path}{os.pathsep}{ROOT}")
-    monkeypatch.setenv("KERAS_BACKEND", "tensorflow")
-    command = subprocess.Popen([sys.executable, "-c", QUIETLY_IMPORTING_COMMAND], cwd=ROOT,
+    monkeypatch.setenv("KERAS_BACKEND", backend)
+    command = subprocess.Popen([sys.executable, "-c", IMPORTING_COMMAND], cwd=ROOT,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert command.stdout.readline() == "importing\n"
     time.sleep(0.2)
     command.send_signal(stop_signal)
     output, errors = command.communicate(timeout=20)
     assert (command.returncode, output, errors.strip()) == (130, "", "Interrupted.")
-    assert (tmp_path / "tensorflow" / "imported").exists()  # the import was not broken off
+    assert (tmp_path / backend / "imported").exists()  # the import was not broken off

@@ -17,7 +17,7 @@ from pathlib import Path
 import yaml
 
 from data_prep.sources import add_location_arguments
-from data_prep.commands import quiet_tensorflow, run_command
+from data_prep.commands import import_backend, run_command
 from data_prep.text import text_lines
 from workflows.core import tuning_space
 from workflows.core.config import ConfigError, TrainingOptions, applicable_fields
@@ -168,9 +168,9 @@ class LessonCLI:
 
     @staticmethod
     def _use_devices(args):
-        """TensorFlow (if it is the backend) imported with its start-up noise muted;
+        """The backend's library imported (TensorFlow with its start-up noise muted);
         refuses what several processes cannot share; opens the compiled-program cache."""
-        quiet_tensorflow()
+        import_backend()
         from workflows.core import compilation, devices
 
         if devices.process_count() > 1 and (args.step in ("run", "tune")
