@@ -124,3 +124,23 @@ def test_a_stop_during_the_backends_import_waits_for_its_end_then_is_one_line_an
     output, errors = command.communicate(timeout=20)
     assert (command.returncode, output, errors.strip()) == (130, "", "Interrupted.")
     assert (tmp_path / backend / "imported").exists()  # the import was not broken off
+
+
+def test_an_import_longer_than_the_grace_period_is_ended_with_its_line_on_the_real_stderr(
+        tmp_path, monkeypatch):
+    (tmp_path / "tensorflow").mkdir()
+    (tmp_path / "tensorflow" / "__init__.py").write_text(
+        SLOW_LIBRARY.replace("time.sleep(1.0)", "time.sleep(10.0)"))
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}{os.pathsep}{ROOT}")
+    monkeypatch.setenv("KERAS_BACKEND", "tensorflow")
+    monkeypatch.setenv("NLPKIT_STOP_GRACE_SECONDS", "1")
+    command = subprocess.Popen([sys.executable, "-c", IMPORTING_COMMAND], cwd=ROOT,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert command.stdout.readline() == "importing\n"
+    command.send_signal(signal.SIGTERM)
+    started = time.monotonic()
+    output, errors = command.communicate(timeout=20)
+    assert time.monotonic() - started < 5
+    assert (command.returncode, output, errors.strip()) == (
+        130, "", "Stopped 1 s after the signal.")  # said although stderr was muted
+    assert not (tmp_path / "tensorflow" / "imported").exists()
