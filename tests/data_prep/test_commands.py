@@ -85,12 +85,12 @@ def test_a_stop_after_the_command_finished_leaves_its_status_and_says_nothing(st
     assert (command.returncode, errors) == (0, "")
 
 
-# A stand-in for the backend's library whose import takes a second: the stop lands in it
+# A stand-in for the backend's library whose import takes half a second: the stop lands in it
 SLOW_LIBRARY = textwrap.dedent("""
     import pathlib, sys, time, types
 
     print("importing", flush=True)
-    time.sleep(1.0)
+    time.sleep(0.5)
     config = types.SimpleNamespace(list_physical_devices=lambda: [])  # as TensorFlow's
     pathlib.Path(__file__).with_name("imported").touch()
 """)
@@ -119,7 +119,7 @@ def test_a_stop_during_the_backends_import_waits_for_its_end_then_is_one_line_an
     command = subprocess.Popen([sys.executable, "-c", IMPORTING_COMMAND], cwd=ROOT,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert command.stdout.readline() == "importing\n"
-    time.sleep(0.2)
+    time.sleep(0.1)
     command.send_signal(stop_signal)
     output, errors = command.communicate(timeout=20)
     assert (command.returncode, output, errors.strip()) == (130, "", "Interrupted.")
@@ -130,7 +130,7 @@ def test_an_import_longer_than_the_grace_period_is_ended_with_its_line_on_the_re
         tmp_path, monkeypatch):
     (tmp_path / "tensorflow").mkdir()
     (tmp_path / "tensorflow" / "__init__.py").write_text(
-        SLOW_LIBRARY.replace("time.sleep(1.0)", "time.sleep(10.0)"))
+        SLOW_LIBRARY.replace("time.sleep(0.5)", "time.sleep(10.0)"))
     monkeypatch.setenv("PYTHONPATH", f"{tmp_path}{os.pathsep}{ROOT}")
     monkeypatch.setenv("KERAS_BACKEND", "tensorflow")
     monkeypatch.setenv("NLPKIT_STOP_GRACE_SECONDS", "1")
