@@ -27,22 +27,23 @@ SWALLOWING_COMMAND = textwrap.dedent("""
 """)
 
 
-def stopped_after_first_line(code, first_line, wait, stop_signal):
-    """Runs `code`, checks its first line, sends `stop_signal` `wait` seconds later;
-    returns the ended process and its stderr."""
+def stopped_after_first_line(code, first_line, wait, stop_signal, environment=()):
+    """Runs `code` (with `environment`'s variables), checks its first line, sends
+    `stop_signal` `wait` seconds later; returns the ended process, the rest of its stdout
+    and its stderr."""
     command = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True,
-                               env={**os.environ, "PYTHONPATH": ROOT})
+                               env={**os.environ, "PYTHONPATH": ROOT, **dict(environment)})
     assert command.stdout.readline() == first_line
     time.sleep(wait)
     command.send_signal(stop_signal)
-    return command, command.communicate(timeout=20)[1]
+    return (command, *command.communicate(timeout=20))
 
 
 @pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM])
 def test_a_stop_a_library_turns_into_its_own_error_is_still_one_line_and_130(stop_signal):
-    command, errors = stopped_after_first_line(SWALLOWING_COMMAND, "ready\n", 0.2,
-                                               stop_signal)
+    command, _, errors = stopped_after_first_line(SWALLOWING_COMMAND, "ready\n", 0.2,
+                                                  stop_signal)
     assert command.returncode == 130
     assert "Traceback" not in errors
     assert errors.strip() == "Interrupted."
@@ -80,8 +81,8 @@ SLOW_SHUTDOWN_COMMAND = textwrap.dedent("""
 
 @pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM])
 def test_a_stop_after_the_command_finished_leaves_its_status_and_says_nothing(stop_signal):
-    command, errors = stopped_after_first_line(SLOW_SHUTDOWN_COMMAND, "done\n", 0.5,
-                                               stop_signal)  # in the interpreter's shutdown
+    command, _, errors = stopped_after_first_line(SLOW_SHUTDOWN_COMMAND, "done\n", 0.5,
+                                                  stop_signal)  # in the interpreter's shutdown
     assert (command.returncode, errors) == (0, "")
 
 
@@ -106,40 +107,34 @@ IMPORTING_COMMAND = textwrap.dedent("""
 """)
 
 
+def importing_environment(folder, backend, import_seconds):
+    """The variables of a command whose backend (`backend`) is a stand-in in `folder`."""
+    (folder / backend).mkdir()
+    (folder / backend / "__init__.py").write_text(
+        SLOW_LIBRARY.replace("time.sleep(0.5)", f"time.sleep({import_seconds})"))
+    return {"PYTHONPATH": f"{folder}{os.pathsep}{ROOT}", "KERAS_BACKEND": backend}
+
+
 @pytest.mark.parametrize("backend, stop_signal", [("tensorflow", signal.SIGINT),
                                                   ("tensorflow", signal.SIGTERM),
                                                   ("jax", signal.SIGTERM)])
 def test_a_stop_during_the_backends_import_waits_for_its_end_then_is_one_line_and_130(
-        backend, stop_signal, tmp_path, monkeypatch):
+        backend, stop_signal, tmp_path):
     # an exception raised inside TensorFlow's or jaxlib's import can crash the interpreter
-    (tmp_path / backend).mkdir()
-    (tmp_path / backend / "__init__.py").write_text(SLOW_LIBRARY)
-    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}{os.pathsep}{ROOT}")
-    monkeypatch.setenv("KERAS_BACKEND", backend)
-    command = subprocess.Popen([sys.executable, "-c", IMPORTING_COMMAND], cwd=ROOT,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert command.stdout.readline() == "importing\n"
-    time.sleep(0.1)
-    command.send_signal(stop_signal)
-    output, errors = command.communicate(timeout=20)
+    command, output, errors = stopped_after_first_line(
+        IMPORTING_COMMAND, "importing\n", 0.1, stop_signal,
+        importing_environment(tmp_path, backend, 0.5))
     assert (command.returncode, output, errors.strip()) == (130, "", "Interrupted.")
     assert (tmp_path / backend / "imported").exists()  # the import was not broken off
 
 
 def test_an_import_longer_than_the_grace_period_is_ended_with_its_line_on_the_real_stderr(
-        tmp_path, monkeypatch):
-    (tmp_path / "tensorflow").mkdir()
-    (tmp_path / "tensorflow" / "__init__.py").write_text(
-        SLOW_LIBRARY.replace("time.sleep(0.5)", "time.sleep(10.0)"))
-    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}{os.pathsep}{ROOT}")
-    monkeypatch.setenv("KERAS_BACKEND", "tensorflow")
-    monkeypatch.setenv("NLPKIT_STOP_GRACE_SECONDS", "1")
-    command = subprocess.Popen([sys.executable, "-c", IMPORTING_COMMAND], cwd=ROOT,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert command.stdout.readline() == "importing\n"
-    command.send_signal(signal.SIGTERM)
+        tmp_path):
+    environment = {**importing_environment(tmp_path, "tensorflow", 10.0),
+                   "NLPKIT_STOP_GRACE_SECONDS": "1"}
     started = time.monotonic()
-    output, errors = command.communicate(timeout=20)
+    command, output, errors = stopped_after_first_line(IMPORTING_COMMAND, "importing\n", 0,
+                                                       signal.SIGTERM, environment)
     assert time.monotonic() - started < 5
     assert (command.returncode, output, errors.strip()) == (
         130, "", "Stopped 1 s after the signal.")  # said although stderr was muted
