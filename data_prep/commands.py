@@ -176,9 +176,13 @@ def _redeliver_swallowed_stop(unraisable):
 class ForcedStop:
     """The backstop: a thread woken by the signal itself (Python's wake-up file, written
     by the C handler even while the interpreter is held by a compilation or a device
-    call) ends the process `STOP_GRACE_SECONDS` later if it is still running, saying what
-    is kept (`kept()`, set by a training: its last checkpoint). Checkpoints are written
+    call) ends the process `grace` seconds later if it is still running, saying what
+    is kept (`kept()`, set by a training: its last checkpoint). `grace` is
+    `STOP_GRACE_SECONDS`, or more in a command whose stop waits for other processes' (a
+    tune for its workers'). Checkpoints are written
     atomically, so an exit at any moment leaves the last one intact."""
+
+    grace = STOP_GRACE_SECONDS  # a command whose stop waits for others' may raise it
 
     @staticmethod
     def kept():
@@ -200,12 +204,14 @@ class ForcedStop:
     def _exit_after_grace(cls, read):
         while not set(os.read(read, 64)) & {int(number) for number in STOP_SIGNALS}:
             pass
-        time.sleep(STOP_GRACE_SECONDS)
+        signalled = time.monotonic()
+        while (left := signalled + cls.grace - time.monotonic()) > 0:
+            time.sleep(left)  # `grace` may have grown meanwhile
         try:
             kept = cls.kept()
         except Exception:  # noqa: BLE001  the exit must not wait on a broken description
             kept = None
-        line = f"Stopped {STOP_GRACE_SECONDS:.0f} s after the signal" + (f": {kept}" if kept
+        line = f"Stopped {cls.grace:.0f} s after the signal" + (f": {kept}" if kept
                                                                          else ".")
         if _unmuted_stderr is not None:  # said where the user sees it
             os.dup2(_unmuted_stderr, 2)

@@ -192,3 +192,59 @@ def wait_for_a_reported_epoch(folder, process, seconds=120):
                 return study
         time.sleep(0.1)
     pytest.fail("the worker reported no epoch")
+
+
+WORKER_SLOW_TO_STOP = """
+import signal, sys, time
+
+def stop(*_):
+    time.sleep(2)  # a trial's checkpoint that outlasts the parent's own grace period
+    print("stopped", flush=True)
+    sys.exit(130)
+
+signal.signal(signal.SIGTERM, stop)
+print("ready", flush=True)
+time.sleep(600)
+"""
+
+TUNE_WITH_SLOW_WORKERS = """
+import sys
+from data_prep.commands import run_main
+from workflows import imdb_sentiment as workflow
+from workflows.core import tuning, tuning_space
+
+def main(argv):
+    config = workflow.CATALOG.make("bow")
+    settings = tuning_space.make_settings(config, ["hidden_units=int:2:6"], workers=2)
+    tuning.tune(workflow.LESSON, config, settings, None,
+                worker_command=[sys.executable, "-c", sys.argv[1]])
+
+run_main(main)
+"""
+
+
+@pytest.mark.integration
+def test_a_stopped_tune_waits_for_its_workers_then_marks_its_run_killed(tmp_path, new_store):
+    # each worker takes 2 s to stop, the parent's grace period is 1 s: the parent's
+    # forced stop must come after its workers' ends and its run's summary
+    environment = {**os.environ, "NLPKIT_STOP_GRACE_SECONDS": "1",
+                   "NLPKIT_WORK_DIR": str(tmp_path / "work"),
+                   "MLFLOW_TRACKING_URI": new_store(tmp_path / "mlflow.db")}
+    parent = subprocess.Popen([sys.executable, "-c", TUNE_WITH_SLOW_WORKERS,
+                               WORKER_SLOW_TO_STOP], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=environment)
+    for line in parent.stdout:
+        if line.startswith("Started 2 workers"):
+            break
+    logs = sorted((tmp_path / "work" / "tuning").glob("*/worker-*.log"))
+    deadline = time.monotonic() + 60
+    while not all(log.read_text() == "ready\n" for log in logs) \
+            and time.monotonic() < deadline:
+        time.sleep(0.1)
+    parent.send_signal(signal.SIGTERM)
+    _, errors = parent.communicate(timeout=60)
+    assert (parent.returncode, errors.strip()) == (130, "Interrupted."), errors
+    assert [log.read_text() for log in logs] == ["ready\nstopped\n"] * 2
+    mlflow.set_tracking_uri(environment["MLFLOW_TRACKING_URI"])
+    (study_run,) = mlflow.search_runs(search_all_experiments=True, output_format="list")
+    assert study_run.info.status == "KILLED" and study_run.data.tags["tune"] == "true"

@@ -31,6 +31,7 @@ import optuna
 import sqlalchemy
 
 from data_prep import cache
+from data_prep.commands import STOP_GRACE_SECONDS, ForcedStop
 from workflows.core import servers, store, tracking
 from workflows.core.config import ConfigError, apply_overrides, describe
 from workflows.core.tuning_summary import describe_values, summarize
@@ -268,13 +269,19 @@ def work(study, storage, config, settings, parent_id, train_trial, worker=0):
 # ## Several local workers
 
 
-STOP_SECONDS = 8  # a stopped worker's time to checkpoint its trial, before it is killed
+# a stopped worker's time to checkpoint its trial (its own forced stop comes first), then
+# the parent's to log the study's summary: the parent's own forced stop comes after both
+WORKER_STOP_SECONDS = STOP_GRACE_SECONDS + 1
+SUMMARY_SECONDS = 10
 
 
 def start_workers(command, count, log_dir):
     """`count` worker processes running `command + ["--worker", i]`, logging to files.
     Each gets an equal share of the CPU threads unless the user set them, leads its own
-    process group (stopped whole) and, on Linux, is stopped when its parent dies."""
+    process group (stopped whole) and, on Linux, is stopped when its parent dies. A stop
+    of this process now waits for theirs (`stop_workers`) and logs the summary before
+    it is forced."""
+    ForcedStop.grace = max(ForcedStop.grace, WORKER_STOP_SECONDS + SUMMARY_SECONDS)
     log_dir.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
     env.setdefault("TF_NUM_INTRAOP_THREADS", str(max(1, (os.cpu_count() or 1) // count)))
@@ -315,11 +322,11 @@ def wait_for(workers, study, settings):
 
 def stop_workers(workers):
     """SIGTERM to every worker's group (each checkpoints its trial, queues it again and
-    exits), then SIGKILL to any group still there after `STOP_SECONDS` in all."""
+    exits), then SIGKILL to any group still there after `WORKER_STOP_SECONDS` in all."""
     for process, _ in workers:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGTERM)
-    deadline = time.monotonic() + STOP_SECONDS
+    deadline = time.monotonic() + WORKER_STOP_SECONDS
     for process, _ in workers:
         try:
             process.wait(timeout=max(deadline - time.monotonic(), 0.1))
