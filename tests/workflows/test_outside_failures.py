@@ -241,6 +241,41 @@ def test_a_busy_port_and_a_missing_server_program_are_one_line(capsys):
         check_can_serve([sys.executable, "-m", "no_such_server"], "127.0.0.1", closed_port())
 
 
+SERVER_SLOW_TO_STOP = """
+import signal, sys, time
+
+def stop(*_):
+    time.sleep(2)  # longer than the launcher's own grace period
+    sys.exit(0)
+
+signal.signal(signal.SIGTERM, stop)
+print("listening", flush=True)
+time.sleep(600)
+"""
+
+LAUNCHER = """
+import sys
+from data_prep.commands import run_main
+from workflows.core.servers import run_until_stopped
+
+run_main(lambda argv: run_until_stopped([sys.executable, "-c", sys.argv[1]], "Slow server",
+                                        "Serving."))
+"""
+
+
+@pytest.mark.integration
+def test_a_launcher_stops_its_server_group_before_its_own_forced_stop():
+    launcher = subprocess.Popen([sys.executable, "-c", LAUNCHER, SERVER_SLOW_TO_STOP],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env={**os.environ, "NLPKIT_STOP_GRACE_SECONDS": "1"})
+    assert launcher.stdout.readline() == "Serving.\n"
+    assert launcher.stdout.readline() == "listening\n"
+    (server,) = worker_pids(launcher.pid)
+    launcher.send_signal(signal.SIGTERM)
+    output, errors = launcher.communicate(timeout=30)
+    assert (launcher.returncode, output, errors) == (0, "Slow server stopped.\n", "")
+    assert not Path(f"/proc/{server}").exists()
+
 @pytest.mark.integration
 def test_tuning_workers_are_capped_by_the_cores(store, capsys):
     argv = ["tune", "--model", "bow", *COMMON, *SPACE, "--workers", "100000"]

@@ -15,7 +15,7 @@ import time
 
 import mlflow
 
-from data_prep.commands import UserError
+from data_prep.commands import ForcedStop, UserError
 from workflows.core import models, runs, store
 
 
@@ -43,8 +43,9 @@ def run_until_stopped(command, name, banner, env=None):
     """Starts `command` in its own process group, prints `banner`, and waits.
 
     Ctrl-C, SIGTERM or SIGHUP (the terminal closed) stops the whole group, workers
-    included; returns the exit status.
+    included (`stop`: killed if it is not gone in `STOP_SECONDS`); returns the exit status.
     """
+    ForcedStop.grace = max(ForcedStop.grace, STOP_SECONDS + 2)  # the group's stop comes first
     process = subprocess.Popen(command, start_new_session=True, env=env)
     print(banner, flush=True)
     for stop_signal in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # a parent may ignore SIGINT
@@ -61,7 +62,10 @@ def _interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
-def stop(process, timeout=10):
+STOP_SECONDS = 10  # a server group's time to end after SIGTERM, before SIGKILL
+
+
+def stop(process, timeout=STOP_SECONDS):
     """Stops a process group: SIGTERM, then SIGKILL if any member outlives `timeout` seconds."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
