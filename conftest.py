@@ -6,7 +6,6 @@ over workers, a later test or doctest in the same worker would inherit it.
 """
 
 import os
-import sys
 
 # The suite's tiny models compile more often than they run: JAX (in this process and in
 # the lessons' subprocesses, which inherit it) skips XLA's costly optimization passes,
@@ -30,9 +29,9 @@ def pytest_unconfigure(config):
     cores, which the runner waited for, up to its 10 s limit (`python -m pytest -n 0` or
     a single process ends as usual)."""
     if hasattr(config, "workerinput"):
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(0)
+        from data_prep.commands import exit_at_once
+
+        exit_at_once(0)
 
 
 @pytest.fixture(autouse=True)

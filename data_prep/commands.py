@@ -2,6 +2,7 @@
 noise, Ctrl-C and SIGTERM as one line, one error policy (`UserError`: one line, status 2).
 """
 
+import atexit
 import contextlib
 import errno
 import importlib.util
@@ -100,13 +101,23 @@ def run_main(main):
         if not Stop.reported:  # a training says what it kept itself
             kept = ForcedStop.kept()
             print(f"Interrupted: {kept}" if kept else "Interrupted.", file=sys.stderr)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        # at once: the interpreter's own shutdown (JAX's, TensorFlow's) can take seconds
-        os._exit(130)
+        exit_at_once(130)
     for stop_signal in STOP_SIGNALS:  # finished: a stop during the interpreter's shutdown
         signal.signal(stop_signal, signal.SIG_IGN)  # would only turn status 0 into 143
     sys.exit(status)
+
+
+def exit_at_once(status):
+    """Ends the process without the interpreter's own shutdown (JAX's and TensorFlow's
+    take seconds): the exit functions run (TensorFlow's removal of its temporary files
+    among them, quick), with stop signals ignored meanwhile (the forced stop still bounds
+    them), then the process exits."""
+    for stop_signal in STOP_SIGNALS:
+        signal.signal(stop_signal, signal.SIG_IGN)
+    atexit._run_exitfuncs()  # noqa: SLF001
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
 
 
 # ## Stopping: at once, or at the next batch's end while a trainer runs, never later than
