@@ -111,9 +111,10 @@ def exit_at_once(status):
     """Ends the process without the interpreter's own shutdown (JAX's and TensorFlow's
     take seconds): the exit functions run (TensorFlow's removal of its temporary files
     among them, quick), with stop signals ignored meanwhile (the forced stop still bounds
-    them), then the process exits."""
+    them) and their failures unsaid, then the process exits."""
     for stop_signal in STOP_SIGNALS:
         signal.signal(stop_signal, signal.SIG_IGN)
+    sys.unraisablehook = lambda unraisable: None
     atexit._run_exitfuncs()  # noqa: SLF001
     sys.stdout.flush()
     sys.stderr.flush()

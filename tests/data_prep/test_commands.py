@@ -139,3 +139,28 @@ def test_an_import_longer_than_the_grace_period_is_ended_with_its_line_on_the_re
     assert (command.returncode, output, errors.strip()) == (
         130, "", "Stopped 1 s after the signal.")  # said although stderr was muted
     assert not (tmp_path / "tensorflow" / "imported").exists()
+
+
+EXIT_FUNCTIONS_COMMAND = textwrap.dedent("""
+    import atexit, time
+    from pathlib import Path
+    from data_prep.commands import run_main
+
+    def main(argv):
+        atexit.register(Path(MARKER).write_text, "ran")
+        atexit.register(lambda: 1 / 0)  # a failing one is not the user's concern at a stop
+        print("working", flush=True)
+        time.sleep(60)
+
+    run_main(main)
+""")
+
+
+def test_a_stopped_command_runs_its_exit_functions_quietly(tmp_path):
+    # e.g. TensorFlow's removal of its autograph files from the temporary folder
+    marker = tmp_path / "exit_functions"
+    command, output, errors = stopped_after_first_line(
+        EXIT_FUNCTIONS_COMMAND.replace("MARKER", repr(str(marker))), "working\n", 0,
+        signal.SIGTERM)
+    assert (command.returncode, output, errors.strip()) == (130, "", "Interrupted.")
+    assert marker.read_text() == "ran"
