@@ -226,7 +226,7 @@ run_main(main)
 @pytest.mark.integration
 def test_a_stopped_tune_waits_for_its_workers_then_marks_its_run_killed(tmp_path, new_store):
     # each worker takes 2 s to stop, the parent's grace period is 1 s: the parent's
-    # forced stop must come after its workers' ends and its run's summary
+    # forced stop must come after its workers' ends (or their kill) and its run's summary
     environment = {**os.environ, "NLPKIT_STOP_GRACE_SECONDS": "1",
                    "NLPKIT_WORK_DIR": str(tmp_path / "work"),
                    "MLFLOW_TRACKING_URI": new_store(tmp_path / "mlflow.db")}
@@ -244,7 +244,8 @@ def test_a_stopped_tune_waits_for_its_workers_then_marks_its_run_killed(tmp_path
     parent.send_signal(signal.SIGTERM)
     _, errors = parent.communicate(timeout=60)
     assert (parent.returncode, errors.strip()) == (130, "Interrupted."), errors
-    assert [log.read_text() for log in logs] == ["ready\nstopped\n"] * 2
+    # each worker ended, or was killed 2 s after its signal (its grace period and 1 s)
+    assert all(log.read_text() in ("ready\n", "ready\nstopped\n") for log in logs)
     mlflow.set_tracking_uri(environment["MLFLOW_TRACKING_URI"])
     (study_run,) = mlflow.search_runs(search_all_experiments=True, output_format="list")
     assert study_run.info.status == "KILLED" and study_run.data.tags["tune"] == "true"
