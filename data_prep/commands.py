@@ -189,12 +189,16 @@ class ForcedStop:
     """The backstop: a thread woken by the signal itself (Python's wake-up file, written
     by the C handler even while the interpreter is held by a compilation or a device
     call) ends the process `grace` seconds later if it is still running, saying what
-    is kept (`kept()`, set by a training: its last checkpoint). `grace` is
-    `STOP_GRACE_SECONDS`, or more in a command whose stop waits for other processes' (a
-    tune for its workers'). Checkpoints are written
+    is kept (`kept()`, set by a training: its last checkpoint). Checkpoints are written
     atomically, so an exit at any moment leaves the last one intact."""
 
-    grace = STOP_GRACE_SECONDS  # a command whose stop waits for others' may raise it
+    grace = STOP_GRACE_SECONDS
+
+    @classmethod
+    def allow(cls, seconds):
+        """A command whose stop waits for processes of its own (a tune's workers, a
+        server) is forced no sooner than `seconds` after the signal."""
+        cls.grace = max(cls.grace, seconds)
 
     @staticmethod
     def kept():
@@ -223,8 +227,7 @@ class ForcedStop:
             kept = cls.kept()
         except Exception:  # noqa: BLE001  the exit must not wait on a broken description
             kept = None
-        line = f"Stopped {cls.grace:.0f} s after the signal" + (f": {kept}" if kept
-                                                                         else ".")
+        line = f"Stopped {cls.grace:.0f} s after the signal" + (f": {kept}" if kept else ".")
         if _unmuted_stderr is not None:  # said where the user sees it
             os.dup2(_unmuted_stderr, 2)
         print(f"\n{line}", file=sys.stderr, flush=True)

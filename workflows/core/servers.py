@@ -45,7 +45,7 @@ def run_until_stopped(command, name, banner, env=None):
     Ctrl-C, SIGTERM or SIGHUP (the terminal closed) stops the whole group, workers
     included (`stop`: killed if it is not gone in `STOP_SECONDS`); returns the exit status.
     """
-    ForcedStop.grace = max(ForcedStop.grace, STOP_SECONDS + 2)  # the group's stop comes first
+    ForcedStop.allow(STOP_SECONDS + 2)  # the group's stop comes first
     process = subprocess.Popen(command, start_new_session=True, env=env)
     print(banner, flush=True)
     for stop_signal in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # a parent may ignore SIGINT

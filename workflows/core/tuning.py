@@ -281,7 +281,7 @@ def start_workers(command, count, log_dir):
     process group (stopped whole) and, on Linux, is stopped when its parent dies. A stop
     of this process now waits for theirs (`stop_workers`) and logs the summary before
     it is forced."""
-    ForcedStop.grace = max(ForcedStop.grace, WORKER_STOP_SECONDS + SUMMARY_SECONDS)
+    ForcedStop.allow(WORKER_STOP_SECONDS + SUMMARY_SECONDS)
     log_dir.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
     env.setdefault("TF_NUM_INTRAOP_THREADS", str(max(1, (os.cpu_count() or 1) // count)))
