@@ -29,6 +29,7 @@ from data_prep.sources import (
     resolve,
 )
 from data_prep.commands import import_backend, run_main
+from data_prep.pipelines import untuned
 from data_prep.text import (
     clean_html,
     register_standardizations,
@@ -274,10 +275,10 @@ def text_dataset(texts, labels, batch_size=32, shuffle=False, seed=0):
     """A tf.data pipeline of (raw text, label) batches."""
     import tensorflow as tf  # tf.data only: prepared arrays load where TF is absent (JAX)
 
-    dataset = tf.data.Dataset.from_tensor_slices((list(texts), labels))
+    dataset = untuned(tf.data.Dataset.from_tensor_slices((list(texts), labels)))
     if shuffle:
         dataset = dataset.shuffle(len(texts), seed=seed, reshuffle_each_iteration=True)
-    return dataset.batch(batch_size).prefetch(tf.data.AUTOTUNE)
+    return dataset.batch(batch_size).prefetch(2)
 
 
 def main(argv=None):

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from data_prep.pipelines import untuned
+
 HTML_TAG = re.compile(r"<[^>]+>")
 WHITESPACE = re.compile(r"\s+")
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
@@ -164,7 +166,7 @@ def learn_wordpiece(texts, vocabulary_size, special_tokens=SPECIAL_TOKENS):
     import tensorflow as tf  # prepared token arrays load where they are absent (JAX)
 
     return keras_hub.tokenizers.compute_word_piece_vocabulary(
-        tf.data.Dataset.from_tensor_slices(list(texts)).batch(1024),
+        untuned(tf.data.Dataset.from_tensor_slices(list(texts))).batch(1024),
         vocabulary_size, lowercase=False, strip_accents=False,
         reserved_tokens=list(special_tokens),
     )

@@ -241,6 +241,7 @@ def test_a_crash_after_training_is_finished_by_the_rerun_without_training_again(
     assert "already trained" in capsys.readouterr().out
 
 
+@pytest.mark.integration  # a second model family, trained end to end
 def test_nbsvm_scales_ngrams_by_the_log_count_ratios_of_the_train_reviews(store):
     assert workflow.main(["train", "--model", "nbsvm", *COMMON, "--set", "max_tokens=500",
                           "--set", "sentence_slices=0"]) == 0
@@ -477,6 +478,7 @@ def test_ensemble_weights_favour_the_informative_model():
     assert np.mean((combined >= 0.5) == labels) >= np.mean((informative >= 0.5) == labels)
 
 
+@pytest.mark.integration  # a second model family, trained end to end
 def test_doc2vec_learns_from_unlabelled_and_train_reviews_and_scores_any_text_alike(store):
     settings = ["--set", "vector_size=8", "--set", "doc2vec_epochs=3", "--set", "min_count=1"]
     assert workflow.main(["train", "--model", "doc2vec", "--epochs", "2", *settings]) == 0

@@ -1,5 +1,8 @@
 """The retrieval lesson on a tiny generated corpus: retrievers, fusion, metrics, fine-tuning,
-the embedding cache, the logged model, batch labelling and the command line."""
+the embedding cache, the logged model, batch labelling and the command line.
+
+The quick tier trains and evaluates bm25 (the `lesson` fixture); the lesson's other steps
+end to end are in the integration tier."""
 
 import dataclasses
 import json
@@ -764,10 +767,9 @@ def test_a_stopped_encoding_resumes_at_its_first_missing_shard(lesson, tmp_path,
     assert not list(tmp_path.rglob("*.shards"))
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("retriever, fusion", [
-    ("hybrid", "convex"), ("rerank", None),
-    pytest.param("hybrid", "rescored", marks=pytest.mark.integration),
-    pytest.param("intersection", None, marks=pytest.mark.integration)])
+    ("hybrid", "convex"), ("rerank", None), ("hybrid", "rescored"), ("intersection", None)])
 def test_fused_retrievers_find_the_planted_answers(lesson, retriever, fusion):
     """Every answer is found; the order is the random encoder's (rerank, intersection),
     so only the hybrid, half BM25 at least (ties on validation choose 0.5), ranks well."""
@@ -801,7 +803,8 @@ def test_the_logged_model_answers_in_a_fresh_process(lesson):
     assert answers[0][0]["id"] == "d5" and answers[0][0]["rank"] == 1 and len(answers[0]) == 3
 
 
-@pytest.mark.parametrize("workers", [1, pytest.param(2, marks=pytest.mark.integration)])
+@pytest.mark.integration
+@pytest.mark.parametrize("workers", [1, 2])
 def test_label_writes_every_line_in_order_and_resumes(lesson, tmp_path, workers, monkeypatch):
     from workflows.retrievers import labelling
 
@@ -859,6 +862,7 @@ def test_label_on_a_two_worker_dask_cluster_matches_the_direct_runner(lesson, tm
     assert not parts.exists()
 
 
+@pytest.mark.integration
 def test_a_dask_scheduler_that_does_not_answer_is_one_line(lesson, tmp_path, capsys,
                                                           monkeypatch):
     from workflows.retrievers import labelling
@@ -905,6 +909,7 @@ def test_a_stopped_label_says_what_it_kept_and_goes_on(lesson, tmp_path):
         assert sum(1 for _ in labelled) == 200_000
 
 
+@pytest.mark.integration
 def test_label_streams_the_file_and_refuses_parts_of_another_version_of_it(lesson, tmp_path,
                                                                          capsys):
     from workflows.retrievers import labelling
@@ -1111,6 +1116,7 @@ def test_a_batch_no_pairs_can_fill_is_one_line(lesson, capsys):
     assert runs() == before
 
 
+@pytest.mark.integration
 def test_a_run_folder_of_another_store_is_one_line(lesson, tmp_path, monkeypatch, capsys,
                                                    new_store, restore_tracking_uri):
     """A retriever built with another tracking store is not "already trained" here."""
@@ -1123,6 +1129,7 @@ def test_a_run_folder_of_another_store_is_one_line(lesson, tmp_path, monkeypatch
     assert retrieval.main(["train", "--retriever", "bm25", "--retrain"]) == 0
 
 
+@pytest.mark.integration
 def test_label_refuses_an_output_that_is_its_input_or_another_file_before_loading(
         lesson, tmp_path, capsys):
     queries = tmp_path / "q.txt"

@@ -5,7 +5,9 @@ backend's fastest input made of it."""
 import keras
 import numpy as np
 
+from data_prep.pipelines import untuned
 from data_prep.text import EMPTY, BucketPlan, boundaries_up_to
+
 
 class BucketedBatches(keras.utils.PyDataset):
     """Batches `make(bucket, row indices)` in the order `plan.batches(lengths, seed)`.
@@ -80,7 +82,8 @@ def for_backend(batches):
     dataset = tf.data.Dataset.from_generator(
         lambda: (real_rows(batches, i) for i in range(len(batches))),
         output_signature=signature)
-    return dataset.apply(tf.data.experimental.assert_cardinality(len(batches))).prefetch(2)
+    return untuned(dataset.apply(tf.data.experimental.assert_cardinality(len(batches)))
+                   .prefetch(2))
 
 
 def real_rows(batches, index):

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from data_prep.pipelines import untuned
 from workflows.core.config import MAX_BATCH_SIZE, MAX_EPOCHS, option, training_option, when
 from workflows.sentiment.family import OPTIMIZERS, TrainConfig
 
@@ -83,10 +84,11 @@ def build(config, data):
             prepared, split, settings)
 
     def batches(split, epoch=None):
-        dataset = tf.data.Dataset.from_tensor_slices((inputs[split], prepared.labels(split)))
+        dataset = untuned(tf.data.Dataset.from_tensor_slices(
+            (inputs[split], prepared.labels(split))))
         if epoch is not None:
             dataset = dataset.shuffle(len(inputs[split]), seed=config.seed + epoch)
-        return dataset.batch(config.batch_size).prefetch(tf.data.AUTOTUNE)
+        return dataset.batch(config.batch_size).prefetch(2)
 
     model = build_model(config, vectors.vector_size)
     return Trainable(model, lambda epoch: batches("train", epoch), batches("val"),

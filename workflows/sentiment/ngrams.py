@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from data_prep.pipelines import untuned
 from data_prep.text import SLICE_PLACES
 from workflows.core.config import MAX_BATCH_SIZE, MAX_LEARNING_RATE, option, unless
 from workflows.sentiment.family import OPTIMIZERS, TrainConfig
@@ -186,7 +187,7 @@ class EndToEndClassifier:
         """P(positive) of each text."""
         import tensorflow as tf  # the model's TextVectorization reads tf.data strings
 
-        batches = tf.data.Dataset.from_tensor_slices(tf.constant(list(texts), tf.string))
+        batches = untuned(tf.data.Dataset.from_tensor_slices(tf.constant(list(texts), tf.string)))
         probabilities = self.model.predict(batches.batch(self.batch_size), verbose=0)
         return np.asarray(probabilities, "float64").reshape(-1)
 
