@@ -22,6 +22,32 @@ def test_untuned_turns_autotuning_off_and_keeps_the_data():
     plain = untuned(dataset)
     assert not autotuned(plain) and not autotuned(plain.map(lambda x: x + 1))
     assert [list(batch.numpy()) for batch in plain] == [[0, 1, 2], [3, 4, 5], [6, 7, 8], [9]]
+    arrays = (np.zeros((2, 3)), np.ones(2))
+    assert untuned(arrays) is arrays and untuned(None) is None
+
+
+def test_the_trainer_hands_keras_any_given_pipeline_untuned(tmp_path):
+    from workflows.core.fitting import fit_resumably
+
+    features = np.random.default_rng(0).normal(size=(16, 3)).astype("float32")
+    labels = (features.sum(axis=1) > 0).astype("float32")
+
+    def batches(epoch=None):
+        return tf.data.Dataset.from_tensor_slices((features, labels)).batch(4)
+
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1, activation="sigmoid")])
+    model.compile(optimizer="adam", loss="binary_crossentropy")
+    given = []
+
+    def recorded(method):
+        def call(data, *args, **kwargs):
+            given.append(autotuned(data))
+            return method(data, *args, **kwargs)
+        return call
+
+    model.fit, model.evaluate = recorded(model.fit), recorded(model.evaluate)
+    fit_resumably(model, batches, batches(), tmp_path, epochs=2, verbose=0)
+    assert given == [False] * 4  # each epoch's fit and evaluate
 
 
 @pytest.mark.parametrize("shuffle", [False, True])

@@ -15,6 +15,7 @@ import numpy as np
 
 from data_prep import commands
 from data_prep.commands import ForcedStop, Stop
+from data_prep.pipelines import untuned
 from workflows.core import compilation
 from workflows.core.checkpoints import TrainingFolder
 from workflows.core.horizon import ScheduleHorizon
@@ -212,6 +213,8 @@ def fit_resumably(model, epoch_dataset, validation_data, folder, epochs, patienc
     """
     folder = folder if isinstance(folder, TrainingFolder) else TrainingFolder(folder)
     folder.output.mkdir(parents=True, exist_ok=True)
+    validation_data = untuned(validation_data)  # `evaluate` ends without waiting on tf.data
+
     state = folder.restore(model, folder.load_state())
     budget = WallBudget(time_budget_seconds, started, state.wall_seconds)
     decide = processes.chiefs_word if processes else bool
@@ -277,7 +280,7 @@ class _Epoch:
                                           self.horizon)
         started = time.perf_counter()
         if not state.epoch_trained:
-            dataset = epoch_dataset(state.epoch)
+            dataset = untuned(epoch_dataset(state.epoch))  # `fit` ends without waiting
             if self.horizon:
                 self.horizon.start_epoch(state, _batch_count(dataset))
             if state.step:
