@@ -4,13 +4,12 @@ For every iterator of a pipeline whose autotuning is on (tf.data's default), Ten
 runs a thread that re-tunes the pipeline at doubling intervals, up to a minute; deleting
 the iterator waits for that thread's current interval to end (TensorFlow 2.21). Keras
 makes a new iterator in every `fit`, `evaluate` and `predict` call, and the lessons call
-`fit` once per epoch: with autotuning on, an epoch of 12 s lost another 8 s, idle, at
-its end (`benchmarks/tf_data_release.py`). The kit's pipelines therefore run untuned,
+`fit` once per epoch: with autotuning on, on a busy machine, epochs of 12 s lost 6 s
+each, idle (`benchmarks/tf_data_release.py`). The kit's pipelines therefore run untuned,
 and so does any pipeline given to the trainer (`workflows/core/fitting.py`): a parallel
 `map` asked for `AUTOTUNE` then makes one call per core, and prefetching keeps its
 fixed buffer.
 """
-
 
 import sys
 
