@@ -16,7 +16,7 @@ import pytest
 
 from tests.data_prep.fixtures import generated_spa_lines, write_imdb_folder, write_spa_eng_zip
 from tests.workflows.logged_models import requirements_and_mismatches
-from workflows.core import fitting
+from workflows.core import fitting, store
 from workflows.core.config import TrainingOptions
 from workflows.core.lesson import Lesson, lesson_names, load_lesson
 from workflows.core.runs import stored_run
@@ -146,6 +146,8 @@ def latest_run(lesson):
 def check_stops_and_falls_back(module, arguments, monkeypatch, capsys):
     import mlflow
 
+    # Sampled often: on a fast machine each part of this run trains for under a second.
+    monkeypatch.setattr(store, "SYSTEM_METRICS_SECONDS", 0.2)
     train = ["train", *arguments, "--epochs", "3", "--patience", "9",
              "--checkpoint-every-steps", "1"]
     stop_once_at(monkeypatch, epoch=1, step=2)
