@@ -164,3 +164,29 @@ def test_a_stopped_command_runs_its_exit_functions_quietly(tmp_path):
         signal.SIGTERM)
     assert (command.returncode, output, errors.strip()) == (130, "", "Interrupted.")
     assert marker.read_text() == "ran"
+
+
+CPU_INFO = """processor\t: {index}
+vendor_id\t: {vendor}
+cpu family\t: 25
+model\t\t: 17
+model name\t: {name}
+flags\t\t: fpu sse2 avx avx2 {extra}
+"""
+
+
+@pytest.mark.parametrize("name, extra, expected", [
+    ("AMD EPYC", "avx512f avx512_bf16", "AMD EPYC, family 25 model 17, AVX-512, bfloat16"),
+    ("AMD EPYC", "", "AMD EPYC, family 25 model 17, AVX2"),
+    ("Intel(R) Xeon(R) Platinum 8480+", "avx512f amx_bf16",
+     "Intel(R) Xeon(R) Platinum 8480+, AVX-512, bfloat16"),
+])
+def test_the_cpu_model_tells_apart_machines_that_share_a_generic_name(tmp_path, name, extra,
+                                                                       expected):
+    from data_prep.commands import cpu_model
+
+    info = tmp_path / "cpuinfo"  # two cores: only the first one's block is read
+    info.write_text("\n".join(CPU_INFO.format(index=index, vendor="x", name=name, extra=extra)
+                              for index in range(2)))
+    assert cpu_model(info) == expected
+    assert cpu_model(tmp_path / "absent")  # not Linux: what `platform` knows
