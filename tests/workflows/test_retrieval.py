@@ -806,9 +806,16 @@ def test_the_logged_model_answers_in_a_fresh_process(lesson):
 @pytest.mark.integration
 @pytest.mark.parametrize("workers", [1, 2])
 def test_label_writes_every_line_in_order_and_resumes(lesson, tmp_path, workers, monkeypatch):
+    """...and leaves nothing in the temporary folder (Beam's DirectRunner, before it
+    runs a pipeline, tries Prism, which left a folder there every run)."""
+    import tempfile
+
     from workflows.retrievers import labelling
 
     monkeypatch.setattr(labelling, "CHUNK", 4)
+    temporary = tmp_path / "temporary"
+    temporary.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temporary))
     lines = [f"topic{i % 24} blood" for i in range(30)]
     (tmp_path / "queries.txt").write_bytes("".join(  # Windows line ends on some lines
         line + ("\r\n" if i % 3 else "\n") for i, line in enumerate(lines)).encode())
@@ -825,7 +832,7 @@ def test_label_writes_every_line_in_order_and_resumes(lesson, tmp_path, workers,
     assert [r["line"] for r in records] == list(range(1, 31))
     assert records[0]["results"] == [{"id": "planted"}]  # kept from the first attempt
     assert records[9]["results"][0]["id"] == "d9" and len(records[9]["results"]) == 2
-    assert not parts.exists()
+    assert not parts.exists() and not list(temporary.iterdir())
 
 
 @pytest.mark.integration

@@ -149,7 +149,8 @@ def label(retriever_folder, queries, output, k=10, workers=1, runner="DirectRunn
         options = _pipeline_options(runner, workers, address, len(todo))
         with _progress(parts, queries), _stop_stays_a_stop(parts, queries), \
                 _scheduler_reached(address):
-            with beam.Pipeline(options=options) as pipeline:
+            local = _direct_runner(options) if runner == "DirectRunner" else None
+            with beam.Pipeline(runner=local, options=options) as pipeline:
                 _ = (pipeline | beam.Create(todo) | beam.Reshuffle()
                      | beam.ParDo(LabelChunk(retriever_folder, queries.path.absolute(),
                                              parts, k)))
@@ -177,6 +178,19 @@ def _pipeline_options(runner, workers, address, chunks):
         flags=[], runner=runner, direct_num_workers=workers,
         direct_running_mode="multi_processing" if workers > 1 else "in_memory",
         default_sdk_harness_log_level="WARNING")
+
+
+def _direct_runner(options):
+    """Beam's FnApiRunner, which the DirectRunner runs this pipeline on, without the
+    DirectRunner's first try of Prism: a Go binary it downloads from GitHub on first
+    use (or fails to, offline, leaving a temporary folder behind every run)."""
+    from apache_beam.portability.api import beam_provision_api_pb2
+    from apache_beam.runners.portability.fn_api_runner import fn_runner
+    from apache_beam.runners.portability.portable_runner import JobServiceHandle
+
+    encoded = JobServiceHandle.encode_pipeline_options(options.get_all_options())
+    return fn_runner.FnApiRunner(provision_info=fn_runner.ExtendedProvisionInfo(
+        beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded)))
 
 
 @contextlib.contextmanager
