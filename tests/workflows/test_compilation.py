@@ -100,6 +100,38 @@ def test_tensorflow_traces_each_step_once_whatever_the_lengths(tmp_path):
     assert traces == {"train": 1, "test": 1}
 
 
+
+@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="counts TensorFlow traces")
+def test_a_scoring_evaluate_traces_its_test_step_once_and_builds_no_optimizer():
+    """As the translation lesson scores its test split: a model compiled with metrics
+    and no optimizer; its first trace would create the metrics' variables, and a
+    `tf.function` whose first trace creates variables is traced again."""
+    import tensorflow as tf
+
+    from workflows.core.compilation import build_before_tracing
+
+    rng = np.random.default_rng(0)
+    features = rng.normal(size=(64, 4)).astype("float32")
+    labels = (features.sum(axis=1) > 0).astype("int32")
+    data = tf.data.Dataset.from_tensor_slices((features, labels)).batch(16, drop_remainder=True)
+    traces = {}
+    for build in (False, True):
+        model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+        model.compile(optimizer=None, weighted_metrics=["accuracy"],
+                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        step, traces[build] = model.test_step, 0
+
+        def counted(*args, step=step, build=build):
+            traces[build] += 1  # Python runs a step's body only while tracing it
+            return step(*args)
+
+        model.test_step = counted
+        if build:
+            build_before_tracing(model, data)
+        model.evaluate(data, verbose=0)
+        assert model.optimizer is None
+    assert traces == {False: 2, True: 1}
+
 AHEAD = """
 import json, tempfile
 import keras, numpy as np

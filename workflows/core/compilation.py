@@ -237,9 +237,9 @@ class AheadOfTime:
 _started = weakref.WeakSet()  # models whose steps `AheadOfTime` compiled
 
 
-def build_before_tracing(model, train_batches):
+def build_before_tracing(model, batches):
     """Builds a compiled model's optimizer and metrics on TensorFlow from the shapes of
-    `train_batches` (a `tf.data.Dataset`), so that `fit` traces its train step once.
+    `batches` (a `tf.data.Dataset`), so that `fit` or `evaluate` traces its step once.
 
     Without a distribution strategy Keras builds them while it traces the first train
     step, and `tf.function` traces a function again when its first trace created
@@ -252,10 +252,10 @@ def build_before_tracing(model, train_batches):
 
     if (keras.backend.backend() != "tensorflow" or model.run_eagerly
             or getattr(model, "_distribute_strategy", None) is not None
-            or not hasattr(train_batches, "element_spec")):
+            or not hasattr(batches, "element_spec")):
         return
     try:
-        model._symbolic_build(data_batch=train_batches.element_spec)
+        model._symbolic_build(data_batch=batches.element_spec)
     except (ValueError, RuntimeError):  # Keras's words for "build me from a batch"
         pass
 

@@ -6,7 +6,7 @@ import time
 
 from tqdm import tqdm
 
-from workflows.core import batches, figures, runs
+from workflows.core import batches, compilation, figures, runs
 from workflows.seq2seq.metrics import bleu_scores
 
 
@@ -44,10 +44,11 @@ def score_and_log(run, translator, config, test, beam_width, length_penalty=None
               f"{scores['normalized_bleu']:.2f}, chrF {scores['normalized_chrf']:.2f} "
               f"({1000 * seconds / len(sources):.1f} ms/sentence)", flush=True)
     results["test_sentences"] = len(sources)
-    translator.model.compile(loss=layers.MaskedCrossentropy(config.label_smoothing),
-                             weighted_metrics=["accuracy"])
-    _, results["test_masked_accuracy"] = translator.model.evaluate(
-        batches.for_backend(data.batches(config, "test")), verbose=0)
+    test_batches = batches.for_backend(data.batches(config, "test"))
+    translator.model.compile(optimizer=None, weighted_metrics=["accuracy"],  # scoring only
+                             loss=layers.MaskedCrossentropy(config.label_smoothing))
+    compilation.build_before_tracing(translator.model, test_batches)  # one trace on TF
+    _, results["test_masked_accuracy"] = translator.model.evaluate(test_batches, verbose=0)
     panels = [(sentence[:40], *translator.cross_attention(sentence)) for sentence in sources[:4]]
     table = {"source": sources[:50], "references": [" | ".join(r) for r in refs[:50]],
              **{name: texts[:50] for name, texts in outputs.items()}}
