@@ -31,8 +31,10 @@ TIMEOUT_SECONDS = 900
 
 
 def commit_of(reference):
-    return subprocess.run(["git", "rev-parse", "--short", reference], cwd=ROOT, check=True,
-                          capture_output=True, text=True).stdout.strip()
+    """The short hash of `reference`, or None if this repository has no such commit."""
+    found = subprocess.run(["git", "rev-parse", "--short", "--verify", "--quiet",
+                            f"{reference}^{{commit}}"], cwd=ROOT, capture_output=True, text=True)
+    return found.stdout.strip() or None
 
 
 def timed_run(commit):
@@ -85,6 +87,11 @@ def main(argv=None):
     parser.add_argument("--output", default=str(RESULTS))
     args = parser.parse_args(argv)
     commits = [commit_of(reference) for reference in args.commits]
+    if None in commits:
+        parser.error(f"--commits: {args.commits[commits.index(None)]} is not a commit of "
+                     f"{ROOT}; give a hash, branch or tag (git log shows them)")
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
     load = os.getloadavg()[0]
     runs = []
     for round_ in range(1, args.rounds + 1):
