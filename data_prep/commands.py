@@ -243,11 +243,11 @@ def cpu_model(cpuinfo="/proc/cpuinfo"):
     bfloat16")."""
     try:
         with open(cpuinfo) as info:
-            fields = dict(line.split(":", 1) for line in info.read().split("\n\n")[0]
-                          .splitlines() if ":" in line)
+            first_core = info.read().split("\n\n")[0]
     except OSError:
         return platform.processor() or platform.machine()
-    fields = {key.strip(): value.strip() for key, value in fields.items()}
+    fields = {key.strip(): value.strip() for key, colon, value in
+              (line.partition(":") for line in first_core.splitlines()) if colon}
     parts = [fields.get("model name") or platform.processor() or platform.machine()]
     if not any(character.isdigit() for character in parts[0]) and "cpu family" in fields:
         parts.append(f"family {fields['cpu family']} model {fields.get('model', '?')}")
