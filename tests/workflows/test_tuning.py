@@ -178,6 +178,37 @@ def test_a_killed_workers_trial_is_queued_again_and_its_run_resumes(own_store, m
     assert sorted(point.step for point in history) == list(range(1, 41))
 
 
+@pytest.mark.integration
+def test_a_stopped_trial_is_counted_stopped_not_failed_and_the_rerun_finishes_it(
+        own_store, monkeypatch, capsys):
+    from workflows.core import fitting
+
+    argv = tune_argv(61, "--trials", "1", "--epochs", "2", "--pruner", "none",
+                     "--set", "checkpoint_every_steps=1")
+    original = fitting._BatchGuard.on_train_batch_end
+
+    def stop_in_the_second_epoch(guard, batch, logs=None):
+        original(guard, batch, logs)
+        if (guard.state.epoch, guard.state.step) == (1, 2):
+            monkeypatch.setattr(fitting._BatchGuard, "on_train_batch_end", original)
+            raise KeyboardInterrupt  # as a stop signal lands in a trainer
+
+    monkeypatch.setattr(fitting._BatchGuard, "on_train_batch_end", stop_in_the_second_epoch)
+    with pytest.raises(KeyboardInterrupt):
+        workflow.main(argv)
+    assert "0 complete, 0 pruned, 0 failed trials, 1 stopped and queued again in" \
+        in capsys.readouterr().out
+    parent, _ = parent_and_children()
+    assert parent.info.status == "KILLED" and parent.data.metrics["trials_stopped"] == 1 \
+        and parent.data.metrics["trials_fail"] == 0
+    assert workflow.main(argv) == 0
+    assert "1 complete, 0 pruned, 0 failed trials, 1 stopped and queued again in" \
+        in capsys.readouterr().out
+    stopped, finished = load_study(own_store).get_trials()
+    assert (stopped.user_attrs["stopped"], finished.state.name) == (True, "COMPLETE")
+    assert finished.params == stopped.params and finished.user_attrs["mlflow_run_id"] \
+        == stopped.user_attrs["mlflow_run_id"]  # the same run, resumed
+
 def wait_for_a_reported_epoch(folder, process, seconds=120):
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline and process.poll() is None:

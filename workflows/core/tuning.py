@@ -179,7 +179,8 @@ def objective(study, config, settings, parent_id, train_trial):
             _mark_pruned(report.run_id)
             print(f"Trial {trial.number} pruned after epoch {report.epochs}.", flush=True)
             raise
-        except KeyboardInterrupt:
+        except KeyboardInterrupt:  # Optuna records the trial failed: it was stopped
+            trial.set_user_attr("stopped", True)
             study.enqueue_trial(values, skip_if_exists=False)  # resumes first on the next run
             raise
         trial.set_user_attr("mlflow_run_id", run_id)

@@ -9,11 +9,10 @@ import optuna
 
 def summarize(study, parent_id, settings, wall_seconds, status="FINISHED"):
     """Logs the study's state to its parent run and prints it; returns the summary dict."""
-    states = optuna.trial.TrialState
     trials = study.get_trials(deepcopy=False)
-    counts = {state.name.lower(): sum(t.state == state for t in trials)
-              for state in (states.COMPLETE, states.PRUNED, states.FAIL, states.RUNNING)}
-    complete = [t for t in trials if t.state == states.COMPLETE and t.value is not None]
+    counts = {state: sum(trial_state(t) == state for t in trials) for state in STATES}
+    complete = [t for t in trials
+                if t.state == optuna.trial.TrialState.COMPLETE and t.value is not None]
     summary = {"study": study.study_name, "parent_run_id": parent_id, "trials": counts,
                "metric": settings.metric, "direction": settings.direction,
                "wall_minutes": wall_seconds / 60}
@@ -35,8 +34,19 @@ def summarize(study, parent_id, settings, wall_seconds, status="FINISHED"):
     return summary
 
 
+STATES = ("complete", "pruned", "fail", "stopped", "running")
+
+
+def trial_state(trial):
+    """Optuna's state of `trial`, lower case; "stopped" for a trial that a stop (Ctrl-C,
+    SIGTERM) ended, which Optuna records as failed and the study queued again."""
+    if trial.state == optuna.trial.TrialState.FAIL and trial.user_attrs.get("stopped"):
+        return "stopped"
+    return trial.state.name.lower()
+
+
 def _trial_row(trial):
-    return {"number": trial.number, "state": trial.state.name, "value": trial.value,
+    return {"number": trial.number, "state": trial_state(trial).upper(), "value": trial.value,
             "params": trial.params, "epochs": trial.last_step,
             "run_id": trial.user_attrs.get("mlflow_run_id")}
 
@@ -62,9 +72,10 @@ def _log_plots(client, parent_id, study, complete):
 
 def summary_text(summary):
     counts = summary["trials"]
+    stopped = f", {counts['stopped']} stopped and queued again" if counts.get("stopped") else ""
     lines = [f"\nTuning {summary['study']}: {counts['complete']} complete, {counts['pruned']} "
-             f"pruned, {counts['fail']} failed trials in {summary['wall_minutes']:.1f} minutes "
-             f"(parent run {summary['parent_run_id']})."]
+             f"pruned, {counts['fail']} failed trials{stopped} in "
+             f"{summary['wall_minutes']:.1f} minutes (parent run {summary['parent_run_id']})."]
     if "best_value" in summary:
         lines.append(f"Best {summary['metric']} {summary['best_value']:.4f}: trial "
                      f"{summary['best_trial']}, run {summary['best_run_id']}\n  "
