@@ -35,6 +35,21 @@ STOP_SECONDS = 10  # a stop ends the command within this
 EARLIEST_STOP = 1.0
 
 
+def stop_once_at(monkeypatch, epoch, step):
+    """A stop (Ctrl-C) at the end of batch `step` of epoch `epoch` (0-based), once."""
+    from workflows.core import fitting
+
+    original = fitting._BatchGuard.on_train_batch_end
+
+    def stop(self, batch, logs=None):
+        original(self, batch, logs)
+        if (self.state.epoch, self.state.step) == (epoch, step):
+            monkeypatch.setattr(fitting._BatchGuard, "on_train_batch_end", original)
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(fitting._BatchGuard, "on_train_batch_end", stop)
+
+
 def translation(root):
     archive = write_spa_eng_zip(root / "spa-eng.zip", generated_spa_lines())
     return ("translation", {"NLPKIT_SPA_ENG_PATH": str(archive)}, [

@@ -15,6 +15,7 @@ import keras
 import pytest
 
 from tests.data_prep.fixtures import generated_spa_lines, write_imdb_folder, write_spa_eng_zip
+from tests.workflows.interrupts import stop_once_at
 from tests.workflows.logged_models import requirements_and_mismatches
 from workflows.core import fitting, store
 from workflows.core.config import TrainingOptions
@@ -120,19 +121,6 @@ def tiny(request, tmp_path, monkeypatch, new_store):
                        "MLFLOW_TRACKING_URI": new_store(tmp_path / "mlflow.db")}.items():
         monkeypatch.setenv(key, value)
     return importlib.import_module(LESSONS[name]), arguments
-
-
-def stop_once_at(monkeypatch, epoch, step):
-    """A stop (Ctrl-C) at the end of batch `step` of epoch `epoch` (0-based), once."""
-    original = fitting._BatchGuard.on_train_batch_end
-
-    def stop(self, batch, logs=None):
-        original(self, batch, logs)
-        if (self.state.epoch, self.state.step) == (epoch, step):
-            monkeypatch.setattr(fitting._BatchGuard, "on_train_batch_end", original)
-            raise KeyboardInterrupt
-
-    monkeypatch.setattr(fitting._BatchGuard, "on_train_batch_end", stop)
 
 
 def latest_run(lesson):

@@ -12,6 +12,7 @@ import optuna
 import pytest
 
 from tests.workflows.conftest import COMMON
+from tests.workflows.interrupts import stop_once_at
 from workflows import imdb_sentiment as workflow
 from workflows.core import tuning, tuning_space
 from workflows.core.config import ConfigError
@@ -181,19 +182,9 @@ def test_a_killed_workers_trial_is_queued_again_and_its_run_resumes(own_store, m
 @pytest.mark.integration
 def test_a_stopped_trial_is_counted_stopped_not_failed_and_the_rerun_finishes_it(
         own_store, monkeypatch, capsys):
-    from workflows.core import fitting
-
     argv = tune_argv(61, "--trials", "1", "--epochs", "2", "--pruner", "none",
                      "--set", "checkpoint_every_steps=1")
-    original = fitting._BatchGuard.on_train_batch_end
-
-    def stop_in_the_second_epoch(guard, batch, logs=None):
-        original(guard, batch, logs)
-        if (guard.state.epoch, guard.state.step) == (1, 2):
-            monkeypatch.setattr(fitting._BatchGuard, "on_train_batch_end", original)
-            raise KeyboardInterrupt  # as a stop signal lands in a trainer
-
-    monkeypatch.setattr(fitting._BatchGuard, "on_train_batch_end", stop_in_the_second_epoch)
+    stop_once_at(monkeypatch, epoch=1, step=2)
     with pytest.raises(KeyboardInterrupt):
         workflow.main(argv)
     assert "0 complete, 0 pruned, 0 failed trials, 1 stopped and queued again in" \
