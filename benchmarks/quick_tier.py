@@ -69,8 +69,8 @@ def summary(runs):
     table = {}
     for commit, own in by_commit.items():
         seconds = [run["seconds"] for run in own]
-        passed = {re.search(r"(\d+) passed", run["pytest"]).group(1)
-                  for run in own if re.search(r"(\d+) passed", run["pytest"])}
+        passed = {found.group(1) for run in own
+                  if (found := re.search(r"(\d+) passed", run["pytest"]))}
         table[commit] = {"runs": len(own), "median_seconds": statistics.median(seconds),
                          "fastest_seconds": min(seconds), "slowest_seconds": max(seconds),
                          "passed": ", ".join(sorted(passed)),
