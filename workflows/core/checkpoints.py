@@ -24,7 +24,7 @@ from pathlib import Path
 import keras
 import numpy as np
 
-from data_prep.cache import sha256_of
+from data_prep.cache import remove, sha256_of
 
 STATE_FILE = "state.json"
 PREVIOUS_STATE_FILE = "state.previous.json"  # the state of the checkpoint before
@@ -388,6 +388,7 @@ def _replace_atomically(path, write):
 
 
 def remove_partial_files(folder):
-    """Temporary files left by a killed trainer (call while no other process trains here)."""
+    """Temporary files and folders (a model exported as a folder) left by a killed
+    trainer (call while no other process trains here)."""
     for partial in Path(folder).glob(".partial-*"):
-        partial.unlink(missing_ok=True)
+        remove(partial)

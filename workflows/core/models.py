@@ -13,7 +13,7 @@ import mlflow
 import numpy as np
 from tqdm import tqdm
 
-from data_prep.cache import folder_digest
+from data_prep.cache import folder_digest, remove
 from data_prep.commands import UserError
 from workflows.core.store import PROJECT_ROOT
 
@@ -145,9 +145,9 @@ def export_and_log_model(export, folder, log=True):
 
     target = folder / export.artifact
     partial = folder / f".partial-{export.artifact}"
-    _remove(partial)
+    remove(partial)
     export.save(partial)
-    _remove(target)
+    remove(target)
     partial.rename(target)
     if not log:
         return
@@ -158,13 +158,6 @@ def export_and_log_model(export, folder, log=True):
             packages=export.packages,
             params=export.params)
     mlflow.set_tag("model_logged", "true")
-
-
-def _remove(path):
-    if path.is_dir():
-        shutil.rmtree(path)
-    else:
-        path.unlink(missing_ok=True)
 
 
 @contextlib.contextmanager
