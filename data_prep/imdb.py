@@ -14,6 +14,7 @@ import json
 import re
 import string
 import time
+import unicodedata
 import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -34,6 +35,7 @@ from data_prep.text import (
     clean_html,
     register_standardizations,
     sentence_slices,
+    standardize_any_language,
     standardize_review,
 )
 
@@ -47,6 +49,8 @@ ACL_IMDB = DatasetSource(
     flag="--imdb-path",
 )
 SPLITS = ("train", "val", "test")
+CLASSES = ("negative", "positive")  # label 0 and 1
+STANDARDIZE = {"review": standardize_review, "any_language": standardize_any_language}
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,7 @@ class ImdbSettings:
     val_fraction: float = 0.2
     seed: int = 1337
     include_unlabelled: bool = False
+    standardize = "review"  # (not a field: the prepared reviews' key stays as it was)
 
 
 def read_reviews(folder):
@@ -104,7 +109,8 @@ def split_train_val(labels, val_fraction, seed):
 
 
 def make_vectorizer(settings, vocabulary=None):
-    """The `TextVectorization` layer of the tutorial, with HTML-aware standardization."""
+    """The `TextVectorization` layer of the tutorial, with HTML-aware standardization
+    (`settings.standardize`: the reviews', or one for any language)."""
     import keras
 
     register_standardizations()
@@ -113,7 +119,7 @@ def make_vectorizer(settings, vocabulary=None):
         max_tokens=settings.max_tokens,
         output_mode="int",
         output_sequence_length=settings.sequence_length,
-        standardize=standardize_review,
+        standardize=STANDARDIZE[settings.standardize],
         vocabulary=vocabulary,
     )
 
@@ -125,7 +131,9 @@ class ReviewVectorizer:
     It repeats `standardize_review` and TensorFlow's defaults: ASCII
     letters lowercased (TensorFlow leaves other letters as they are), HTML tags and
     entities turned into spaces, ASCII punctuation dropped, split on ASCII whitespace;
-    unknown words are `[UNK]` (1), rows cut or 0-padded to `sequence_length`.
+    unknown words are `[UNK]` (1), rows cut or 0-padded to `sequence_length`. With
+    `standardize="any_language"` it repeats `standardize_any_language`: every letter
+    lowercased, every Unicode punctuation mark dropped.
     """
 
     _LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
@@ -133,8 +141,9 @@ class ReviewVectorizer:
     _PUNCTUATION = re.compile(f"[{re.escape(string.punctuation)}]")
     _WHITESPACE = re.compile(r"[ \t\n\r\x0b\x0c]+")
 
-    def __init__(self, vocabulary, sequence_length):
+    def __init__(self, vocabulary, sequence_length, standardize="review"):
         self.vocabulary, self.sequence_length = list(vocabulary), sequence_length
+        self.standardize = standardize
         self.index = {token: i for i, token in enumerate(self.vocabulary) if i > 0}
 
     def __call__(self, texts):
@@ -145,7 +154,11 @@ class ReviewVectorizer:
         return ids
 
     def tokens(self, text):
-        text = self._PUNCTUATION.sub("", self._MARKUP.sub(" ", text.translate(self._LOWER)))
+        if self.standardize == "any_language":
+            text = "".join(character for character in self._MARKUP.sub(" ", text.lower())
+                           if not unicodedata.category(character).startswith("P"))
+        else:
+            text = self._PUNCTUATION.sub("", self._MARKUP.sub(" ", text.translate(self._LOWER)))
         return [token for token in self._WHITESPACE.split(text) if token]
 
 
@@ -156,6 +169,11 @@ class PreparedImdb:
     directory: Path
     settings: ImdbSettings
     summary: dict
+
+    @property
+    def classes(self):
+        """The label of each class index (IMDB's: negative, positive)."""
+        return list(self.summary.get("classes", CLASSES))
 
     def texts(self, split):
         return json.loads((self.directory / f"{split}_texts.json").read_text())
@@ -176,7 +194,8 @@ class PreparedImdb:
 
     def python_vectorizer(self):
         """The same vectorizer in plain Python (`ReviewVectorizer`): no TensorFlow."""
-        return ReviewVectorizer(self.vocabulary(), self.settings.sequence_length)
+        return ReviewVectorizer(self.vocabulary(), self.settings.sequence_length,
+                                self.settings.standardize)
 
     def unlabelled_texts(self):
         path = self.directory / "unsup_texts.json"

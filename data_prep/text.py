@@ -107,7 +107,19 @@ def standardize_spanish(texts):
     return tf.strings.regex_replace(texts, f"[{SPANISH_PUNCTUATION}]", "")
 
 
-STANDARDIZATIONS = (standardize_review, separate_review_punctuation, standardize_spanish)
+def standardize_any_language(texts):
+    """TextVectorization standardization of a user's texts, in any language: every
+    letter lowercased (not only ASCII ones), HTML tags and entities dropped, and every
+    Unicode punctuation mark; accents and non-Latin scripts are kept as they are."""
+    import tensorflow as tf  # likewise
+
+    texts = tf.strings.lower(texts, encoding="utf-8")
+    texts = tf.strings.regex_replace(texts, r"<[^>]+>|&[a-z]+;|&#[0-9]+;", " ")
+    return tf.strings.regex_replace(texts, r"\p{P}", "")
+
+
+STANDARDIZATIONS = (standardize_review, separate_review_punctuation, standardize_spanish,
+                    standardize_any_language)
 
 
 def register_standardizations():

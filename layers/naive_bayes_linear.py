@@ -36,10 +36,15 @@ class NaiveBayesLinear(keras.layers.Layer):
     is built (they are saved with the model). Inputs may be dense or sparse
     multi-hot (or count) vectors of shape `(batch, features)`.
 
+    With `units` > 1 (one-vs-rest NBSVM of several classes) each output has its own
+    ratios (a class against the others), weights and bias, and the ratios are a
+    `(features, units)` matrix.
+
     Args:
         beta: float in (0, 1]. Interpolation weight of the fitted weights; `1` gives
             plain NB-weighted logistic regression. Defaults to `0.25` (the paper's).
         l2: float. L2 penalty on the fitted weights. Defaults to `0`.
+        units: int. Outputs (logits), one per class against the rest. Defaults to `1`.
 
     Example:
     >>> layer = NaiveBayesLinear(beta=0.5)
@@ -52,39 +57,45 @@ class NaiveBayesLinear(keras.layers.Layer):
         - [Wang and Manning, 2012](https://aclanthology.org/P12-2018/)
     """
 
-    def __init__(self, beta=0.25, l2=0.0, **kwargs):
+    def __init__(self, beta=0.25, l2=0.0, units=1, **kwargs):
         super().__init__(**kwargs)
+        if not isinstance(units, int) or units < 1:
+            raise ValueError(f"`units` must be a whole number >= 1, got {units!r}.")
         if not 0 < beta <= 1:
             raise ValueError(f"`beta` must be in (0, 1], got {beta!r}.")
         if l2 < 0:
             raise ValueError(f"`l2` must be >= 0, got {l2!r}.")
         self.beta = beta
         self.l2 = l2
+        self.units = units
 
     def build(self, input_shape):
-        features = input_shape[-1]
-        self.ratios = self.add_weight(shape=(features,), initializer="zeros",
+        shape = (input_shape[-1],) if self.units == 1 else (input_shape[-1], self.units)
+        self.ratios = self.add_weight(shape=shape, initializer="zeros",
                                       trainable=False, name="ratios")
         self.kernel = self.add_weight(
-            shape=(features,), initializer="zeros", name="kernel",
+            shape=shape, initializer="zeros", name="kernel",
             regularizer=keras.regularizers.L2(self.l2) if self.l2 else None)
-        self.bias = self.add_weight(shape=(1,), initializer="zeros", name="bias")
+        self.bias = self.add_weight(shape=(self.units,), initializer="zeros", name="bias")
 
     def set_ratios(self, ratios):
         self.ratios.assign(ops.cast(ratios, self.ratios.dtype))
 
     def interpolated_kernel(self):
-        """`w' = (1 - beta) * mean(|w|) + beta * w`."""
-        return (1 - self.beta) * ops.mean(ops.abs(self.kernel)) + self.beta * self.kernel
+        """`w' = (1 - beta) * mean(|w|) + beta * w` (the mean of each output's weights)."""
+        return (1 - self.beta) * ops.mean(ops.abs(self.kernel), axis=0) \
+            + self.beta * self.kernel
 
     def call(self, inputs):
-        weights = ops.expand_dims(self.ratios * self.interpolated_kernel(), -1)
+        weights = self.ratios * self.interpolated_kernel()
+        if self.units == 1:
+            weights = ops.expand_dims(weights, -1)
         return ops.matmul(ops.cast(inputs, self.compute_dtype), weights) + self.bias
 
     def compute_output_shape(self, input_shape):
-        return (input_shape[0], 1)
+        return (input_shape[0], self.units)
 
     def get_config(self):
         config = super().get_config()
-        config.update({"beta": self.beta, "l2": self.l2})
+        config.update({"beta": self.beta, "l2": self.l2, "units": self.units})
         return config

@@ -21,11 +21,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from data_prep import glove, imdb
+import numpy as np
+
+from data_prep import glove, imdb, text_classes
 from data_prep.commands import run_main
 from workflows.core.cli import LessonCLI, check_texts, read_texts
 from workflows.core.config import Catalog, ConfigError
 from workflows.core.lesson import Built, Lesson, ModelExport, RunDataset, dataset_digest
+from workflows.sentiment.family import TrainConfig
 
 EXPERIMENT = "imdb_sentiment"
 PYFUNC_FILE = Path(__file__).parent / "sentiment" / "pyfunc.py"  # every classifier folder
@@ -35,6 +38,8 @@ PYFUNC_FILE = Path(__file__).parent / "sentiment" / "pyfunc.py"  # every classif
 FIT_ON = ("reviews", "reviews+slices")
 LEXICONS = ("none", "vader")
 EXAMPLES = ["A gripping, beautifully shot film.", "Dull, predictable and far too long."]
+# the data flags of a user's labelled texts (`data_prep.text_classes.add_texts_arguments`)
+TEXTS_OPTIONS = ("texts", "validation_texts", "test_texts", "text_column", "label_column")
 
 
 # ## The models
@@ -79,22 +84,38 @@ def complete_config(config):
 # Reviews, vocabulary and token ids come from data_prep (cached); embeddings too.
 
 
-def data_settings(config=None):
+def data_settings(config=None, texts=False):
     """The prepared-data settings a config needs: the vocabulary size and length of the
     token ids if it reads them, its validation share (the unlabelled reviews feed
-    Word2Vec and Doc2Vec)."""
+    Word2Vec and Doc2Vec). `texts`: a user's texts' (`TextsSettings`), whose validation
+    share is 0.1 unless the config sets another."""
     fields = {name: getattr(config, name) for name in ("max_tokens", "sequence_length")}  \
         if hasattr(config, "max_tokens") and hasattr(config, "sequence_length") else {}
+    if texts:
+        default = TrainConfig.__dataclass_fields__["val_fraction"].default
+        if config is not None and config.val_fraction != default:
+            fields["val_fraction"] = config.val_fraction
+        return text_classes.TextsSettings(**fields)
     if config is not None:
         fields["val_fraction"] = config.val_fraction
     return imdb.ImdbSettings(include_unlabelled=True, **fields)
 
 
+def prepared_data(settings_of, imdb_path=None, work_dir=None, files=None, verbose=False):
+    """The prepared IMDB reviews, or the user's labelled texts `files` (a `TextsFiles`),
+    with the settings `settings_of(texts)` gives."""
+    if files is not None:
+        return text_classes.prepare(files, settings_of(True), work_dir, verbose)
+    return imdb.prepare(imdb_path, settings_of(False), work_dir, verbose)
+
+
 def prepare(imdb_path=None, work_dir=None, word2vec_vectors=True, glove_source=None,
-            glove_dim=None):
-    """Prepares the reviews (and Word2Vec vectors) and prints a summary with coverage."""
+            glove_dim=None, files=None):
+    """Prepares the reviews or your texts (and Word2Vec vectors) and prints a summary
+    with coverage."""
     started = time.perf_counter()
-    prepared = imdb.prepare(imdb_path, data_settings(), work_dir)
+    prepared = prepared_data(lambda texts: data_settings(texts=texts), imdb_path, work_dir,
+                             files, verbose=True)
     summary = {"directory": str(prepared.directory), **prepared.summary}
     from workflows.sentiment import rnn
 
@@ -114,14 +135,21 @@ class ImdbData:
     fingerprint: str  # the prepared folder, a hash of its vocabulary, the augmentation
     augmentation: dict = dataclasses.field(default_factory=dict)  # what was added
     encoder: Path | None = None  # `encoder`: the pretrained encoder's folder
+    files: text_classes.TextsFiles | None = None  # a user's texts (None: IMDB)
 
 
-def load_data(config, imdb_path=None, work_dir=None):
-    """The prepared reviews `config` trains on (augmented if it says so) and their
-    fingerprint, which includes a pretrained encoder's weights."""
+def load_data(config, imdb_path=None, work_dir=None, files=None):
+    """The prepared reviews (or the user's labelled texts `files`) `config` trains on,
+    augmented if it says so, and their fingerprint, which includes a pretrained
+    encoder's weights."""
     from data_prep import cache
 
-    prepared = imdb.prepare(imdb_path, data_settings(config), work_dir, verbose=False)
+    if files is not None and config.augment == "round_trip":
+        raise ConfigError("--augment round_trip paraphrases English reviews through the "
+                          "translation lesson's en-es runs; for your own texts use "
+                          "--augment edit.")
+    prepared = prepared_data(lambda texts: data_settings(config, texts), imdb_path, work_dir,
+                             files)
     vocabulary_hash = cache.sha256_of(prepared.directory / "vocabulary.txt")[:12]
     fingerprint = f"{prepared.directory.name}:{vocabulary_hash}"
     folder = None
@@ -131,15 +159,15 @@ def load_data(config, imdb_path=None, work_dir=None):
         folder = encoders.encoder_folder(config.encoder, work_dir)
         fingerprint += ":encoder-" + encoders.encoder_digest(folder, work_dir)[:16]
     if config.augment == "none":
-        return ImdbData(prepared, fingerprint, encoder=folder)
+        return ImdbData(prepared, fingerprint, encoder=folder, files=files)
     from workflows.sentiment import augmentation
 
     added = augmentation.augment(config, prepared, work_dir)
     return ImdbData(augmentation.AugmentedImdb(prepared, added),
-                    f"{fingerprint}:{added.name}", added.summary, folder)
+                    f"{fingerprint}:{added.name}", added.summary, folder, files)
 
 
-def augment(config, imdb_path=None, work_dir=None):
+def augment(config, imdb_path=None, work_dir=None, files=None):
     """`augment`: makes (or finds) the augmented train rows `config` trains on, ahead of
     `train`, and prints a few with the reviews they came from."""
     from workflows.sentiment import augmentation
@@ -147,7 +175,7 @@ def augment(config, imdb_path=None, work_dir=None):
     if config.augment == "none":
         raise ConfigError("Say which augmentation: --augment round_trip (paraphrases by "
                           "the translation lesson's translators) or --augment edit.")
-    data = load_data(config, imdb_path, work_dir)
+    data = load_data(config, imdb_path, work_dir, files)
     added, originals = data.prepared.augmentation, data.prepared.prepared.texts("train")
     picked = augmentation.units(originals, config.augment_unit, config.augment_copies,
                                 config.augment_fraction, config.seed)
@@ -178,21 +206,25 @@ class SentimentLesson(Lesson):
         return complete_config(config)
 
     def load_data(self, config, place):
-        return load_data(config, place.path, place.work_dir)
+        return load_data(config, place.path, place.work_dir, texts_files(place.options))
 
     def datasets(self, config, data, place):
         added = f" + {config.augment}" if data.augmentation else ""
-        return [RunDataset(f"aclImdb {split}{added if split == 'train' else ''}",
+        corpus = Path(data.files.texts).name if data.files else "aclImdb"
+        return [RunDataset(f"{corpus} {split}{added if split == 'train' else ''}",
                            dataset_digest(data.fingerprint, split),
                            str(data.prepared.directory), context,
                            len(data.prepared.labels(split)))
                 for split, context in (("train", "training"), ("val", "validation"))]
 
     def build(self, config, data, place):
+        from workflows.sentiment.family import check_classes
+
+        check_classes(config, data.prepared.classes)
         trainable = family(config.model).build(config, data)
         added = {key: value for key, value in data.augmentation.items()
                  if isinstance(value, (int, float))}
-        return Built(trainable.model, trainable, tags=trainable.tags,
+        return Built(trainable.model, trainable, params=texts_params(data), tags=trainable.tags,
                      artifacts={**trainable.artifacts, **({"augmentation.json":
                                 data.augmentation} if data.augmentation else {})},
                      metrics={**trainable.metrics, **added})
@@ -203,27 +235,61 @@ class SentimentLesson(Lesson):
                 trainable.train_examples)
 
     def export(self, config, data, built):
-        return ModelExport("classifier", calibrated(built.parts.classifier, data.prepared),
-                           PYFUNC_FILE, EXAMPLES[:1], packages=("sentiment", "causal_lm"),
+        classes = data.prepared.classes if data.files else None
+        return ModelExport("classifier", calibrated(built.parts.classifier, data.prepared,
+                                                    classes),
+                           CLASSES_PYFUNC_FILE if classes else PYFUNC_FILE,
+                           [data.prepared.texts("val")[0][:500]] if classes else EXAMPLES[:1],
+                           packages=("sentiment", "causal_lm"),
                            requirements=("gensim",) if config.model == "doc2vec" else ())
 
 
 LESSON = SentimentLesson()
+CLASSES_PYFUNC_FILE = PYFUNC_FILE.parent / "classes_pyfunc.py"  # a user's classes
 
 
-def calibrated(classifier, prepared):
-    """`save(folder)`: the classifier, then its Platt scaling, fitted on the validation
-    reviews (never test) as the saved classifier scores them."""
-    from workflows.sentiment.calibration import Calibration
-    from workflows.sentiment.family import load_classifier
+def texts_files(options):
+    """The user's labelled texts the data flags name (`TextsFiles`), or None: IMDB."""
+    if not options.get("texts"):
+        return None
+    return text_classes.TextsFiles(**{field: options.get(option) for field, option in (
+        ("texts", "texts"), ("validation", "validation_texts"), ("test", "test_texts"),
+        ("text_column", "text_column"), ("label_column", "label_column"))})
+
+
+def texts_params(data):
+    """What a run of a user's texts logs of them: the files (absolute paths), columns and
+    classes, by which `evaluate` finds its test split again."""
+    if data.files is None:
+        return {}
+    files = data.files
+    given = {"texts": files.texts, "validation_texts": files.validation,
+             "test_texts": files.test}
+    return {**{key: str(Path(path).resolve()) for key, path in given.items() if path},
+            **{key: value for key, value in (("text_column", files.text_column),
+                                             ("label_column", files.label_column)) if value},
+            "classes": json.dumps(data.prepared.classes, ensure_ascii=False)}
+
+
+def calibrated(classifier, prepared, classes=None):
+    """`save(folder)`: the classifier, then its calibration (Platt scaling of two
+    classes, a temperature of more), fitted on the validation texts (never test) as the
+    saved classifier scores them; a user's `classes` are saved beside it."""
+    from workflows.sentiment.calibration import Temperature, fit_calibration
+    from workflows.sentiment.family import load_classifier, save_classes
 
     def save(folder):
         classifier.save(folder)
+        if classes:
+            save_classes(folder, classes)
         probabilities = load_classifier(folder).predict(prepared.texts("val"))
-        fitted = Calibration.fit(prepared.labels("val"), probabilities)
+        fitted = fit_calibration(prepared.labels("val"), probabilities)
         fitted.save(folder)
-        print(f"Calibration on the validation reviews: p -> sigmoid({fitted.slope:.3f} "
-              f"logit(p) + {fitted.intercept:.3f})")
+        if isinstance(fitted, Temperature):
+            print(f"Calibration on the validation texts: temperature {fitted.temperature:.3f}")
+        else:
+            print(f"Calibration on the validation texts: p -> sigmoid({fitted.slope:.3f} "
+                  f"logit(p) + {fitted.intercept:.3f})")
 
     return save
 
@@ -234,34 +300,72 @@ def calibrated(classifier, prepared):
 
 def evaluate(run_id=None, imdb_path=None, work_dir=None, model_uri=None, top_wrong=20,
              texts_file=None, text_column=None, label_column=None):
-    """Metrics of a run's model on the test reviews, or on the labelled texts of
-    `texts_file` (see `data_prep.labelled_texts`), printed and logged back to that run.
+    """Metrics of a run's model on its test split (the test reviews, or the test texts
+    of the user's texts it trained on), or on the labelled texts of `texts_file` (see
+    `data_prep.labelled_texts`), printed and logged back to that run.
 
     Metric names start with `test_`, or with `texts_<file stem>_`, so one run holds
     its scores on several files.
     """
     from data_prep import cache
-    from data_prep.labelled_texts import read_labelled_texts
     from workflows.core import models, runs, tracking
     from workflows.sentiment import evaluation
 
     source = {}
+    run = runs.model_run(LESSON, run_id, model_uri)
+    classes = json.loads(run.data.params["classes"]) if "classes" in run.data.params else None
     if texts_file:
-        texts, labels = read_labelled_texts(texts_file, text_column, label_column)
+        texts, labels = scored_texts(texts_file, text_column, label_column, classes)
         name = "texts_" + re.sub(r"[^0-9a-zA-Z]+", "_", Path(texts_file).stem).strip("_").lower()
         source = {"file": str(texts_file), "sha256": cache.sha256_of(texts_file)}
-    run = runs.model_run(LESSON, run_id, model_uri)
     model = models.load_pyfunc(run)
     if not texts_file:  # an ensemble has no config: any settings give the same test reviews
         config = runs.config_of(LESSON, run) if run.data.params.get("model") in \
             CATALOG.models else None
-        prepared = imdb.prepare(imdb_path, data_settings(config), work_dir, verbose=False)
+        prepared = trained_on(run, config, imdb_path, work_dir)
         texts, labels, name = prepared.texts("test"), prepared.labels("test"), "test"
+    corpus = Path(run.data.params.get("texts", "aclImdb")).name
     tracking.log_datasets([RunDataset(
-        Path(texts_file).name if texts_file else "aclImdb test",
+        Path(texts_file).name if texts_file else f"{corpus} test",
         source["sha256"][:12] if texts_file else dataset_digest(prepared.directory.name, name),
         str(texts_file or prepared.directory), "test", len(texts))], run.info.run_id)
-    return evaluation.score_and_log(run, model, (texts, labels, name, source), top_wrong)
+    return evaluation.score_and_log(run, model, (texts, labels, name, source), top_wrong,
+                                    classes)
+
+
+def scored_texts(path, text_column, label_column, classes):
+    """(texts, labels) of a labelled file to score: IMDB's binary labels, or the labels
+    of a run's `classes` (by name; any other label is refused)."""
+    from data_prep.labelled_texts import LabelledTextsError, read_classes, read_labelled_texts
+
+    if classes is None:
+        return read_labelled_texts(path, text_column, label_column)
+    texts, labels = read_classes(path, text_column, label_column)
+    unknown = sorted(set(labels) - set(classes))
+    if unknown:
+        raise LabelledTextsError(f"{path} has labels the model does not know "
+                                 f"({', '.join(unknown[:5])}); its classes: "
+                                 f"{', '.join(classes)}.")
+    index = {label: i for i, label in enumerate(classes)}
+    return texts, np.array([index[label] for label in labels], "int32")
+
+
+def trained_on(run, config, imdb_path=None, work_dir=None):
+    """The prepared data `run` trained on: the IMDB reviews, or the user's texts named
+    in its params, refused in one line if they changed since (their test split would
+    differ from the one held out)."""
+    params = run.data.params
+    if "texts" not in params:
+        return imdb.prepare(imdb_path, data_settings(config), work_dir, verbose=False)
+    files = texts_files({**params})
+    prepared = prepared_data(lambda texts: data_settings(config, texts), work_dir=work_dir,
+                             files=files)
+    trained = run.data.tags.get("dataset_fingerprint", "").split(":")[0]
+    if trained and trained != prepared.directory.name:
+        raise ConfigError(f"{files.texts} changed since run {run.info.run_id[:8]} trained on "
+                          "it, so its test split is not the one held out: score the run on "
+                          "held-out texts with --texts FILE, or train again.")
+    return prepared
 
 
 def check_reviews(texts):
@@ -272,19 +376,24 @@ def check_reviews(texts):
         raise ConfigError(f"Review {blank[0] + 1} is empty: a review needs words to be judged.")
 
 
-def predict(texts, run_id=None, model_uri=None):
-    """Label and probability for each text, printed; returns the probabilities."""
+def predict(texts, run_id=None, model_uri=None, top=3):
+    """Label and probability for each text, printed (a user's classes: the `top` most
+    probable); returns the model's answers."""
     from workflows.core import models, runs
 
     check_reviews(texts)
     run = runs.model_run(LESSON, run_id, model_uri)
-    probabilities = models.load_pyfunc(run).predict(list(texts))
-    for text, probability in zip(texts, probabilities, strict=True):
-        label = "positive" if probability >= 0.5 else "negative"
+    answers = models.load_pyfunc(run).predict(list(texts))
+    for text, answer in zip(texts, answers, strict=True):
         preview = " ".join(text.split())
         preview = preview if len(preview) <= 70 else preview[:67] + "..."
-        print(f"{label:8}  {probability:.3f}  {preview}")
-    return probabilities
+        if isinstance(answer, dict):  # a user's classes
+            ranked = sorted(answer["probabilities"].items(), key=lambda item: -item[1])[:top]
+            print("  ".join(f"{label} {p:.3f}" for label, p in ranked) + f"  {preview}")
+            continue
+        label = "positive" if answer >= 0.5 else "negative"
+        print(f"{label:8}  {answer:.3f}  {preview}")
+    return answers
 
 
 def ensemble(run_ids, imdb_path=None, work_dir=None, lexicon="none", fit_on="reviews",
@@ -327,18 +436,37 @@ def compare(sort_by=None, model=None, since=None, style="text", ascending=False)
 
 
 def run_lesson(args):
-    """`run`: prepare, then train, evaluate and try out each model; compare them."""
+    """`run`: prepare, then train, evaluate and try out each model; compare them (on a
+    user's texts: a leaderboard of the runs by macro-F1)."""
     from workflows.core import runs
 
-    configs = CLI.configs(args, args.model or ["bow", "bilstm_glove"])
+    files = texts_files(CLI.data_place(args).options)
+    models = args.model or (["bow", "nbsvm", "bilstm"] if files else ["bow", "bilstm_glove"])
+    configs = CLI.configs(args, models)
     uses_word2vec = any(getattr(c, "embedding", "") == "word2vec" for c in configs)
-    prepare(args.imdb_path, args.work_dir, uses_word2vec, args.glove, args.glove_dim)
+    prepared = prepare(args.imdb_path, args.work_dir, uses_word2vec, args.glove,
+                       args.glove_dim, files)
+    examples = prepared.texts("val")[:3] if files else EXAMPLES
+    board = []
     for config in configs:
+        started = time.perf_counter()
         run_id = CLI.train_config(args, config)
-        evaluate(run_id, args.imdb_path, args.work_dir)
-        predict(EXAMPLES, run_id)
-    compare()
+        metrics = evaluate(run_id, args.imdb_path, args.work_dir)
+        board.append((config.model, metrics, (time.perf_counter() - started) / 60, run_id))
+        predict(examples, run_id)
+    if files:
+        print_leaderboard(board)
+    else:
+        compare()
     runs.print_where_results_are(LESSON, args.work_dir)
+
+
+def print_leaderboard(board):
+    """The runs of `run --texts`, best macro-F1 first."""
+    print(f"\n{'model':16} {'macro-F1':>8} {'accuracy':>8} {'minutes':>8}  run id")
+    for model, metrics, minutes, run_id in sorted(board, key=lambda row: -row[1]["macro_f1"]):
+        print(f"{model:16} {metrics['macro_f1']:8.4f} {metrics['accuracy']:8.4f} "
+              f"{minutes:8.1f}  {run_id}")
 
 
 CLI = LessonCLI(LESSON, "workflows.imdb_sentiment", __doc__.split("\n")[0], imdb.ACL_IMDB,
@@ -356,34 +484,42 @@ CLI = LessonCLI(LESSON, "workflows.imdb_sentiment", __doc__.split("\n")[0], imdb
                            "translator": "round_trip: the en-es translation run (default: "
                                          "the latest)",
                            "back_translator": "round_trip: the es-en translation run "
-                                              "(default: the latest)"},
-                switches=("fine_tune_embeddings",))
-_prepare = CLI.step("prepare", "prepare reviews, vocabulary and embeddings", lambda a: prepare(
-    a.imdb_path, a.work_dir, not a.skip_word2vec, a.glove, a.glove_dim), data=True)
+                                              "(default: the latest)",
+                           "class_weight": "balanced: weigh each class's train texts by "
+                                           "n / (classes x its count); default none"},
+                switches=("fine_tune_embeddings",),
+                data_options=TEXTS_OPTIONS, data_arguments=text_classes.add_texts_arguments)
+_prepare = CLI.step("prepare", "prepare reviews (or --texts), vocabulary and embeddings",
+                    lambda a: prepare(a.imdb_path, a.work_dir, not a.skip_word2vec, a.glove,
+                                      a.glove_dim, texts_files(CLI.data_place(a).options)),
+                    data=True)
 _prepare.add_argument("--glove", help="GloVe .txt/.zip or gensim .kv file")
 _prepare.add_argument("--glove-dim", type=int, help="dimension to read from glove.6B.zip")
 _prepare.add_argument("--skip-word2vec", action="store_true",
                       help="do not train the Word2Vec vectors (about 5 min, once)")
 CLI.step("augment", "make the augmented train rows a config trains on (train makes them "
          "too): --augment round_trip or edit", lambda a: augment(
-             CLI.configs(a)[0], a.imdb_path, a.work_dir), data=True, train="config")
+             CLI.configs(a)[0], a.imdb_path, a.work_dir, texts_files(CLI.data_place(a).options)),
+         data=True, train="config")
 CLI.step("train", "train one model (resumes an interrupted run)", CLI.train, data=True,
          train="one")
 CLI.step("run", "prepare, train, evaluate and predict, for each --model (default: bow and "
-         "bilstm_glove)", run_lesson, data=True, train="many")
+         "bilstm_glove; with --texts bow, nbsvm and bilstm, then a leaderboard)", run_lesson,
+         data=True, train="many")
 _evaluate = CLI.step(
-    "evaluate", "metrics of a run on the test reviews (or on --texts), logged to it",
+    "evaluate", "metrics of a run on its test split (or on --texts), logged to it",
     lambda a: evaluate(a.run_id, a.imdb_path, a.work_dir, a.model_uri, texts_file=a.texts,
                        text_column=a.text_column, label_column=a.label_column),
-    data=True, model=True)
+    data="source", model=True)
 _evaluate.add_argument("--texts", metavar="FILE", help="labelled texts to score instead of "
-                       "the test reviews: text<TAB>label per line (after a header line if "
-                       "it names the columns), or a .csv file with a header; labels 1/0, "
-                       "pos/neg or positive/negative")
+                       "the run's test split: text<TAB>label per line (after a header line "
+                       "if it names the columns), or a .csv or .jsonl file; labels 1/0, "
+                       "pos/neg or positive/negative, or the classes of a run trained on "
+                       "your texts")
 _evaluate.add_argument("--text-column", help="the column of the texts, in a file with a "
                        "header (default: text, review, sentence or content)")
 _evaluate.add_argument("--label-column", help="the column of the labels, in a file with a "
-                       "header (default: label or sentiment)")
+                       "header (default: label, sentiment, class or category)")
 CLI.step("predict", "classify reviews with a run's model", lambda a: predict(
     read_texts(a.texts, a.file, "reviews to classify"), a.run_id, a.model_uri), model=True,
     texts="reviews to classify",
@@ -391,7 +527,7 @@ CLI.step("predict", "classify reviews with a run's model", lambda a: predict(
 _ensemble = CLI.step("ensemble", "combine the models of several runs (weights fitted on the "
                      "validation reviews)", lambda a: ensemble(
                          a.run_id, a.imdb_path, a.work_dir, a.lexicon, a.fit_on,
-                         a.calibrate_on, a.text_column, a.label_column), data=True)
+                         a.calibrate_on, a.text_column, a.label_column), data="source")
 _ensemble.add_argument("--run-id", action="append", help="a member run (id or prefix, as "
                        "`compare` prints it); two or more, or one with --lexicon or "
                        "--calibrate-on")

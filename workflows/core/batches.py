@@ -51,18 +51,18 @@ class BucketedBatches(keras.utils.PyDataset):
 
 
 def token_batches(ids, labels, lengths, batch_size, batch_tokens=None, seed=None,
-                  bucketing=True):
+                  bucketing=True, weights=None):
     """Labelled token id batches in a few fixed shapes, for this backend: with
     `bucketing`, rows padded to the first of `lengths` (up to the longest) that holds
     them, `batch_tokens // length` (or `batch_size`) rows a batch; else every batch
-    `batch_size` rows of the full length."""
+    `batch_size` rows of the full length. `weights`: each row's loss weight (1)."""
     longest = ids.shape[1]
     if bucketing:
         plan = BucketPlan(boundaries_up_to(longest, lengths), batch_tokens,
                           None if batch_tokens else batch_size)
     else:
         plan = BucketPlan.single(longest, batch_size)
-    return for_backend(LabelledBatches(ids, labels, plan, seed))
+    return for_backend(LabelledBatches(ids, labels, plan, seed, weights=weights))
 
 
 def for_backend(batches):
@@ -99,21 +99,26 @@ def real_rows(batches, index):
 class LabelledBatches(BucketedBatches):
     """`(ids, labels, weights)` batches of 0-padded id rows with one label each (a review
     and its sentiment): rows cut to their bucket's length, top-up rows repeating a
-    real row of the batch with weight 0. Compile the model with `weighted_metrics` so
-    the top-up rows count in no metric."""
+    real row of the batch with weight 0, real rows weighing `weights` (1 each by
+    default). Compile the model with `weighted_metrics` so the top-up rows count in no
+    metric."""
 
-    def __init__(self, ids, labels, plan, seed=None, order=None):
+    def __init__(self, ids, labels, plan, seed=None, order=None, weights=None):
         self.ids, self.labels = np.asarray(ids), np.asarray(labels)
+        self.weights = None if weights is None else np.asarray(weights, "float32")
         lengths = np.maximum((self.ids != 0).sum(axis=1), 1)
         super().__init__(plan, lengths, seed, order)
 
     def make(self, bucket, rows):
         real = rows != EMPTY
         rows = np.where(real, rows, rows[real][0])
-        return (self.ids[rows, :self.plan.boundaries[bucket]], self.labels[rows],
-                real.astype("float32"))
+        weights = real.astype("float32")
+        if self.weights is not None:
+            weights *= self.weights[rows]
+        return self.ids[rows, :self.plan.boundaries[bucket]], self.labels[rows], weights
 
     def with_order(self, order):
-        return LabelledBatches(self.ids, self.labels, self.plan, order=order)
+        return LabelledBatches(self.ids, self.labels, self.plan, order=order,
+                               weights=self.weights)
 
 

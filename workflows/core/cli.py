@@ -58,13 +58,14 @@ class LessonCLI:
 
     def step(self, name, help_text, handler, *, data=False, train=None, model=False,
              texts=None, check=None):
-        """Adds a step; `train` is "one" or "many" (models) to train, or "config" (one
-        model's config, nothing trained); `texts` names the inputs; `check(args)` refuses
-        a mistake in them before the step loads anything."""
+        """Adds a step; `data` adds the data flags (`"source"`: the source's location
+        only, not the lesson's own data flags); `train` is "one" or "many" (models) to
+        train, or "config" (one model's config, nothing trained); `texts` names the
+        inputs; `check(args)` refuses a mistake in them before the step loads anything."""
         parser = self.steps.add_parser(name, help=help_text, description=help_text)
         if data:
             add_location_arguments(parser, self.source)
-            if self.data_arguments:
+            if self.data_arguments and data != "source":
                 self.data_arguments(parser)
         if name == "prepare":
             parser.add_argument("--verify", action="store_true",

@@ -36,25 +36,31 @@ def learning_rate_schedule(schedule, steps_trained, title):
 
 
 def confusion_matrix(matrix, labels=("negative", "positive")):
-    figure, axis = plt.subplots(figsize=(4, 3.5))
+    size = max(4, 0.6 * len(labels) + 2.5)
+    figure, axis = plt.subplots(figsize=(size, size * 0.875))
     axis.imshow(matrix, cmap="Blues")
     for (row, column), count in np.ndenumerate(np.asarray(matrix)):
         axis.text(column, row, str(count), ha="center", va="center")
     ticks = list(range(len(labels)))
     axis.set(xticks=ticks, yticks=ticks, xticklabels=labels, yticklabels=labels,
              xlabel="predicted", ylabel="true")
+    if len(labels) > 4:
+        plt.setp(axis.get_xticklabels(), rotation=45, ha="right")
     figure.tight_layout()
     return figure
 
 
-def reliability_diagram(curve, title):
+def reliability_diagram(curve, title, of="positive"):
     """Observed fraction of positives against the mean predicted probability, per bin
-    (`classification.calibration`); the diagonal is perfect calibration."""
+    (`classification.calibration`); the diagonal is perfect calibration. `of`: what
+    the probability is of (P(positive), or the top class's)."""
     figure, axis = plt.subplots(figsize=(4, 4))
     axis.plot([0, 1], [0, 1], linestyle="--", color="gray", label="perfectly calibrated")
     axis.plot(curve["mean_predicted"], curve["fraction_positive"], marker="o", label="model")
     axis.set(title=f"{title}\nECE {curve['expected_calibration_error']:.3f}",
-             xlabel="mean predicted P(positive)", ylabel="fraction positive", xlim=(0, 1),
+             xlabel=f"mean predicted P({of})",
+             ylabel="fraction positive" if of == "positive" else f"fraction the {of}",
+             xlim=(0, 1),
              ylim=(0, 1))
     axis.legend(loc="upper left")
     figure.tight_layout()

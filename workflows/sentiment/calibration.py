@@ -50,6 +50,57 @@ class Calibration:
 
 
 @dataclass(frozen=True)
+class Temperature:
+    """Temperature scaling of several classes (Guo et al., 2017): each row of class
+    probabilities `p` becomes `softmax(log p / T)`, with the `T` of least log loss on
+    the validation texts; the top class never changes. Saved in `calibration.json` too."""
+
+    temperature: float = 1.0
+
+    def apply(self, probabilities):
+        return softmax(np.log(np.clip(probabilities, EPSILON, 1)) / self.temperature)
+
+    def undo(self, calibrated, texts=None):
+        return softmax(np.log(np.clip(calibrated, EPSILON, 1)) * self.temperature)
+
+    @classmethod
+    def fit(cls, labels, probabilities):
+        """The temperature (between 0.05 and 20) of least mean log loss."""
+        from scipy.optimize import minimize_scalar
+
+        logs, labels = np.log(np.clip(probabilities, EPSILON, 1)), np.asarray(labels)
+
+        def loss(log_temperature):
+            scaled = logs / np.exp(log_temperature)
+            return np.mean(np.logaddexp.reduce(scaled, axis=1)
+                           - scaled[np.arange(len(labels)), labels])
+
+        fitted = minimize_scalar(loss, bounds=(np.log(0.05), np.log(20)), method="bounded")
+        return cls(float(np.exp(fitted.x)))
+
+    def save(self, folder):
+        (Path(folder) / FILE).write_text(json.dumps(asdict(self)))
+
+
+def load_calibration(folder):
+    """The calibration saved in `folder`: Platt scaling (two classes) or a temperature."""
+    saved = json.loads((Path(folder) / FILE).read_text())
+    return Temperature(**saved) if "temperature" in saved else Calibration(**saved)
+
+
+def fit_calibration(labels, probabilities):
+    """Platt scaling of P(class 1) of two classes, or the temperature of rows of several."""
+    probabilities = np.asarray(probabilities)
+    return (Calibration if probabilities.ndim == 1 else Temperature).fit(labels, probabilities)
+
+
+def softmax(logits):
+    """Each row's softmax, computed without overflow."""
+    logits = np.asarray(logits, "float64")
+    return np.exp(logits - np.logaddexp.reduce(logits, axis=1, keepdims=True))
+
+
+@dataclass(frozen=True)
 class LengthTemperature:
     """Confidence that depends on a text's length: `p -> sigmoid(T(n) logit(p))`, with
     `log T(n) = log_temperature + per_log_length * log(n / 100)` for a text of `n` words.

@@ -44,19 +44,20 @@ class ParagraphVectorConfig(TrainConfig):
 MODELS = {"doc2vec": ParagraphVectorConfig(model="doc2vec")}
 
 
-def build_model(config, vector_size):
-    """Paragraph vector -> [Dense(relu) -> Dropout] -> sigmoid."""
+def build_model(config, vector_size, classes=2):
+    """Paragraph vector -> [Dense(relu) -> Dropout] -> sigmoid (or softmax)."""
     import keras
 
-    from workflows.sentiment.family import compiled_classifier
+    from workflows.sentiment.family import compiled_classifier, output_layer
 
     inputs = keras.Input(shape=(vector_size,), name="paragraph_vector")
     x = inputs
     if config.hidden_units:
         x = keras.layers.Dense(config.hidden_units, activation="relu")(x)
         x = keras.layers.Dropout(config.dropout)(x)
-    outputs = keras.layers.Dense(1, activation="sigmoid")(x)
-    return compiled_classifier(keras.Model(inputs, outputs, name=config.model), config)
+    outputs = output_layer(classes)(x)
+    return compiled_classifier(keras.Model(inputs, outputs, name=config.model), config,
+                               classes)
 
 
 def paragraph_vector_settings(config):
@@ -74,9 +75,10 @@ def build(config, data):
     import tensorflow as tf  # doc2vec (gensim) runs where TensorFlow does
 
     from data_prep import paragraph_vectors
-    from workflows.sentiment.family import Trainable
+    from workflows.sentiment.family import Trainable, class_weights
 
     prepared, settings = data.prepared, paragraph_vector_settings(config)
+    weights = class_weights(config, prepared.labels("train"), prepared.classes)
     vectors, folder = paragraph_vectors.load_or_train(prepared, settings)
     inputs, seconds = {}, {"doc2vec_train": paragraph_vectors.training_seconds(folder)}
     for split in ("train", "val"):
@@ -84,13 +86,15 @@ def build(config, data):
             prepared, split, settings)
 
     def batches(split, epoch=None):
-        dataset = untuned(tf.data.Dataset.from_tensor_slices(
-            (inputs[split], prepared.labels(split))))
+        labels = prepared.labels(split)
+        columns = (inputs[split], labels) if split != "train" or config.class_weight == "none" \
+            else (inputs[split], labels, weights[labels])
+        dataset = untuned(tf.data.Dataset.from_tensor_slices(columns))
         if epoch is not None:
             dataset = dataset.shuffle(len(inputs[split]), seed=config.seed + epoch)
         return dataset.batch(config.batch_size).prefetch(2)
 
-    model = build_model(config, vectors.vector_size)
+    model = build_model(config, vectors.vector_size, len(prepared.classes))
     return Trainable(model, lambda epoch: batches("train", epoch), batches("val"),
                      len(inputs["train"]), ParagraphVectorClassifier(model, vectors),
                      tags={"model_family": "paragraph_vectors"},
@@ -108,11 +112,13 @@ class ParagraphVectorClassifier:
                                  tf_signature=[((None, vectors.vector_size), "float32")])
 
     def predict(self, texts):
-        """P(positive) of each text."""
+        """P(positive) of each text (or each text's row of class probabilities)."""
         import keras
 
+        from workflows.sentiment.token_ids import class_rows
+
         vectors = self.vectors.infer(list(texts))
-        return np.asarray(keras.ops.convert_to_numpy(self._forward(vectors)))[:, 0]
+        return class_rows(keras.ops.convert_to_numpy(self._forward(vectors)))
 
     def save(self, folder):
         from workflows.sentiment.family import save_folder

@@ -35,6 +35,8 @@ class EncoderConfig(TrainConfig):
     every weight trained (`read`: which part of a long review it reads; the figures of
     each are in benchmarks/RESULTS.md)."""
 
+    two_classes_only = True  # (not a field) its head is one sigmoid
+
     encoder: str = "all-minilm-l6-v2"  # a name of `data_prep.encoders.ENCODERS` or a folder
     max_review_tokens: int = option(128, at_least=8, at_most=512)  # WordPiece tokens read
     read: str = option("head+tail", choices=ENCODER_READS)

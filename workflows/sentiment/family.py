@@ -18,6 +18,7 @@ import numpy as np
 from workflows.core.config import (
     MAX_BATCH_SIZE,
     MAX_LEARNING_RATE,
+    ConfigError,
     TrainingOptions,
     option,
     unless,
@@ -28,7 +29,7 @@ from workflows.core.config import (
 
 OPTIMIZERS = ("rmsprop", "adam", "adamw", "sgd", "nadam", "adagrad")
 AUGMENTATIONS = ("none", "round_trip", "edit")
-
+CLASS_WEIGHTS = ("none", "balanced")
 
 
 @dataclass(frozen=True)
@@ -36,12 +37,17 @@ class TrainConfig(TrainingOptions):
     augmentable = True  # (not a field) False where extra train rows cannot be used
 
     model: str = ""
+    two_classes_only = False  # (not a field) True where a family serves two classes only
     batch_size: int = option(32, at_least=1, at_most=MAX_BATCH_SIZE)
     optimizer: str = option("rmsprop", choices=OPTIMIZERS)
     learning_rate: float = option(0.001, above=0, at_most=MAX_LEARNING_RATE)
-    # share of the official train reviews held out for validation (early stopping and
-    # ensemble weights); members of one ensemble must share it
-    val_fraction: float = option(0.2, above=0, below=1)
+    val_fraction: float = option(0.2, above=0, below=1, help="share of the train texts "
+                                 "held out for validation (early stopping, calibration, "
+                                 "ensemble weights); members of one ensemble must share "
+                                 "it; --texts: 0.1 unless set")
+    class_weight: str = option("none", choices=CLASS_WEIGHTS, help="balanced: each "
+                               "class's train texts weigh n / (classes x its count) in the "
+                               "loss, so a rare class counts as much as a common one")
     # more train rows (`sentiment/augmentation.py`): paraphrases of the train reviews by
     # round-trip translation through the translation lesson's runs, or copies with random
     # word deletions and swaps; validation and test are never augmented
@@ -55,16 +61,52 @@ class TrainConfig(TrainingOptions):
     back_translator: str = option("", applies=when("augment", "round_trip"))
 
 
-def compiled_classifier(model, config):
-    """`model` compiled with the config's optimizer and rate, binary cross-entropy and
-    accuracy (weighted: the rows that top up a batch to its fixed shape weigh 0)."""
+def compiled_classifier(model, config, classes=2):
+    """`model` compiled with the config's optimizer and rate, the cross-entropy of
+    `classes` classes (binary for two: one sigmoid output) and accuracy (weighted: the
+    rows that top up a batch to its fixed shape weigh 0)."""
     import keras
 
     optimizer = keras.optimizers.get({"class_name": config.optimizer,
                                       "config": {"learning_rate": config.learning_rate}})
-    model.compile(optimizer=optimizer, loss="binary_crossentropy",
-                  weighted_metrics=["accuracy"])
+    binary = classes == 2
+    model.compile(optimizer=optimizer,
+                  loss="binary_crossentropy" if binary else "sparse_categorical_crossentropy",
+                  weighted_metrics=["accuracy" if binary else
+                                    keras.metrics.SparseCategoricalAccuracy(name="accuracy")])
     return model
+
+
+def output_layer(classes, **kwargs):
+    """The classifier's last layer: one sigmoid P(class 1) for two classes, else a
+    softmax over `classes`."""
+    import keras
+
+    if classes == 2:
+        return keras.layers.Dense(1, activation="sigmoid", **kwargs)
+    return keras.layers.Dense(classes, activation="softmax", **kwargs)
+
+
+def output_units(classes):
+    """Units of the last layer: 1 (a sigmoid) for two classes, else one per class."""
+    return 1 if classes == 2 else classes
+
+
+def check_classes(config, classes):
+    """Refuses, in one line, more than two classes for a family that serves two."""
+    if len(classes) > 2 and config.two_classes_only:
+        raise ConfigError(f"{config.model} classifies two classes; these texts have "
+                          f"{len(classes)} ({', '.join(classes[:6])}): use bow, bilstm, "
+                          "bilstm_glove, bilstm_word2vec, gru, lstm, rnn or transformer.")
+
+
+def class_weights(config, labels, classes):
+    """Per class index, the weight of its train rows: 1 each, or with
+    `class_weight="balanced"` n / (classes * count), as scikit-learn's."""
+    if config.class_weight == "none":
+        return np.ones(len(classes), "float32")
+    counts = np.bincount(np.asarray(labels), minlength=len(classes)).astype("float64")
+    return (len(labels) / (len(classes) * np.maximum(counts, 1))).astype("float32")
 
 
 @dataclass
@@ -135,6 +177,26 @@ def read_folder(folder, kind, compile=False):
 
     model, settings, vocabularies = read_model_folder(folder, [kind], compile)
     return model, settings, vocabularies.get("vocabulary")
+
+
+CLASSES_FILE = "classes.json"  # beside a classifier of a user's classes: their labels
+
+
+def save_classes(folder, classes):
+    """Writes the label of each class index beside a classifier."""
+    import json
+    from pathlib import Path
+
+    (Path(folder) / CLASSES_FILE).write_text(json.dumps(list(classes), ensure_ascii=False),
+                                             encoding="utf-8")
+
+
+def read_classes(folder):
+    """The labels saved by `save_classes`."""
+    import json
+    from pathlib import Path
+
+    return json.loads((Path(folder) / CLASSES_FILE).read_text(encoding="utf-8"))
 
 
 def load_classifier(folder):

@@ -33,6 +33,8 @@ class LMClassifierConfig(TrainConfig):
     """`pretrained=False` trains the same architecture from scratch, for comparison.
     The architecture fields are the source run's (set from `init_from`)."""
 
+    two_classes_only = True  # (not a field) its head is one sigmoid
+
     init_from: str | None = None  # a language_model run id (or prefix) or model URI
     pretrained: bool = True  # False: same architecture and tokenizer, random weights
     max_review_tokens: int = option(512, at_least=2)  # subword tokens read per review

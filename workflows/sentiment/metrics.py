@@ -1,4 +1,7 @@
-"""Metrics of a binary classifier from labels and predicted probabilities."""
+"""Metrics of a classifier from labels and predicted probabilities: of two classes
+(P(class 1) per text) and of any number (a row of class probabilities per text)."""
+
+import re
 
 import numpy as np
 from scipy.stats import rankdata
@@ -57,3 +60,65 @@ def confidently_wrong(texts, labels, probabilities, count):
     return {"label": [int(labels[i]) for i in worst],
             "probability_positive": [round(float(probabilities[i]), 4) for i in worst],
             "review": [texts[i][:1000] for i in worst]}
+
+
+def class_metrics(labels, probabilities, classes):
+    """Accuracy, each class's precision, recall and F1 (`f1_<class>`), their macro,
+    micro and weighted (by support) F1, and the `(classes, classes)` confusion matrix
+    (rows: true class); `probabilities`: P(class 1) of two classes, or rows of all."""
+    labels, predicted = np.asarray(labels), predicted_classes(probabilities)
+    confusion = np.zeros((len(classes), len(classes)), "int64")
+    np.add.at(confusion, (labels, predicted), 1)
+    hits, support, guessed = np.diag(confusion), confusion.sum(axis=1), confusion.sum(axis=0)
+    precision = np.divide(hits, guessed, out=np.zeros(len(classes)), where=guessed > 0)
+    recall = np.divide(hits, support, out=np.zeros(len(classes)), where=support > 0)
+    both = precision + recall
+    f1 = np.divide(2 * precision * recall, both, out=np.zeros(len(classes)), where=both > 0)
+    metrics = {"accuracy": float(hits.sum() / len(labels))}
+    for i, name in enumerate(classes):
+        key = metric_name(name)
+        metrics.update({f"precision_{key}": float(precision[i]),
+                        f"recall_{key}": float(recall[i]), f"f1_{key}": float(f1[i])})
+    present = support > 0  # a class absent from these texts has no recall to average
+    metrics.update({"macro_f1": float(f1[present].mean()), "micro_f1": metrics["accuracy"],
+                    "weighted_f1": float(np.sum(f1 * support) / support.sum()),
+                    "confusion_matrix": confusion.tolist()})
+    return metrics
+
+
+def predicted_classes(probabilities):
+    """The class of each text: P(class 1) >= 0.5 of two, else the most probable."""
+    probabilities = np.asarray(probabilities)
+    if probabilities.ndim == 1:
+        return (probabilities >= 0.5).astype("int64")
+    return np.argmax(probabilities, axis=1)
+
+
+def metric_name(label):
+    """`label` as MLflow accepts it in a metric name (other characters become `_`)."""
+    return re.sub(r"[^\w.\- /]", "_", str(label)) or "_"
+
+
+def top_label_calibration(labels, probabilities, bins=10):
+    """`calibration` of the most probable class: its probability against how often it
+    is the true one (the top-label reliability of several classes)."""
+    probabilities = np.asarray(probabilities)
+    correct = np.argmax(probabilities, axis=1) == np.asarray(labels)
+    return calibration(correct, probabilities.max(axis=1), bins)
+
+
+def confidently_wrong_per_class(texts, labels, probabilities, classes, count):
+    """Per true class, the `count` texts the model got wrong with the most confidence,
+    each with the class it chose and that class's probability."""
+    probabilities, labels = np.asarray(probabilities), np.asarray(labels)
+    chosen = np.argmax(probabilities, axis=1)
+    confidence = probabilities.max(axis=1)
+    table = {"label": [], "predicted": [], "probability": [], "text": []}
+    for index, name in enumerate(classes):
+        wrong = np.flatnonzero((labels == index) & (chosen != index))
+        for i in wrong[np.argsort(-confidence[wrong], kind="stable")][:count]:
+            table["label"].append(name)
+            table["predicted"].append(classes[chosen[i]])
+            table["probability"].append(round(float(confidence[i]), 4))
+            table["text"].append(texts[i][:1000])
+    return table

@@ -64,38 +64,43 @@ def _texts(config, prepared, split):
                             config.seed, getattr(config, "slices_from", "anywhere"))
 
 
-def bow_model(config, vocabulary_size):
+def bow_model(config, vocabulary_size, classes=2):
     import keras
+
+    from workflows.sentiment.family import output_layer
 
     inputs = keras.Input(shape=(vocabulary_size,), name="ngrams")
     x = keras.layers.Dense(config.hidden_units, activation="relu")(inputs)
     x = keras.layers.Dropout(config.dropout)(x)
-    outputs = keras.layers.Dense(1, activation="sigmoid")(x)
+    outputs = output_layer(classes)(x)
     return keras.Model(inputs, outputs, name=config.model)
 
 
-def nbsvm_model(config, vocabulary_size, ratios=None):
-    """Sparse binary n-gram vector -> NaiveBayesLinear -> sigmoid."""
+def nbsvm_model(config, vocabulary_size, ratios=None, classes=2):
+    """Sparse binary n-gram vector -> NaiveBayesLinear -> sigmoid (two classes) or
+    softmax over one-vs-rest logits."""
     import keras
 
     import layers
+    from workflows.sentiment.family import output_units
 
     inputs = keras.Input(shape=(vocabulary_size,), sparse=True, name="ngrams")
-    linear = layers.NaiveBayesLinear(config.beta, config.l2)
-    outputs = keras.layers.Activation("sigmoid", dtype="float32")(linear(inputs))
+    linear = layers.NaiveBayesLinear(config.beta, config.l2, units=output_units(classes))
+    activation = "sigmoid" if classes == 2 else "softmax"
+    outputs = keras.layers.Activation(activation, dtype="float32")(linear(inputs))
     if ratios is not None:
         linear.set_ratios(ratios)
     return keras.Model(inputs, outputs, name=config.model)
 
 
-def build_model(config, vocabulary_size, ratios=None):
+def build_model(config, vocabulary_size, ratios=None, classes=2):
     """The compiled model on `vocabulary_size` n-gram features (NBSVM's weights scaled
-    by its log-count `ratios`)."""
+    by its log-count `ratios`) for `classes` classes."""
     from workflows.sentiment.family import compiled_classifier
 
-    model = nbsvm_model(config, vocabulary_size, ratios) if config.model == "nbsvm" \
-        else bow_model(config, vocabulary_size)
-    return compiled_classifier(model, config)
+    model = nbsvm_model(config, vocabulary_size, ratios, classes) if config.model == "nbsvm" \
+        else bow_model(config, vocabulary_size, classes)
+    return compiled_classifier(model, config, classes)
 
 
 # ## From reviews to features
@@ -110,6 +115,7 @@ def ngram_vectorizer(config, prepared):
     from data_prep.text import (
         register_standardizations,
         separate_review_punctuation,
+        standardize_any_language,
         standardize_review,
     )
 
@@ -118,9 +124,11 @@ def ngram_vectorizer(config, prepared):
     register_standardizations()
     nbsvm = config.model == "nbsvm"
     separate = nbsvm and config.punctuation == "separate"
+    standardize = separate_review_punctuation if separate else standardize_review
+    if prepared.settings.standardize == "any_language":  # a user's texts, any script
+        standardize = standardize_any_language
     vectorizer = keras.layers.TextVectorization(
-        max_tokens=config.max_tokens, ngrams=config.ngrams,
-        standardize=separate_review_punctuation if separate else standardize_review,
+        max_tokens=config.max_tokens, ngrams=config.ngrams, standardize=standardize,
         output_mode="multi_hot" if nbsvm else config.output_mode, sparse=nbsvm)
     vectorizer.adapt(imdb.text_dataset(*_texts(config, prepared, "train"), 512)
                      .map(lambda text, label: text))
@@ -128,17 +136,32 @@ def ngram_vectorizer(config, prepared):
 
 
 def class_feature_counts(config, vectorizer, prepared):
-    """(negative, positive) counts of each n-gram's presence over the training texts."""
+    """`(features, classes)` counts of each n-gram's presence in each class's training
+    texts."""
     import tensorflow as tf  # n-gram vectorizers are TensorFlow layers
 
     from data_prep import imdb
 
-    counts = 0
+    counts, classes = 0, len(prepared.classes)
     for texts, labels in imdb.text_dataset(*_texts(config, prepared, "train"), 512):
-        one_hot = tf.one_hot(labels, 2, dtype=tf.float32)
+        one_hot = tf.one_hot(labels, classes, dtype=tf.float32)
         present = tf.cast(vectorizer(texts), tf.float32)
         counts += tf.sparse.sparse_dense_matmul(present, one_hot, adjoint_a=True)
-    return counts[:, 0], counts[:, 1]
+    return counts
+
+
+def naive_bayes_ratios(counts, alpha):
+    """The log-count ratios of two classes (class 1 against class 0), or of each class
+    against the others: `(features,)` or `(features, classes)`."""
+    import keras
+
+    from layers.naive_bayes_linear import log_count_ratios
+
+    if counts.shape[1] == 2:
+        return log_count_ratios(counts[:, 1], counts[:, 0], alpha)
+    total = keras.ops.sum(counts, axis=1)
+    return keras.ops.stack([log_count_ratios(counts[:, c], total - counts[:, c], alpha)
+                            for c in range(counts.shape[1])], axis=1)
 
 
 def build(config, data):
@@ -149,20 +172,24 @@ def build(config, data):
     import tensorflow as tf  # the vectorizer is a TensorFlow layer
 
     from data_prep import imdb
-    from layers.naive_bayes_linear import log_count_ratios
-    from workflows.sentiment.family import Trainable
+    from workflows.sentiment.family import Trainable, class_weights
 
     prepared = data.prepared
     vectorizer, ratios = ngram_vectorizer(config, prepared), None
     if config.model == "nbsvm":
-        negative, positive = class_feature_counts(config, vectorizer, prepared)
-        ratios = log_count_ratios(positive, negative, config.alpha)
-    model = build_model(config, vectorizer.vocabulary_size(), ratios)
+        ratios = naive_bayes_ratios(class_feature_counts(config, vectorizer, prepared),
+                                    config.alpha)
+    model = build_model(config, vectorizer.vocabulary_size(), ratios, len(prepared.classes))
     texts = {split: _texts(config, prepared, split) for split in ("train", "val")}
+    weights = tf.constant(class_weights(config, texts["train"][1], prepared.classes))
 
     def batches(split, epoch=None):
         shuffle, seed = epoch is not None, config.seed + (epoch or 0)
         dataset = imdb.text_dataset(*texts[split], config.batch_size, shuffle, seed)
+        if split == "train" and config.class_weight != "none":
+            return dataset.map(lambda text, label: (vectorizer(text), label,
+                                                    tf.gather(weights, label)),
+                               num_parallel_calls=tf.data.AUTOTUNE)
         return dataset.map(lambda text, label: (vectorizer(text), label),
                            num_parallel_calls=tf.data.AUTOTUNE)
 
@@ -184,12 +211,14 @@ class EndToEndClassifier:
         self.model, self.batch_size = model, batch_size
 
     def predict(self, texts):
-        """P(positive) of each text."""
+        """P(positive) of each text (or each text's row of class probabilities)."""
         import tensorflow as tf  # the model's TextVectorization reads tf.data strings
+
+        from workflows.sentiment.token_ids import class_rows
 
         batches = untuned(tf.data.Dataset.from_tensor_slices(tf.constant(list(texts), tf.string)))
         probabilities = self.model.predict(batches.batch(self.batch_size), verbose=0)
-        return np.asarray(probabilities, "float64").reshape(-1)
+        return class_rows(np.asarray(probabilities).reshape(len(texts), -1))
 
     def save(self, folder):
         from workflows.sentiment.family import save_folder

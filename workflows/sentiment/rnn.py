@@ -41,7 +41,7 @@ MODELS = {
 }
 
 
-def build_model(config, vocabulary_size, embedding_matrix=None):
+def build_model(config, vocabulary_size, embedding_matrix=None, classes=2):
     """Embedding (masking padding) -> RNNClassifier: the tutorial's BiLSTM by default.
 
     Pretrained vectors are frozen unless `fine_tune_embeddings`; padding and words
@@ -50,7 +50,7 @@ def build_model(config, vocabulary_size, embedding_matrix=None):
     import keras
 
     import layers
-    from workflows.sentiment.family import compiled_classifier
+    from workflows.sentiment.family import compiled_classifier, output_units
 
     dim = config.embed_dim if embedding_matrix is None else embedding_matrix.shape[1]
     inputs = keras.Input(shape=(None,), dtype="int32", name="token_ids")
@@ -61,8 +61,10 @@ def build_model(config, vocabulary_size, embedding_matrix=None):
     if embedding_matrix is not None:
         embedding.set_weights([embedding_matrix])
     outputs = layers.RNNClassifier(config.cell, config.units, config.bidirectional,
-                                   config.num_layers, dropout=config.dropout)(x)
-    return compiled_classifier(keras.Model(inputs, outputs, name=config.model), config)
+                                   config.num_layers, dropout=config.dropout,
+                                   num_classes=output_units(classes))(x)
+    return compiled_classifier(keras.Model(inputs, outputs, name=config.model), config,
+                               classes)
 
 
 def build(config, data):
@@ -72,7 +74,7 @@ def build(config, data):
 
     prepared = data.prepared
     matrix, coverage = embedding_matrix(config, prepared)
-    model = build_model(config, len(prepared.vocabulary()), matrix)
+    model = build_model(config, len(prepared.vocabulary()), matrix, len(prepared.classes))
     extra = {"artifacts": {"embedding_coverage.json": coverage},
              "metrics": {"embedding_coverage": coverage["fraction"]}} if coverage else {}
     return token_ids.trainable(config, prepared, model, config.bucketing,

@@ -27,11 +27,11 @@ MODELS = {
 }
 
 
-def build_model(config, vocabulary_size):
+def build_model(config, vocabulary_size, classes=2):
     import keras
 
     import layers
-    from workflows.sentiment.family import compiled_classifier
+    from workflows.sentiment.family import compiled_classifier, output_layer
 
     inputs = keras.Input(shape=(None,), dtype="int32", name="token_ids")
     x = layers.PositionalEmbedding(config.sequence_length, vocabulary_size, config.embed_dim,
@@ -39,14 +39,15 @@ def build_model(config, vocabulary_size):
     x = layers.TransformerEncoder(config.embed_dim, config.dense_dim, config.num_heads)(x)
     x = keras.layers.GlobalMaxPooling1D()(x)
     x = keras.layers.Dropout(config.dropout)(x)
-    outputs = keras.layers.Dense(1, activation="sigmoid")(x)
-    return compiled_classifier(keras.Model(inputs, outputs, name=config.model), config)
+    outputs = output_layer(classes)(x)
+    return compiled_classifier(keras.Model(inputs, outputs, name=config.model), config,
+                               classes)
 
 
 def build(config, data):
     """The model on the prepared token ids, every batch at the full length."""
     from workflows.sentiment import token_ids
 
-    model = build_model(config, len(data.prepared.vocabulary()))
+    model = build_model(config, len(data.prepared.vocabulary()), len(data.prepared.classes))
     return token_ids.trainable(config, data.prepared, model, bucketing=False,
                                tags={"model_family": "transformer"})
