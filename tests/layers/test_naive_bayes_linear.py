@@ -69,3 +69,22 @@ def test_ratios_are_saved_with_the_model(tmp_path):
 def test_bad_arguments_are_refused(kwargs, message):
     with pytest.raises(ValueError, match=message):
         NaiveBayesLinear(**kwargs)
+
+
+def test_several_units_give_one_vs_rest_logits_and_round_trip(tmp_path):
+    layer = NaiveBayesLinear(beta=0.5, units=3)
+    layer.build((None, 4))
+    ratios = np.arange(12, dtype="float32").reshape(4, 3) / 10 - 0.5
+    kernel = np.linspace(-1, 1, 12, dtype="float32").reshape(4, 3)
+    layer.set_ratios(ratios)
+    layer.kernel.assign(kernel)
+    layer.bias.assign([0.1, 0.0, -0.1])
+    interpolated = 0.5 * np.abs(kernel).mean(axis=0) + 0.5 * kernel
+    expected = DOCUMENTS @ (ratios * interpolated) + np.array([0.1, 0.0, -0.1])
+    assert_close(layer(DOCUMENTS), expected)
+    inputs = keras.Input((4,))
+    model = keras.Model(inputs, layer(inputs))
+    model.save(tmp_path / "nb.keras")
+    loaded = keras.saving.load_model(tmp_path / "nb.keras")
+    assert loaded.layers[-1].units == 3
+    assert_close(loaded(DOCUMENTS), expected)
