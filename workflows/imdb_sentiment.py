@@ -144,10 +144,7 @@ def load_data(config, imdb_path=None, work_dir=None, files=None):
     encoder's weights."""
     from data_prep import cache
 
-    if files is not None and config.augment == "round_trip":
-        raise ConfigError("--augment round_trip paraphrases English reviews through the "
-                          "translation lesson's en-es runs; for your own texts use "
-                          "--augment edit.")
+    check_augmentation(config.augment, files)
     prepared = prepared_data(lambda texts: data_settings(config, texts), imdb_path, work_dir,
                              files)
     vocabulary_hash = cache.sha256_of(prepared.directory / "vocabulary.txt")[:12]
@@ -165,6 +162,24 @@ def load_data(config, imdb_path=None, work_dir=None, files=None):
     added = augmentation.augment(config, prepared, work_dir)
     return ImdbData(augmentation.AugmentedImdb(prepared, added),
                     f"{fingerprint}:{added.name}", added.summary, folder, files)
+
+
+def check_augmentation(augment, files):
+    """Refuses round-trip paraphrases of a user's texts: the kit's translators read
+    English reviews only."""
+    if files is not None and augment == "round_trip":
+        raise ConfigError("--augment round_trip paraphrases English reviews through the "
+                          "translation lesson's en-es runs; for your own texts use "
+                          "--augment edit.")
+
+
+def check_training_data(args):
+    """A train step's data flags, checked before any config is completed from other
+    runs (round-trip translators) or any data is read."""
+    from workflows.core.cli import overrides_from_args
+
+    augment = getattr(args, "augment", None) or overrides_from_args(args).get("augment")
+    check_augmentation(augment, text_classes.files_of(args))
 
 
 def augment(config, imdb_path=None, work_dir=None, files=None):
@@ -500,12 +515,12 @@ _prepare.add_argument("--skip-word2vec", action="store_true",
 CLI.step("augment", "make the augmented train rows a config trains on (train makes them "
          "too): --augment round_trip or edit", lambda a: augment(
              CLI.configs(a)[0], a.imdb_path, a.work_dir, texts_files(CLI.data_place(a).options)),
-         data=True, train="config")
+         data=True, train="config", check=check_training_data)
 CLI.step("train", "train one model (resumes an interrupted run)", CLI.train, data=True,
-         train="one")
+         train="one", check=check_training_data)
 CLI.step("run", "prepare, train, evaluate and predict, for each --model (default: bow and "
          "bilstm_glove; with --texts bow, nbsvm and bilstm, then a leaderboard)", run_lesson,
-         data=True, train="many")
+         data=True, train="many", check=check_training_data)
 _evaluate = CLI.step(
     "evaluate", "metrics of a run on its test split (or on --texts), logged to it",
     lambda a: evaluate(a.run_id, a.imdb_path, a.work_dir, a.model_uri, texts_file=a.texts,

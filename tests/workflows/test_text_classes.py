@@ -1,0 +1,160 @@
+"""The classification lesson on a user's labelled texts: three classes in two scripts,
+end to end (prepare, train, evaluate, predict, the logged model), and two classes of
+the user's own labels."""
+
+import json
+import os
+
+import mlflow
+import numpy as np
+import pytest
+
+from tests.data_prep.test_text_classes import news, write_tsv
+from workflows import imdb_sentiment as workflow
+from workflows.core import models, runs
+from workflows.sentiment import token_ids
+from workflows.sentiment.calibration import Temperature
+
+TINY = ["--epochs", "2", "--set", "max_tokens=300", "--set", "batch_size=8"]
+CLASSES = ["negativo", "neutral", "positivo"]
+
+
+@pytest.fixture(scope="module")
+def texts_store(tmp_path_factory, new_store):
+    """Two families trained by `run --texts` on 240 generated news items (neutral over
+    half), in a store of their own."""
+    root = tmp_path_factory.mktemp("texts_workflow")
+    path = root / "news.tsv"
+    write_tsv(path, news(240), header="titular\tsentimiento")
+    environment = {"NLPKIT_WORK_DIR": str(root / "work"),
+                   "MLFLOW_TRACKING_URI": new_store(root / "mlflow.db")}
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in environment.items():
+            patch.setenv(name, value)
+        mlflow.set_tracking_uri(environment["MLFLOW_TRACKING_URI"])
+        assert workflow.main(["run", "--texts", str(path), "--text-column", "titular",
+                              "--label-column", "sentimiento", "--model", "bow", "--model",
+                              "bilstm", *TINY, "--set", "hidden_units=8", "--set", "embed_dim=8",
+                              "--set", "units=4", "--set", "learning_rate=0.01"]) == 0
+        yield path, patch
+
+
+def texts_runs():
+    mlflow.set_tracking_uri(os.environ["MLFLOW_TRACKING_URI"])
+    experiment = mlflow.get_experiment_by_name(workflow.EXPERIMENT)
+    found = mlflow.search_runs([experiment.experiment_id], output_format="list",
+                               order_by=["attributes.start_time ASC"])
+    return {run.data.params["model"]: run for run in found}
+
+
+def test_run_trains_each_family_on_the_classes_and_prints_a_leaderboard(texts_store, capsys):
+    trained = texts_runs()
+    assert set(trained) == {"bow", "bilstm"}
+    for run in trained.values():
+        assert json.loads(run.data.params["classes"]) == CLASSES
+        assert run.data.params["texts"].endswith("news.tsv")
+        for name in ("accuracy", "macro_f1", "micro_f1", "weighted_f1", "f1_neutral",
+                     "precision_negativo", "recall_positivo", "expected_calibration_error"):
+            assert 0 <= run.data.metrics[f"test_{name}"] <= 1, name
+        matrix = json.loads(mlflow.artifacts.load_text(
+            f"runs:/{run.info.run_id}/test_metrics.json"))["confusion_matrix"]
+        assert np.array(matrix).shape == (3, 3)
+        assert np.trace(matrix) / np.sum(matrix) == pytest.approx(
+            run.data.metrics["test_accuracy"])
+        wrong = json.loads(mlflow.artifacts.load_text(
+            f"runs:/{run.info.run_id}/test_confidently_wrong.json"))
+        labels = [row[wrong["columns"].index("label")] for row in wrong["data"]]
+        assert set(labels) <= set(CLASSES)
+
+
+def test_bow_learns_the_classes_words(texts_store):
+    assert texts_runs()["bow"].data.metrics["test_macro_f1"] > 0.6
+
+
+def test_the_logged_model_answers_a_label_and_every_class_probability(texts_store, capsys):
+    run = texts_runs()["bow"]
+    answers = models.load_pyfunc(run).predict(["Gobierno радость éxito", "reunión отчёт"])
+    for answer in answers:
+        assert answer["label"] in CLASSES
+        assert list(answer["probabilities"]) == CLASSES
+        assert sum(answer["probabilities"].values()) == pytest.approx(1, abs=1e-5)
+        assert answer["label"] == max(answer["probabilities"], key=answer["probabilities"].get)
+    workflow.predict(["Gobierno радость éxito"], run.info.run_id)
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    assert line.split()[0] in CLASSES and "Gobierno радость éxito" in line
+
+
+def test_calibration_is_a_temperature_fitted_on_validation(texts_store):
+    run = texts_runs()["bilstm"]
+    model = models.load_pyfunc(run).unwrap_python_model()
+    assert isinstance(model.calibration, Temperature) and model.calibration.temperature > 0
+    rows = np.array([[0.7, 0.2, 0.1], [0.2, 0.5, 0.3]])
+    softer = Temperature(2.0)
+    assert softer.apply(rows)[0, 0] < 0.7 and softer.apply(rows).argmax(1).tolist() == [0, 1]
+    assert softer.undo(softer.apply(rows)) == pytest.approx(rows)
+
+
+def test_evaluate_scores_a_file_of_the_classes_and_refuses_unknown_labels(
+        texts_store, tmp_path, capsys):
+    run_id = texts_runs()["bow"].info.run_id
+    held_out = write_tsv(tmp_path / "more.tsv", news(30, seed=7))
+    metrics = workflow.evaluate(run_id, texts_file=held_out)
+    assert 0 <= metrics["macro_f1"] <= 1
+    assert "texts_more_macro_f1" in mlflow.get_run(run_id).data.metrics
+    odd = write_tsv(tmp_path / "odd.tsv", [("Nada", "otro"), ("Algo", "neutral")])
+    assert workflow.main(["evaluate", "--run-id", run_id, "--texts", str(odd)]) == 2
+    assert "labels the model does not know (otro)" in capsys.readouterr().err
+
+
+def test_a_changed_training_file_is_not_taken_for_the_run_s_test_split(texts_store, capsys):
+    path, _ = texts_store
+    run_id = texts_runs()["bow"].info.run_id
+    original = path.read_text(encoding="utf-8")
+    try:
+        path.write_text(original + "Nueva línea\tneutral\n", encoding="utf-8")
+        assert workflow.main(["evaluate", "--run-id", run_id]) == 2
+        assert "changed since run" in capsys.readouterr().err
+    finally:
+        path.write_text(original, encoding="utf-8")
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--model", "encoder"], "encoder classifies two classes; these texts have 3"),
+    (["--model", "bow", "--augment", "round_trip"], "for your own texts use --augment edit"),
+])
+def test_a_family_or_option_that_cannot_serve_the_texts_is_one_line(
+        texts_store, capsys, argv, message):
+    path, _ = texts_store
+    assert workflow.main(["train", "--texts", str(path), "--text-column", "titular",
+                          "--label-column", "sentimiento", *argv, "--epochs", "1"]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_balanced_class_weights_weigh_each_class_alike(texts_store):
+    path, _ = texts_store
+    files = workflow.texts_files({"texts": str(path), "text_column": "titular",
+                                  "label_column": "sentimiento"})
+    config = workflow.CATALOG.make("bilstm", None, {"class_weight": "balanced"})
+    data = workflow.load_data(config, files=files)
+    model = workflow.family("bilstm").build_model(config, 300, classes=3)
+    trainable = token_ids.trainable(config, data.prepared, model, bucketing=True)
+    counts = np.bincount(data.prepared.labels("train"))
+    assert counts.max() > 2 * counts.min()  # imbalanced
+    expected = counts.sum() / (3 * counts)  # so each class weighs n / 3 in all
+    for batch in trainable.train_batches(1):
+        _, batch_labels, weights = (np.asarray(part) for part in batch)
+        real = weights > 0  # (rows that top up a batch weigh 0)
+        assert weights[real] == pytest.approx(expected[batch_labels[real]], rel=1e-6)
+
+
+def test_two_classes_of_a_user_s_labels_answer_with_their_names(
+        texts_store, tmp_path, capsys):
+    rows = [(text, "spam" if label == "positivo" else "ham") for text, label in news(120, 3)]
+    path = write_tsv(tmp_path / "mail.tsv", rows)
+    assert workflow.main(["train", "--texts", str(path), "--model", "nbsvm", *TINY]) == 0
+    run = runs.model_run(workflow.LESSON)
+    assert json.loads(run.data.params["classes"]) == ["ham", "spam"]
+    (answer,) = models.load_pyfunc(run).predict(["Gobierno радость éxito"])
+    assert set(answer["probabilities"]) == {"ham", "spam"} and answer["label"] in ("ham", "spam")
+    metrics = workflow.evaluate(run.info.run_id)
+    assert {"roc_auc", "macro_f1", "f1_spam", "f1_ham"} <= set(metrics)
