@@ -214,7 +214,8 @@ class SentimentLesson(Lesson):
     compare_columns = ("run_id", "params.model", "params.embedding", "params.epochs",
                        "params.batch_size", "params.learning_rate",
                        "metrics.best_val_accuracy", "metrics.test_accuracy",
-                       "metrics.test_roc_auc", "metrics.mean_epoch_seconds", "start_time")
+                       "metrics.test_macro_f1", "metrics.test_roc_auc",
+                       "metrics.mean_epoch_seconds", "start_time")
     sort_by = "metrics.test_accuracy"
 
     def complete_config(self, config):

@@ -73,8 +73,26 @@ def compiled_classifier(model, config, classes=2):
     model.compile(optimizer=optimizer,
                   loss="binary_crossentropy" if binary else "sparse_categorical_crossentropy",
                   weighted_metrics=["accuracy" if binary else
-                                    keras.metrics.SparseCategoricalAccuracy(name="accuracy")])
+                                    keras.metrics.SparseCategoricalAccuracy(name="accuracy"),
+                                    macro_f1(classes)])
     return model
+
+
+def macro_f1(classes):
+    """The mean of the classes' F1 over an epoch (`macro_f1`, `val_macro_f1`: what
+    `tune --metric val_macro_f1` maximizes), from sparse labels and the model's
+    probabilities (one sigmoid for two classes)."""
+    import keras
+
+    class MacroF1(keras.metrics.F1Score):
+        def update_state(self, y_true, y_pred, sample_weight=None):
+            ops = keras.ops
+            y_true = ops.one_hot(ops.cast(ops.reshape(y_true, (-1,)), "int32"), classes)
+            if classes == 2:
+                y_pred = ops.concatenate([1 - y_pred, y_pred], axis=-1)
+            super().update_state(y_true, y_pred, sample_weight)
+
+    return MacroF1(average="macro", name="macro_f1")
 
 
 def output_layer(classes, **kwargs):
