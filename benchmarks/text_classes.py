@@ -19,6 +19,7 @@ Writes `benchmarks/results/text_classes_<eight|three>.json`.
 """
 
 import argparse
+import json
 import sys
 import tarfile
 import time
@@ -129,17 +130,21 @@ def main(argv=None):
     overrides = dict(item.split("=", 1) for item in args.set)
     train, test = write_rating_files(args.imdb_path, cache.work_dir(args.work_dir) / "benchmark"
                                      / "ratings", args.classes)
-    rows = [] if args.skip_floor else tfidf_floor(train, test)
     output = RESULTS / f"text_classes_{args.classes}.json"
+    earlier = json.loads(output.read_text())["rows"] if output.exists() else []
+    rows = [] if args.skip_floor else tfidf_floor(train, test)
     for model in args.model or ["bow", "nbsvm", "bilstm"]:
         weightings = ("none", "balanced") if args.classes == "three" else ("none",)
         for weighting in weightings:
             extra = {**overrides, **({"class_weight": weighting} if weighting != "none" else {})}
             rows.append(train_and_score(model, train, test, extra, args.work_dir))
             print(rows[-1])
+            measured = {row["model"] for row in rows}  # an earlier row of another model stays
+            kept = [row for row in earlier if row["model"] not in measured]
             write_results({"machine": machine(), "classes": args.classes,
                            "train": "official train reviews (validation: 10% of them)",
-                           "test": "official test reviews (25,000)", "rows": rows}, output)
+                           "test": "official test reviews (25,000)", "rows": kept + rows},
+                          output)
 
 
 if __name__ == "__main__":

@@ -52,16 +52,30 @@ ENCODERS = {
 }
 
 
+# Hugging Face architectures that keras-hub converts into a TextClassifier
+HUB_MODEL_TYPES = ("albert", "bert", "distilbert", "roberta", "xlm-roberta")
+HUB_METADATA = "metadata.json"  # what keras-hub's `save_to_preset` writes first
+
+
 def encoder_folder(encoder, root=None):
-    """The checked folder of `encoder`: a name of `ENCODERS` (fetched once) or a path."""
+    """The checked folder of `encoder`: a name of `ENCODERS` (fetched once), a path, or
+    a keras-hub preset name (returned as it is: keras-hub fetches it, online)."""
     if encoder in ENCODERS:
         source = ENCODERS[encoder]
         folder = sources.resolve(source, None, root) / source.inner
     else:
         folder = Path(encoder).expanduser()
         if not folder.is_dir():
+            if encoder in hub_preset_names():
+                return encoder
             raise EncoderError(f"Unknown encoder {encoder!r}: give one of "
-                               f"{', '.join(ENCODERS)} or a folder of {', '.join(FILES)}.")
+                               f"{', '.join(ENCODERS)}, a folder (a BERT model in Hugging "
+                               "Face format, a keras-hub preset or a Hugging Face folder of "
+                               f"{', '.join(HUB_MODEL_TYPES)}) or a keras-hub preset name "
+                               "(bert_base_en, roberta_base_en, ...).")
+        hub = hub_folder(folder)
+        if hub is not None:
+            return hub
     missing = [name for name in FILES if not (folder / name).is_file()]
     if missing:
         raise EncoderError(f"{folder} lacks {', '.join(missing)}: an encoder folder holds "
@@ -81,9 +95,47 @@ def encoder_folder(encoder, root=None):
     return folder
 
 
+def hub_folder(folder):
+    """`folder` if keras-hub reads it as a text classifier that is not the kit's own
+    BERT format (a keras-hub preset, or a Hugging Face folder of another architecture
+    or without `vocab.txt`), else None; a folder of neither is one `EncoderError`."""
+    if (folder / HUB_METADATA).is_file():
+        if not (folder / "config.json").is_file():
+            raise EncoderError(f"{folder} has a keras-hub {HUB_METADATA} but no config.json: "
+                               "save the preset again with save_to_preset.")
+        return folder
+    if not (folder / "config.json").is_file():
+        return None  # the BERT checks say what is missing
+    model_type = _config(folder).get("model_type")
+    if model_type == "bert" and (folder / "vocab.txt").is_file():
+        return None  # the kit's own BERT path
+    if model_type not in HUB_MODEL_TYPES:
+        raise EncoderError(f"{folder}/config.json says model_type {model_type!r}; keras-hub "
+                           f"reads text classifiers of {', '.join(HUB_MODEL_TYPES)} from "
+                           "Hugging Face folders (or save a keras-hub preset).")
+    return folder
+
+
+def is_hub_preset(encoder):
+    """Whether `encoder_folder`'s answer is read by keras-hub (`hub_classifier`)."""
+    return isinstance(encoder, str) or (Path(encoder) / HUB_METADATA).is_file() \
+        or _config(Path(encoder)).get("model_type") != "bert" \
+        or not (Path(encoder) / "vocab.txt").is_file()
+
+
+def hub_preset_names():
+    """keras-hub's own text classifier presets (fetched from its hub when used)."""
+    import keras_hub
+
+    return set(keras_hub.models.TextClassifier.presets)
+
+
 def encoder_digest(folder, root=None):
     """What identifies an encoder's weights: the content digest of the folder a run
-    reads (computed once per file version), whichever archive or folder it came from."""
+    reads (computed once per file version), whichever archive or folder it came from;
+    a keras-hub preset name: the name."""
+    if isinstance(folder, str):
+        return cache.settings_key({"keras_hub_preset": folder})
     return cache.source_digest(folder, root)
 
 

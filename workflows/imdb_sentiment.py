@@ -234,9 +234,6 @@ class SentimentLesson(Lesson):
                 for split, context in (("train", "training"), ("val", "validation"))]
 
     def build(self, config, data, place):
-        from workflows.sentiment.family import check_classes
-
-        check_classes(config, data.prepared.classes)
         trainable = family(config.model).build(config, data)
         added = {key: value for key, value in data.augmentation.items()
                  if isinstance(value, (int, float))}

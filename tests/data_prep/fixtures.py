@@ -127,3 +127,33 @@ def write_tiny_encoder(folder, layers=2, width=16, max_length=160, words=None):
     save_file({f"{name}.{kind}": value for name, parts in tensors.items()
                for kind, value in parts.items()}, str(folder / "model.safetensors"))
     return folder
+
+
+def write_tiny_hub_preset(folder, architecture="bert", words=()):
+    """A keras-hub text classifier preset with random weights (a few thousand), saved
+    with keras-hub's own `save_to_preset`, as a user's preset folder would be:
+    `architecture` bert (WordPiece) or roberta (byte-level BPE); `words` join the
+    vocabulary."""
+    import keras_hub
+
+    words = sorted({*words, "good", "bad", "film"})
+    size = dict(num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16,
+                max_sequence_length=64)
+    if architecture == "bert":
+        vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]
+        tokenizer = keras_hub.models.BertTokenizer(vocabulary=vocabulary, lowercase=True)
+        preprocessor = keras_hub.models.BertTextClassifierPreprocessor(tokenizer, 32)
+        backbone = keras_hub.models.BertBackbone(vocabulary_size=len(vocabulary), **size)
+        task = keras_hub.models.BertTextClassifier(backbone, 2, preprocessor=preprocessor)
+    else:
+        vocabulary = {"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3, "<mask>": 4}
+        for letter in "abcdefghijklmnopqrstuvwxyz":  # byte-level: a word is its letters
+            vocabulary.setdefault(letter, len(vocabulary))
+            vocabulary.setdefault("Ġ" + letter, len(vocabulary))
+        vocabulary.setdefault("oo", len(vocabulary))
+        tokenizer = keras_hub.models.RobertaTokenizer(vocabulary=vocabulary, merges=["o o"])
+        preprocessor = keras_hub.models.RobertaTextClassifierPreprocessor(tokenizer, 32)
+        backbone = keras_hub.models.RobertaBackbone(vocabulary_size=len(vocabulary), **size)
+        task = keras_hub.models.RobertaTextClassifier(backbone, 2, preprocessor=preprocessor)
+    task.save_to_preset(str(folder))
+    return Path(folder)

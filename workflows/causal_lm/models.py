@@ -84,7 +84,7 @@ class GPT(keras.Model):
 
 @keras.saving.register_keras_serializable(package="nlpkit")
 class GPTClassifier(keras.Model):
-    """A GPT's decoder stack under a pooled binary classifier head (ULMFiT-style).
+    """A GPT's decoder stack under a pooled classifier head (ULMFiT-style).
 
     Texts longer than the GPT's `max_length` are cut into consecutive chunks of that
     length, each read by the (causal) stack on its own; the hidden states of every
@@ -126,6 +126,7 @@ class GPTClassifier(keras.Model):
 
     def get_config(self):
         return {"name": self.name, "dropout": self.dropout, "pad_id": self.pad_id,
+                "num_classes": self.num_classes,
                 "backbone": keras.saving.serialize_keras_object(self.backbone)}
 
     @classmethod

@@ -35,9 +35,11 @@ class EncoderConfig(TrainConfig):
     every weight trained (`read`: which part of a long review it reads; the figures of
     each are in benchmarks/RESULTS.md)."""
 
-    two_classes_only = True  # (not a field) its head is one sigmoid
-
-    encoder: str = "all-minilm-l6-v2"  # a name of `data_prep.encoders.ENCODERS` or a folder
+    encoder: str = option("all-minilm-l6-v2", help="the pretrained encoder: "
+                          "all-minilm-l6-v2 (fetched once), a BERT folder in Hugging Face "
+                          "format, any folder keras-hub's TextClassifier.from_preset reads "
+                          "(a keras-hub preset; a Hugging Face BERT, DistilBERT, RoBERTa, "
+                          "XLM-RoBERTa or ALBERT folder) or, online, a keras-hub preset name")
     max_review_tokens: int = option(128, at_least=8, at_most=512)  # WordPiece tokens read
     read: str = option("head+tail", choices=ENCODER_READS)
     sentence_slices: int = option(1, at_least=0)  # as NBSVMConfig's
@@ -58,9 +60,12 @@ MODELS = {"encoder": EncoderConfig(model="encoder")}
 # ## The model
 
 
-def encoder_classifier(backbone, dropout):
-    """Token ids (0: padding) -> the backbone -> masked mean -> Dropout -> sigmoid."""
+def encoder_classifier(backbone, dropout, classes=2):
+    """Token ids (0: padding) -> the backbone -> masked mean -> Dropout -> sigmoid (or
+    a softmax over more classes)."""
     import keras
+
+    from workflows.sentiment.family import output_layer
 
     backbone.get_layer("pooled_dense").trainable = False  # [CLS]'s pooler: unused
     ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
@@ -69,24 +74,23 @@ def encoder_classifier(backbone, dropout):
                         "padding_mask": mask})["sequence_output"]
     pooled = keras.layers.GlobalAveragePooling1D(name="mean_of_tokens")(outputs, mask=mask)
     pooled = keras.layers.Dropout(dropout)(pooled)
-    probability = keras.layers.Dense(1, activation="sigmoid", dtype="float32",
-                                     name="positive")(pooled)
+    probability = output_layer(classes, dtype="float32",
+                               name="positive" if classes == 2 else "classes")(pooled)
     return keras.Model(ids, probability, name="encoder_classifier")
 
 
-def build_model(config, backbone, steps_per_epoch):
+def build_model(config, backbone, steps_per_epoch, classes=2):
     """`encoder_classifier` over the pretrained backbone, every weight trained with Adam
     at a rate warmed up over the first 10% of the steps, then decayed to 0."""
     import keras
 
     import layers
+    from workflows.sentiment.family import compile_loss
 
-    model = encoder_classifier(backbone, config.dropout)
+    model = encoder_classifier(backbone, config.dropout, classes)
     total = max(config.epochs * steps_per_epoch, 2)
     schedule = layers.WarmupLinearDecay(config.learning_rate, max(total // 10, 1), total)
-    model.compile(optimizer=keras.optimizers.Adam(schedule), loss="binary_crossentropy",
-                  weighted_metrics=["accuracy"])
-    return model
+    return compile_loss(model, keras.optimizers.Adam(schedule), classes)
 
 
 # ## From reviews to token ids
@@ -116,12 +120,19 @@ def padded_length(length, max_tokens):
 
 def build(config, data):
     """The encoder of `data.encoder` (a folder) under the classifier head, trained on
-    the train reviews and their sentence slices read as its WordPiece tokens."""
+    the train reviews and their sentence slices read as its WordPiece tokens; a
+    keras-hub preset through `hub_classifier`."""
     from data_prep import encoders, imdb
+
+    if encoders.is_hub_preset(data.encoder):
+        from workflows.sentiment import hub_classifier
+
+        return hub_classifier.build(config, data)
     from data_prep.text import WordPiece, pad_rows
     from workflows.core.batches import token_batches
-    from workflows.sentiment.family import REVIEW_LENGTHS, Trainable
+    from workflows.sentiment.family import REVIEW_LENGTHS, Trainable, class_weights
 
+    weights = class_weights(config, data.prepared.labels("train"), data.prepared.classes)
     vocabulary = encoders.read_vocabulary(data.encoder)
     lowercase = encoders.lowercases(data.encoder)
     tokenizer = WordPiece(vocabulary, lowercase)
@@ -135,10 +146,11 @@ def build(config, data):
 
     def batches(split, epoch=None):
         return token_batches(*splits[split], REVIEW_LENGTHS, config.batch_size,
-                             seed=None if epoch is None else config.seed + epoch)
+                             seed=None if epoch is None else config.seed + epoch,
+                             weights=weights[splits[split][1]] if split == "train" else None)
 
     backbone = encoders.load_backbone(data.encoder)
-    model = build_model(config, backbone, len(batches("train", 0)))
+    model = build_model(config, backbone, len(batches("train", 0)), len(data.prepared.classes))
     classifier = EncoderClassifier(model, vocabulary, config.max_review_tokens, lowercase,
                                    config.read)
     return Trainable(model, lambda epoch: batches("train", epoch), batches("val"),
@@ -170,7 +182,7 @@ class EncoderClassifier:
         return token_rows(self.tokenizer, texts, self.max_review_tokens, self.read)
 
     def predict(self, texts, batch_size=32):
-        """P(positive) of each text."""
+        """P(positive) of each text (or its row of class probabilities)."""
         from workflows.sentiment.family import score_rows
 
         return score_rows(self._forward, self.token_rows(texts), batch_size,

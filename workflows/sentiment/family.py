@@ -18,7 +18,6 @@ import numpy as np
 from workflows.core.config import (
     MAX_BATCH_SIZE,
     MAX_LEARNING_RATE,
-    ConfigError,
     TrainingOptions,
     option,
     unless,
@@ -37,7 +36,6 @@ class TrainConfig(TrainingOptions):
     augmentable = True  # (not a field) False where extra train rows cannot be used
 
     model: str = ""
-    two_classes_only = False  # (not a field) True where a family serves two classes only
     batch_size: int = option(32, at_least=1, at_most=MAX_BATCH_SIZE)
     optimizer: str = option("rmsprop", choices=OPTIMIZERS)
     learning_rate: float = option(0.001, above=0, at_most=MAX_LEARNING_RATE)
@@ -69,9 +67,19 @@ def compiled_classifier(model, config, classes=2):
 
     optimizer = keras.optimizers.get({"class_name": config.optimizer,
                                       "config": {"learning_rate": config.learning_rate}})
-    binary = classes == 2
+    return compile_loss(model, optimizer, classes)
+
+
+def compile_loss(model, optimizer, classes=2, one_sigmoid=True):
+    """`model` compiled with `optimizer`, the cross-entropy of `classes` classes and
+    the weighted accuracy and macro-F1 (`compiled_classifier`); two classes are one
+    sigmoid output unless `one_sigmoid` is False (a softmax of two)."""
+    import keras
+
+    binary = classes == 2 and one_sigmoid
     model.compile(optimizer=optimizer,
                   loss="binary_crossentropy" if binary else "sparse_categorical_crossentropy",
+                  metrics=[],  # (a keras-hub task adds its own by default)
                   weighted_metrics=["accuracy" if binary else
                                     keras.metrics.SparseCategoricalAccuracy(name="accuracy"),
                                     macro_f1(classes)])
@@ -79,20 +87,10 @@ def compiled_classifier(model, config, classes=2):
 
 
 def macro_f1(classes):
-    """The mean of the classes' F1 over an epoch (`macro_f1`, `val_macro_f1`: what
-    `tune --metric val_macro_f1` maximizes), from sparse labels and the model's
-    probabilities (one sigmoid for two classes)."""
-    import keras
+    """The epoch's macro-F1 (`macro_f1`, `val_macro_f1`) of `classes` classes."""
+    from workflows.sentiment.f1_metric import SparseMacroF1
 
-    class MacroF1(keras.metrics.F1Score):
-        def update_state(self, y_true, y_pred, sample_weight=None):
-            ops = keras.ops
-            y_true = ops.one_hot(ops.cast(ops.reshape(y_true, (-1,)), "int32"), classes)
-            if classes == 2:
-                y_pred = ops.concatenate([1 - y_pred, y_pred], axis=-1)
-            super().update_state(y_true, y_pred, sample_weight)
-
-    return MacroF1(average="macro", name="macro_f1")
+    return SparseMacroF1(classes)
 
 
 def output_layer(classes, **kwargs):
@@ -108,14 +106,6 @@ def output_layer(classes, **kwargs):
 def output_units(classes):
     """Units of the last layer: 1 (a sigmoid) for two classes, else one per class."""
     return 1 if classes == 2 else classes
-
-
-def check_classes(config, classes):
-    """Refuses, in one line, more than two classes for a family that serves two."""
-    if len(classes) > 2 and config.two_classes_only:
-        raise ConfigError(f"{config.model} classifies two classes; these texts have "
-                          f"{len(classes)} ({', '.join(classes[:6])}): use bow, bilstm, "
-                          "bilstm_glove, bilstm_word2vec, gru, lstm, rnn or transformer.")
 
 
 def class_weights(config, labels, classes):
@@ -151,21 +141,26 @@ REVIEW_LENGTHS = (64, 128, 192, 256, 384, 512, 768, 1024)
 
 
 def score_rows(forward, rows, batch_size, width):
-    """`forward`'s P(positive) of each token id row, scored shortest first in batches of
-    `batch_size` rows padded to `width(longest row)`; a short last batch is topped up
-    with empty rows, so each width is one shape."""
+    """`forward`'s P(positive) of each token id row (or its row of class
+    probabilities), scored shortest first in batches of `batch_size` rows padded to
+    `width(longest row)`; a short last batch is topped up with empty rows, so each
+    width is one shape."""
     import keras
 
     from data_prep.text import pad_rows
+    from workflows.sentiment.token_ids import class_rows
 
-    probabilities = np.zeros(len(rows))
+    probabilities = None
     order = np.argsort([len(row) for row in rows], kind="stable")
     for start in range(0, len(rows), batch_size):
         batch = order[start:start + batch_size]
         ids = pad_rows([rows[i] for i in batch] + [[]] * (batch_size - len(batch)),
                        width(max(len(rows[i]) for i in batch)))
-        probabilities[batch] = keras.ops.convert_to_numpy(forward(ids))[:len(batch), 0]
-    return probabilities
+        scores = class_rows(keras.ops.convert_to_numpy(forward(ids))[:len(batch)])
+        if probabilities is None:
+            probabilities = np.zeros((len(rows), *scores.shape[1:]))
+        probabilities[batch] = scores
+    return np.zeros(0) if probabilities is None else probabilities
 
 
 # ## The classifier folder
@@ -178,6 +173,7 @@ CLASSIFIERS = {  # kind -> (module, class)
     "paragraph_vectors": ("workflows.sentiment.doc2vec", "ParagraphVectorClassifier"),
     "encoder": ("workflows.sentiment.encoder", "EncoderClassifier"),
     "subwords": ("workflows.sentiment.lm_classifier", "SubwordClassifier"),
+    "hub_preset": ("workflows.sentiment.hub_classifier", "HubClassifier"),
 }
 
 
@@ -192,6 +188,7 @@ def save_folder(folder, model, kind, settings=None, vocabulary=None):
 def read_folder(folder, kind, compile=False):
     """`(model, settings, vocabulary or None)` of a classifier folder of `kind`."""
     from workflows.core.model_folder import read_folder as read_model_folder
+    from workflows.sentiment import f1_metric  # noqa: F401  registers the compiled metric
 
     model, settings, vocabularies = read_model_folder(folder, [kind], compile)
     return model, settings, vocabularies.get("vocabulary")

@@ -33,8 +33,6 @@ class LMClassifierConfig(TrainConfig):
     """`pretrained=False` trains the same architecture from scratch, for comparison.
     The architecture fields are the source run's (set from `init_from`)."""
 
-    two_classes_only = True  # (not a field) its head is one sigmoid
-
     init_from: str | None = None  # a language_model run id (or prefix) or model URI
     pretrained: bool = True  # False: same architecture and tokenizer, random weights
     max_review_tokens: int = option(512, at_least=2)  # subword tokens read per review
@@ -77,19 +75,20 @@ def complete_config(config):
 # ## The model
 
 
-def build_model(config, pretrained_gpt, steps_per_epoch):
+def build_model(config, pretrained_gpt, steps_per_epoch, classes=2):
     """GPTClassifier over the pretrained GPT (or a new one), compiled with LayerwiseAdam:
     each layer down trains at `layer_lr_decay` times the rate of the one above, and the
     layers unfreeze top-down, evenly over the first `unfreeze_epochs`."""
     import layers
     from workflows.causal_lm import models as gpt_models
     from workflows.core import devices
+    from workflows.sentiment.family import compile_loss, output_units
 
     gpt = pretrained_gpt if config.pretrained else gpt_models.GPT(
         config.vocabulary_size, config.sequence_length, config.embed_dim, config.dense_dim,
         config.num_heads, config.num_layers, dropout=0.1,
         dtype=devices.resolve_precision(config.dtype_policy))
-    model = gpt_models.GPTClassifier(gpt, config.dropout)
+    model = gpt_models.GPTClassifier(gpt, config.dropout, num_classes=output_units(classes))
     names = ["final_norm", *(f"decoder_{i}" for i in reversed(range(config.num_layers))),
              "embedding"]  # top-down
     step = round(config.unfreeze_epochs * steps_per_epoch / len(names))
@@ -97,9 +96,7 @@ def build_model(config, pretrained_gpt, steps_per_epoch):
               for depth, name in enumerate(names)}
     total = max(config.epochs * steps_per_epoch, 2)
     schedule = layers.WarmupLinearDecay(config.learning_rate, max(total // 10, 1), total)
-    model.compile(optimizer=layers.LayerwiseAdam(schedule, groups=groups),
-                  loss="binary_crossentropy", weighted_metrics=["accuracy"])
-    return model
+    return compile_loss(model, layers.LayerwiseAdam(schedule, groups=groups), classes)
 
 
 # ## From reviews to subword ids
@@ -123,9 +120,10 @@ def build(config, data):
     from data_prep.text import pad_rows
     from workflows.causal_lm import source as lm_source
     from workflows.core.batches import token_batches
-    from workflows.sentiment.family import REVIEW_LENGTHS, Trainable
+    from workflows.sentiment.family import REVIEW_LENGTHS, Trainable, class_weights
 
     prepared = data.prepared
+    weights = class_weights(config, prepared.labels("train"), prepared.classes)
     generator = lm_source.load_generator(lm_source.source_run(config.init_from))
     print(f"Tokenizing the reviews with the vocabulary of run {config.init_from}")
     splits = {}
@@ -136,9 +134,11 @@ def build(config, data):
     def batches(split, epoch=None):
         return token_batches(*splits[split], REVIEW_LENGTHS, config.batch_size,
                              getattr(config, "batch_tokens", None),
-                             None if epoch is None else config.seed + epoch)
+                             None if epoch is None else config.seed + epoch,
+                             weights=weights[splits[split][1]] if split == "train" else None)
 
-    model = build_model(config, generator.model, len(batches("train", 0)))
+    model = build_model(config, generator.model, len(batches("train", 0)),
+                        len(prepared.classes))
     classifier = SubwordClassifier(model, generator.vocabulary, config.max_review_tokens)
     return Trainable(model, lambda epoch: batches("train", epoch), batches("val"),
                      len(prepared.labels("train")), classifier,
@@ -169,8 +169,9 @@ class SubwordClassifier:
         return token_rows(self.tokenizer, texts, self.max_review_tokens)
 
     def predict(self, texts, batch_size=32):
-        """P(positive) of each text; batches of similar length, padded to a multiple of
-        the model's chunk length (few shapes to compile)."""
+        """P(positive) of each text (or its row of class probabilities); batches of
+        similar length, padded to a multiple of the model's chunk length (few shapes to
+        compile)."""
         from workflows.sentiment.family import score_rows
 
         chunk = self.model.backbone.max_length

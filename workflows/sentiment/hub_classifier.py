@@ -1,0 +1,166 @@
+"""The `encoder` family on any keras-hub text classifier: a preset folder that keras-hub
+wrote (`save_to_preset`), a Hugging Face folder keras-hub converts (BERT, DistilBERT,
+RoBERTa, XLM-RoBERTa, ALBERT) or, online, a keras-hub preset name
+(`keras_hub.models.TextClassifier.presets`), fine-tuned with a new head of one output per
+class (`data_prep.encoders.hub_preset` tells these from the kit's own BERT folders).
+
+The preset's own preprocessor reads the texts (its tokenizer, its special tokens, cut or
+padded to `max_review_tokens`: one shape), ahead of training; the model trains on the
+token arrays, with Adam warmed up over 10% of the steps, then decayed to 0, as the
+kit's BERT path. `HubClassifier.save(folder)` writes the keras-hub task with its
+preprocessor; `load(folder).predict(texts)` scores raw texts in batches of one shape.
+Its tokenizers are TensorFlow layers: this path needs TensorFlow where it trains and
+where it serves.
+"""
+
+import numpy as np
+
+from workflows.core.batches import BucketedBatches, for_backend
+
+KIND = "hub_preset"
+
+
+def load_task(preset, classes, max_tokens):
+    """The keras-hub `TextClassifier` of `preset` with a softmax head of `classes`
+    outputs, its preprocessor cut to `max_tokens` tokens."""
+    import keras_hub
+
+    from data_prep.encoders import EncoderError
+
+    try:
+        task = keras_hub.models.TextClassifier.from_preset(
+            str(preset), num_classes=classes, activation="softmax")
+    except (ValueError, KeyError, OSError) as error:
+        reason = str(error).splitlines()[0][:200] if str(error) else type(error).__name__
+        raise EncoderError(f"keras-hub cannot read {preset} as a text classifier ({reason})."
+                           ) from error
+    task.preprocessor.sequence_length = max_tokens
+    return task
+
+
+def features(preprocessor, texts, batch_size=256):
+    """The preprocessor's arrays (`token_ids`, `padding_mask`, ...) of every text."""
+    import keras
+
+    from data_prep.text import clean_html
+
+    chunks = []
+    for start in range(0, len(texts), batch_size):
+        batch = [clean_html(text) for text in texts[start:start + batch_size]]
+        chunks.append({name: keras.ops.convert_to_numpy(value)
+                       for name, value in preprocessor(batch).items()})
+    return {name: np.concatenate([chunk[name] for chunk in chunks]) for name in chunks[0]}
+
+
+class FeatureBatches(BucketedBatches):
+    """`(features, labels, weights)` batches of the preprocessor's arrays, all of one
+    shape: top-up rows repeat a real row of the batch with weight 0."""
+
+    def __init__(self, arrays, labels, plan, seed=None, order=None, weights=None):
+        self.arrays, self.labels = arrays, np.asarray(labels)
+        self.weights = weights
+        lengths = np.ones(len(self.labels), "int64")
+        super().__init__(plan, lengths, seed, order)
+
+    def make(self, bucket, rows):
+        from data_prep.text import EMPTY
+
+        real = rows != EMPTY
+        rows = np.where(real, rows, rows[real][0])
+        weights = real.astype("float32")
+        if self.weights is not None:
+            weights *= self.weights[rows]
+        return ({name: array[rows] for name, array in self.arrays.items()},
+                self.labels[rows], weights)
+
+    def with_order(self, order):
+        return FeatureBatches(self.arrays, self.labels, self.plan, order=order,
+                              weights=self.weights)
+
+
+def build(config, data):
+    """The preset's classifier with a new head, trained on the train texts (and their
+    sentence slices) as its preprocessor reads them."""
+    import keras
+
+    import layers
+    from data_prep import imdb
+    from data_prep.text import BucketPlan
+    from workflows.sentiment.family import Trainable, class_weights, compile_loss
+
+    classes = len(data.prepared.classes)
+    task = load_task(data.encoder, classes, config.max_review_tokens)
+    preprocessor = task.preprocessor
+    print(f"Tokenizing the texts with the preprocessor of {config.encoder}")
+    splits = {}
+    for split in ("train", "val"):
+        texts, labels = imdb.split_texts(data.prepared, split, config.sentence_slices,
+                                         config.seed, config.slices_from)
+        splits[split] = (features(preprocessor, texts), labels)
+    weights = class_weights(config, data.prepared.labels("train"), data.prepared.classes)
+    plan = BucketPlan.single(config.max_review_tokens, config.batch_size)
+
+    def batches(split, epoch=None):
+        arrays, labels = splits[split]
+        return for_backend(FeatureBatches(
+            arrays, labels, plan, None if epoch is None else config.seed + epoch,
+            weights=weights[labels] if split == "train" else None))
+
+    task.preprocessor = None  # trains on the arrays; the saved classifier has it back
+    steps = len(FeatureBatches(*splits["train"], plan, seed=0))
+    total = max(config.epochs * steps, 2)
+    schedule = layers.WarmupLinearDecay(config.learning_rate, max(total // 10, 1), total)
+    compile_loss(task, keras.optimizers.Adam(schedule), classes, one_sigmoid=False)
+    classifier = HubClassifier(task, preprocessor)
+    return Trainable(task, lambda epoch: batches("train", epoch), batches("val"),
+                     len(splits["train"][1]), classifier,
+                     tags={"model_family": "encoder", "encoder_kind": KIND,
+                           "architecture": type(task).__name__},
+                     metrics={"encoder_weights": task.backbone.count_params()})
+
+
+class HubClassifier:
+    """A keras-hub text classifier and its preprocessor: raw texts in."""
+
+    def __init__(self, task, preprocessor, batch_size=32):
+        from workflows.core.compilation import compiled
+
+        self.task, self.preprocessor, self.batch_size = task, preprocessor, batch_size
+        self._forward = compiled(lambda inputs: self.task(inputs, training=False), task)
+
+    def predict(self, texts):
+        """P(class 1) of each text for two classes, else its row of class probabilities;
+        in batches of `batch_size` (the last one topped up with empty texts)."""
+        import keras
+
+        from workflows.sentiment.token_ids import class_rows
+
+        texts, rows = list(texts), []
+        for start in range(0, len(texts), self.batch_size):
+            batch = texts[start:start + self.batch_size]
+            padded = features(self.preprocessor, batch + [""] * (self.batch_size - len(batch)))
+            output = keras.ops.convert_to_numpy(self._forward(padded))[:len(batch)]
+            rows.append(output)
+        probabilities = np.concatenate(rows) if rows else np.zeros((0, 2))
+        return class_rows(probabilities[:, 1:]) if probabilities.shape[1] == 2 \
+            else class_rows(probabilities)
+
+    def save(self, folder):
+        from workflows.sentiment.family import save_folder
+
+        self.task.preprocessor = self.preprocessor  # saved with its tokenizer's assets
+        try:
+            return save_folder(folder, self.task, KIND,
+                               {"sequence_length": self.preprocessor.sequence_length})
+        finally:
+            self.task.preprocessor = None
+
+    @classmethod
+    def load(cls, folder):
+        import keras_hub  # noqa: F401  registers the tasks, backbones and tokenizers
+
+        from workflows.sentiment.family import read_folder
+
+        task, _, _ = read_folder(folder, KIND)
+        preprocessor, task.preprocessor = task.preprocessor, None
+        return cls(task, preprocessor)
