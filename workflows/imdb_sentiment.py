@@ -40,6 +40,7 @@ LEXICONS = ("none", "vader")
 EXAMPLES = ["A gripping, beautifully shot film.", "Dull, predictable and far too long."]
 # the data flags of a user's labelled texts (`data_prep.text_classes.add_texts_arguments`)
 TEXTS_OPTIONS = ("texts", "validation_texts", "test_texts", "text_column", "label_column")
+TEXTS_PARAMS = (*TEXTS_OPTIONS, "classes")  # what a run of them logs (`texts_params`)
 
 
 # ## The models
@@ -92,13 +93,20 @@ def data_settings(config=None, texts=False):
     fields = {name: getattr(config, name) for name in ("max_tokens", "sequence_length")}  \
         if hasattr(config, "max_tokens") and hasattr(config, "sequence_length") else {}
     if texts:
-        default = TrainConfig.__dataclass_fields__["val_fraction"].default
-        if config is not None and config.val_fraction != default:
-            fields["val_fraction"] = config.val_fraction
-        return text_classes.TextsSettings(**fields)
+        return text_classes.TextsSettings(**fields, val_fraction=texts_val_fraction(
+            None if config is None else config.val_fraction))
     if config is not None:
         fields["val_fraction"] = config.val_fraction
     return imdb.ImdbSettings(include_unlabelled=True, **fields)
+
+
+def texts_val_fraction(val_fraction):
+    """The validation share of a user's texts: 0.1 where a config keeps the reviews'
+    default (0.2), else what it sets."""
+    default = TrainConfig.__dataclass_fields__["val_fraction"].default
+    if val_fraction is None or float(val_fraction) == default:
+        return text_classes.TextsSettings.val_fraction
+    return float(val_fraction)
 
 
 def prepared_data(settings_of, imdb_path=None, work_dir=None, files=None, verbose=False):
@@ -371,8 +379,9 @@ def trained_on(run, config, imdb_path=None, work_dir=None):
     if "texts" not in params:
         return imdb.prepare(imdb_path, data_settings(config), work_dir, verbose=False)
     files = texts_files({**params})
-    prepared = prepared_data(lambda texts: data_settings(config, texts), work_dir=work_dir,
-                             files=files)
+    settings = data_settings(config, texts=True) if config else text_classes.TextsSettings(
+        val_fraction=texts_val_fraction(params.get("val_fraction")))  # an ensemble's
+    prepared = text_classes.prepare(files, settings, work_dir, verbose=False)
     trained = run.data.tags.get("dataset_fingerprint", "").split(":")[0]
     if trained and trained != prepared.directory.name:
         raise ConfigError(f"{files.texts} changed since run {run.info.run_id[:8]} trained on "
@@ -429,7 +438,16 @@ def ensemble(run_ids, imdb_path=None, work_dir=None, lexicon="none", fit_on="rev
         if len(fractions) > 1:
             raise ConfigError(f"The runs hold out different validation shares ({sorted(fractions)}"
                               "): ensemble runs trained with the same --set val_fraction.")
-        settings = dataclasses.replace(data_settings(), val_fraction=fractions.pop())
+        fraction = fractions.pop()
+        if "texts" in member_runs[0].data.params:  # a user's texts: the members' file
+            params = {key: member_runs[0].data.params[key] for key in TEXTS_PARAMS
+                      if key in member_runs[0].data.params}
+            prepared = text_classes.prepare(
+                texts_files(params), text_classes.TextsSettings(
+                    val_fraction=texts_val_fraction(fraction)), work_dir, verbose=False)
+            return (prepared.texts("val"), prepared.labels("val"), prepared.directory.name,
+                    {"val_fraction": fraction, **params})
+        settings = dataclasses.replace(data_settings(), val_fraction=fraction)
         prepared = imdb.prepare(imdb_path, settings, work_dir, verbose=False)
         return (prepared.texts("val"), prepared.labels("val"), prepared.directory.name,
                 {"val_fraction": settings.val_fraction})
@@ -449,8 +467,11 @@ def compare(sort_by=None, model=None, since=None, style="text", ascending=False)
 
 
 def run_lesson(args):
-    """`run`: prepare, then train, evaluate and try out each model; compare them (on a
-    user's texts: a leaderboard of the runs by macro-F1)."""
+    """`run`: prepare, then train, evaluate and try out each model; compare them. On a
+    user's texts: a leaderboard of the runs by macro-F1, and `--max-train-minutes` the
+    whole leaderboard's (the k-th of n models must end k/n of it after the command's
+    start, as every budget counts from there: a model that stops early leaves the rest
+    its time)."""
     from workflows.core import runs
 
     files = texts_files(CLI.data_place(args).options)
@@ -461,11 +482,14 @@ def run_lesson(args):
                        args.glove_dim, files)
     examples = prepared.texts("val")[:3] if files else EXAMPLES
     board = []
-    for config in configs:
-        started = time.perf_counter()
+    for index, config in enumerate(configs):
+        if files and config.max_train_minutes:  # the budget of the whole leaderboard
+            config = dataclasses.replace(config, max_train_minutes=round(
+                config.max_train_minutes * (index + 1) / len(configs), 3))
+        began = time.perf_counter()
         run_id = CLI.train_config(args, config)
         metrics = evaluate(run_id, args.imdb_path, args.work_dir)
-        board.append((config.model, metrics, (time.perf_counter() - started) / 60, run_id))
+        board.append((config.model, metrics, (time.perf_counter() - began) / 60, run_id))
         predict(examples, run_id)
     if files:
         print_leaderboard(board)

@@ -50,6 +50,7 @@ def test_a_preset_folder_is_read_by_keras_hub_and_a_kit_bert_folder_is_not(prese
         encoders.encoder_folder("no_such_preset_en")
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("architecture", ["bert", "roberta"])
 def test_a_tiny_preset_fine_tunes_on_three_classes_and_answers_them(
         own_store, presets, news_file, architecture):
@@ -67,6 +68,7 @@ def test_a_tiny_preset_fine_tunes_on_three_classes_and_answers_them(
     assert np.array(metrics["confusion_matrix"]).shape == (3, 3)
 
 
+@pytest.mark.integration
 def test_a_preset_on_the_imdb_reviews_answers_p_positive(own_store, presets):
     assert workflow.main(["train", "--model", "encoder", "--set",
                           f"encoder={presets['bert']}", *TINY, "--epochs", "1"]) == 0

@@ -118,16 +118,13 @@ def test_a_changed_training_file_is_not_taken_for_the_run_s_test_split(texts_sto
         path.write_text(original, encoding="utf-8")
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--model", "encoder"], "encoder classifies two classes; these texts have 3"),
-    (["--model", "bow", "--augment", "round_trip"], "for your own texts use --augment edit"),
-])
-def test_a_family_or_option_that_cannot_serve_the_texts_is_one_line(
-        texts_store, capsys, argv, message):
+def test_round_trip_augmentation_of_a_user_s_texts_is_one_line_before_anything_loads(
+        texts_store, capsys):
     path, _ = texts_store
     assert workflow.main(["train", "--texts", str(path), "--text-column", "titular",
-                          "--label-column", "sentimiento", *argv, "--epochs", "1"]) == 2
-    assert message in capsys.readouterr().err
+                          "--label-column", "sentimiento", "--model", "bow", "--augment",
+                          "round_trip"]) == 2
+    assert "for your own texts use --augment edit" in capsys.readouterr().err
 
 
 def test_balanced_class_weights_weigh_each_class_alike(texts_store):
@@ -147,6 +144,7 @@ def test_balanced_class_weights_weigh_each_class_alike(texts_store):
         assert weights[real] == pytest.approx(expected[batch_labels[real]], rel=1e-6)
 
 
+@pytest.mark.integration
 def test_two_classes_of_a_user_s_labels_answer_with_their_names(
         texts_store, tmp_path, capsys):
     rows = [(text, "spam" if label == "positivo" else "ham") for text, label in news(120, 3)]
@@ -158,3 +156,39 @@ def test_two_classes_of_a_user_s_labels_answer_with_their_names(
     assert set(answer["probabilities"]) == {"ham", "spam"} and answer["label"] in ("ham", "spam")
     metrics = workflow.evaluate(run.info.run_id)
     assert {"roc_auc", "macro_f1", "f1_spam", "f1_ham"} <= set(metrics)
+
+
+@pytest.mark.integration
+def test_an_ensemble_of_the_classes_stacks_them_on_validation_and_answers_like_a_model(
+        texts_store, capsys):
+    trained = texts_runs()
+    run_id = workflow.ensemble([trained["bow"].info.run_id, trained["bilstm"].info.run_id])
+    run = mlflow.get_run(run_id)
+    assert json.loads(run.data.params["classes"]) == CLASSES
+    assert 0 <= run.data.metrics["best_val_macro_f1"] <= 1
+    (answer,) = models.load_pyfunc(run).predict(["Gobierno радость éxito"])
+    assert list(answer["probabilities"]) == CLASSES
+    assert sum(answer["probabilities"].values()) == pytest.approx(1, abs=1e-5)
+    metrics = workflow.evaluate(run_id)  # the members' test split, found again
+    members = json.loads(mlflow.artifacts.load_text(
+        f"runs:/{trained['bow'].info.run_id}/test_metrics.json"))
+    assert np.sum(metrics["confusion_matrix"]) == np.sum(members["confusion_matrix"])
+    assert workflow.main(["ensemble", "--run-id", trained["bow"].info.run_id,
+                          "--lexicon", "vader"]) == 2
+    assert "an ensemble of your own classes takes none of them" in capsys.readouterr().err
+
+
+def test_stacking_weights_of_several_classes_favour_the_informative_member():
+    from workflows.sentiment.ensemble import combine_classes, fit_class_weights
+
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, 3, 300)
+    informative = np.full((300, 3), 0.1)
+    informative[np.arange(300), labels] = 0.8
+    noise = rng.dirichlet(np.ones(3), 300)
+    stacked = np.stack([noise, informative], axis=1)
+    weights, bias = fit_class_weights(stacked, labels)
+    combined = combine_classes(stacked, weights, bias)
+    assert np.mean(combined.argmax(1) == labels) == 1.0
+    weights = np.abs(np.array(weights))
+    assert weights[3:].sum() > 3 * weights[:3].sum()  # the second member's rows

@@ -21,3 +21,43 @@ def fit_weights(probabilities, labels, l2=1e-3):
     count = np.shape(probabilities)[1]
     weights, bias = fit_logistic(logit(probabilities), labels, l2, np.full(count, 1 / count))
     return weights.tolist(), bias
+
+
+# ## Several classes: a multinomial stacking of the members' class probabilities
+
+
+def combine_classes(probabilities, weights, bias):
+    """Class probabilities from `probabilities` `(texts, members, classes)`:
+    softmax(members' log-probabilities, flattened, @ W + b), W `(members x classes,
+    classes)`."""
+    from .calibration import EPSILON, softmax
+
+    logs = np.log(np.clip(probabilities, EPSILON, 1)).reshape(len(probabilities), -1)
+    return softmax(logs @ np.asarray(weights) + np.asarray(bias))
+
+
+def fit_class_weights(probabilities, labels, l2=1e-3):
+    """(W, b) minimizing the mean log loss of `combine_classes` on these labels, with a
+    small L2 penalty on W; it starts from the mean of the members' log-probabilities."""
+    from scipy.optimize import minimize
+
+    from .calibration import EPSILON, softmax
+
+    texts, members, classes = np.shape(probabilities)
+    logs = np.log(np.clip(probabilities, EPSILON, 1)).reshape(texts, -1)
+    truth = np.eye(classes)[np.asarray(labels)]
+    start = np.tile(np.eye(classes) / members, (members, 1))
+
+    def loss_and_gradient(parameters):
+        weights = parameters[:-classes].reshape(members * classes, classes)
+        scores = logs @ weights + parameters[-classes:]
+        loss = np.mean(np.logaddexp.reduce(scores, axis=1) - np.sum(scores * truth, axis=1))
+        error = (softmax(scores) - truth) / texts
+        gradient = np.concatenate([(logs.T @ error + 2 * l2 * weights).ravel(),
+                                   error.sum(axis=0)])
+        return loss + l2 * np.sum(weights ** 2), gradient
+
+    fitted = minimize(loss_and_gradient, np.concatenate([start.ravel(), np.zeros(classes)]),
+                      jac=True, method="L-BFGS-B", options={"gtol": 1e-9}).x
+    return (fitted[:-classes].reshape(members * classes, classes).tolist(),
+            fitted[-classes:].tolist())

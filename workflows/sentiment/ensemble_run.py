@@ -34,6 +34,7 @@ from workflows.sentiment.lexicon import LEXICON_PACKAGES, lexicon_probabilities
 from workflows.sentiment.metrics import binary_metrics, calibration
 
 PYFUNC_FILE = Path(__file__).with_name("ensemble_pyfunc.py")
+CLASSES_PYFUNC_FILE = Path(__file__).with_name("ensemble_classes_pyfunc.py")
 MIN_CALIBRATION_TEXTS = 20  # fewer say little about how sure to be
 
 
@@ -64,6 +65,7 @@ def ensemble(experiment, run_ids, validation, input_example, lexicon="none",
                           "--run-id twice or more (ids from the compare step).")
     for run in member_runs:
         runs.check_has_model(run)
+    classes = members_classes(member_runs, lexicon, fit_on, calibration_texts)
     settings = {"ensemble_members": ",".join(members), "ensemble_lexicon": lexicon,
                 "ensemble_fit_on": fit_on,
                 "ensemble_calibrated_on": calibration_texts[2] if calibration_texts else "none"}
@@ -95,6 +97,9 @@ def ensemble(experiment, run_ids, validation, input_example, lexicon="none",
                     mlflow.pyfunc.load_model(str(local)), texts,
                     f"Scoring the validation reviews with {names[-1]}"))
                 shutil.copytree(local, folder / names[-1])
+        if classes:
+            return _class_ensemble(experiment, member_runs, names, columns, labels, classes,
+                                   folder, (fingerprint, params, settings), texts[:1])
         if lexicon != "none":
             names.append(f"lexicon_{lexicon}")
             columns.append(lexicon_probabilities(lexicon, texts))
@@ -112,6 +117,44 @@ def ensemble(experiment, run_ids, validation, input_example, lexicon="none",
         (folder / "ensemble.json").write_text(json.dumps(ensemble_settings))
         return _log(experiment, member_runs, names, metrics, (weights, bias), folder,
                     (fingerprint, params, settings), input_example)
+
+
+def members_classes(member_runs, lexicon, fit_on, calibration_texts):
+    """The classes of members trained on a user's texts (None: IMDB's members); refuses
+    members of different texts or classes, or IMDB's options with them."""
+    found = {(run.data.params.get("texts"), run.data.params.get("classes"))
+             for run in member_runs}
+    if len(found) > 1:
+        raise ConfigError("The runs were trained on different texts or classes: an ensemble "
+                          "combines runs of the same --texts file (or all of IMDB).")
+    (_, classes), = found
+    if classes and (lexicon != "none" or fit_on != "reviews" or calibration_texts):
+        raise ConfigError("--lexicon, --fit-on and --calibrate-on read English sentiment; "
+                          "an ensemble of your own classes takes none of them.")
+    return json.loads(classes) if classes else None
+
+
+def _class_ensemble(experiment, member_runs, names, answers, labels, classes, folder, data,
+                    input_example):
+    """The ensemble of members of a user's classes: a multinomial stacking of their
+    class probabilities fitted on the validation texts, logged with its own pyfunc."""
+    from workflows.sentiment.ensemble import combine_classes, fit_class_weights
+    from workflows.sentiment.metrics import class_matrix, class_metrics
+
+    stacked = np.stack([class_matrix(column, classes) for column in answers], axis=1)
+    weights, bias = fit_class_weights(stacked, labels)
+    (folder / "ensemble.json").write_text(json.dumps(
+        {"members": names, "run_ids": [run.info.run_id for run in member_runs],
+         "classes": classes, "weights": weights, "bias": bias}, ensure_ascii=False))
+    metrics = {f"{name}_val_accuracy": class_metrics(labels, stacked[:, i], classes)["accuracy"]
+               for i, name in enumerate(names)}
+    combined = class_metrics(labels, combine_classes(stacked, weights, bias), classes)
+    metrics.update(best_val_accuracy=combined["accuracy"],
+                   best_val_macro_f1=combined["macro_f1"])
+    fingerprint, params, settings = data
+    params = {**params, "classes": json.dumps(classes, ensure_ascii=False)}
+    return _log(experiment, member_runs, names, metrics, (np.ravel(weights).tolist(), bias),
+                folder, (fingerprint, params, settings), input_example, CLASSES_PYFUNC_FILE)
 
 
 def members_packages(member_runs):
@@ -156,7 +199,8 @@ def _fit_temperature(combined, labels, texts, reviews, fitted_rows):
         "temperature_at_10_words": float(short_text), "temperature_at_230_words": float(review)}
 
 
-def _log(experiment, member_runs, names, metrics, fitted, folder, data, input_example):
+def _log(experiment, member_runs, names, metrics, fitted, folder, data, input_example,
+         pyfunc=PYFUNC_FILE):
     weights, bias = fitted
     fingerprint, params, settings = data
     members = [run.info.run_id for run in member_runs]
@@ -167,17 +211,17 @@ def _log(experiment, member_runs, names, metrics, fitted, folder, data, input_ex
                            "fit_on": settings["ensemble_fit_on"],
                            "calibrated_on": settings["ensemble_calibrated_on"],
                            "weights": json.dumps([round(w, 4) for w in weights]),
-                           "bias": round(bias, 4), **params})
+                           "bias": json.dumps(np.round(bias, 4).tolist()), **params})
         mlflow.set_tags(tracking.run_tags(fingerprint, model_family="ensemble", **settings))
         mlflow.log_metrics(metrics)
         lexicon = settings["ensemble_lexicon"]
         requirements = models.model_requirements(
             *members_packages(member_runs),
             *([LEXICON_PACKAGES[lexicon]] if lexicon != "none" else []))
-        models.log_pyfunc_model(PYFUNC_FILE, {"ensemble": folder}, input_example,
+        models.log_pyfunc_model(pyfunc, {"ensemble": folder}, input_example,
                                 requirements, packages=("sentiment", "causal_lm"))
         mlflow.set_tag("model_logged", "true")
-    print(json.dumps({"run_id": run.info.run_id, "weights": dict(zip(names, weights,
-                                                                     strict=True)),
+    shown = dict(zip(names, weights, strict=True)) if len(weights) == len(names) else weights
+    print(json.dumps({"run_id": run.info.run_id, "weights": shown,
                       "bias": bias, **metrics}, indent=2))
     return run.info.run_id

@@ -20,9 +20,10 @@ def score_and_log(run, model, scored, top_wrong=20, classes=None):
     answers = models.predict_in_chunks(model, texts, f"Scoring {len(texts)} texts")
     seconds = time.perf_counter() - started
     if classes is not None and len(classes) > 2:
-        return _log_classes(run, model, scored, class_matrix(answers, classes), classes,
-                            seconds, top_wrong)
-    probabilities = answers if classes is None else class_matrix(answers, classes)[:, 1]
+        return _log_classes(run, model, scored, classification.class_matrix(answers, classes),
+                            classes, seconds, top_wrong)
+    probabilities = answers if classes is None else \
+        classification.class_matrix(answers, classes)[:, 1]
     metrics = {**classification.binary_metrics(labels, probabilities),
                **classification.class_metrics(labels, probabilities,
                                               classes or classification_classes()),
@@ -54,14 +55,6 @@ def classification_classes():
     return list(CLASSES)
 
 
-def class_matrix(answers, classes):
-    """`(texts, classes)` probabilities from a classes pyfunc's answers."""
-    import numpy as np
-
-    return np.array([[answer["probabilities"][label] for label in classes]
-                     for answer in answers], "float64")
-
-
 def _log_classes(run, model, scored, probabilities, classes, seconds, top_wrong):
     """`score_and_log` of more than two classes: class metrics, top-label calibration
     before and after the model's temperature, the confidently wrong texts per class."""
@@ -69,14 +62,16 @@ def _log_classes(run, model, scored, probabilities, classes, seconds, top_wrong)
     metrics = classification.class_metrics(labels, probabilities, classes)
     curve = classification.top_label_calibration(labels, probabilities)
     metrics["expected_calibration_error"] = curve["expected_calibration_error"]
-    fitted = model.unwrap_python_model().calibration
-    before = classification.top_label_calibration(labels, fitted.undo(probabilities))
-    metrics["uncalibrated_expected_calibration_error"] = before["expected_calibration_error"]
-    _log(run, scored, metrics, seconds, {f"{name}_calibration.json": curve,
-                                         f"{name}_calibration_before.json": before},
-         {f"{name}_calibration.png": figures.reliability_diagram(curve, name, "top class"),
-          f"{name}_calibration_before.png": figures.reliability_diagram(
-              before, f"{name}, before calibration", "top class")},
+    curves = {f"{name}_calibration.json": curve}
+    diagrams = {f"{name}_calibration.png": figures.reliability_diagram(curve, name, "top class")}
+    fitted = getattr(model.unwrap_python_model(), "calibration", None)  # (an ensemble: none)
+    if fitted is not None:
+        before = classification.top_label_calibration(labels, fitted.undo(probabilities))
+        metrics["uncalibrated_expected_calibration_error"] = before["expected_calibration_error"]
+        curves[f"{name}_calibration_before.json"] = before
+        diagrams[f"{name}_calibration_before.png"] = figures.reliability_diagram(
+            before, f"{name}, before calibration", "top class")
+    _log(run, scored, metrics, seconds, curves, diagrams,
          classification.confidently_wrong_per_class(texts, labels, probabilities, classes,
                                                     top_wrong),
          classes)

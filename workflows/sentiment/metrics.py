@@ -122,3 +122,10 @@ def confidently_wrong_per_class(texts, labels, probabilities, classes, count):
             table["probability"].append(round(float(confidence[i]), 4))
             table["text"].append(texts[i][:1000])
     return table
+
+
+def class_matrix(answers, classes):
+    """`(texts, classes)` probabilities of a classes pyfunc's answers (dicts with their
+    `probabilities` by class name)."""
+    return np.array([[answer["probabilities"][label] for label in classes]
+                     for answer in answers], "float64").reshape(len(answers), len(classes))
