@@ -19,6 +19,7 @@ which they are used.
 
 import dataclasses
 import os
+import re
 import time
 from pathlib import Path
 
@@ -64,6 +65,10 @@ def load_data(config, place, verbose=True):
 
 CORPUS_FILES = ("documents", "queries", "judgements", "test_judgements")
 DASK_ADDRESS_ENV = "NLPKIT_DASK_ADDRESS"  # `label --runner dask`'s scheduler by default
+# `label --runner`: Beam's local runner, Dask, and the portable runners (their options
+# from Beam's own environment)
+RUNNERS = ("DirectRunner", "dask", "FlinkRunner", "SparkRunner", "PortableRunner")
+DASK_ADDRESS = re.compile(r"(?:(?:tcp|tls|ucx|ws|wss)://)?(?:\[[0-9a-fA-F:]+\]|[\w.-]+):\d{1,5}")
 
 
 def corpus_name(place):
@@ -299,6 +304,13 @@ def check_label(args):
     check_workers(args.workers)
     if args.dask_address and args.runner != "dask":
         raise ConfigError("--dask-address goes with --runner dask.")
+    if args.runner not in RUNNERS:
+        raise ConfigError(f"--runner {args.runner!r} is not a runner this labelling knows: "
+                          f"give one of {', '.join(RUNNERS)}.")
+    address = dask_address(args)
+    if address and not DASK_ADDRESS.fullmatch(address):
+        raise ConfigError(f"Dask scheduler address {address!r} is not one: give "
+                          "tcp://HOST:PORT (as `dask scheduler` prints it).")
     queries, output = Path(args.file), Path(args.output)
     if not output.exists():
         return
@@ -342,12 +354,21 @@ def label(args):
     queries = labelling.QueryFile(args.file)
     run = runs.check_has_model(runs.model_run(LESSON, args.run_id, args.model_uri,
                                               _run_filter(args)))
+    key = labelling.labelling_key(queries, args.k, run.info.run_id)
+    labelling.claim_parts(args.output, key)  # before the retriever loads
     with models.verified_model(run) as local:
         rate = labelling.label(local / "artifacts" / EXPORTED, queries, args.output, args.k,
-                               args.workers, args.runner,
-                               args.dask_address or (os.environ.get(DASK_ADDRESS_ENV)
-                                                     if args.runner == "dask" else None))
+                               args.workers, args.runner, dask_address(args),
+                               run.info.run_id)
     return rate
+
+
+def dask_address(args):
+    """`label --runner dask`'s scheduler: `--dask-address`, else $NLPKIT_DASK_ADDRESS,
+    else None (a cluster on this machine)."""
+    if args.runner != "dask":
+        return None
+    return args.dask_address or os.environ.get(DASK_ADDRESS_ENV) or None
 
 
 # ## The command line

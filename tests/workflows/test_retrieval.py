@@ -820,8 +820,8 @@ def test_label_writes_every_line_in_order_and_resumes(lesson, tmp_path, workers,
     (tmp_path / "queries.txt").write_bytes("".join(  # Windows line ends on some lines
         line + ("\r\n" if i % 3 else "\n") for i, line in enumerate(lines)).encode())
     output = tmp_path / "top.jsonl"
-    parts = tmp_path / "top.jsonl.parts"
-    parts.mkdir()
+    parts = labelling.claim_parts(output, labelling.labelling_key(  # a stopped run's
+        labelling.QueryFile(tmp_path / "queries.txt"), 2, latest_run("bm25").info.run_id))
     done = {"line": 1, "query": lines[0], "results": [{"id": "planted"}]}
     (parts / f"{0:012d}.jsonl").write_text("".join(
         json.dumps({**done, "line": i + 1, "query": lines[i]}) + "\n" for i in range(4)))
@@ -853,8 +853,8 @@ def test_label_on_a_two_worker_dask_cluster_matches_the_direct_runner(lesson, tm
     assert retrieval.main(["label", "--retriever", "bm25", "--file", str(queries),
                            "--output", str(direct), "-k", "3"]) == 0
     expected = [json.loads(line) for line in direct.read_text().splitlines()]
-    parts = tmp_path / "dask.jsonl.parts"
-    parts.mkdir()
+    parts = labelling.claim_parts(on_dask, labelling.labelling_key(
+        labelling.QueryFile(queries), 3, latest_run("bm25").info.run_id))
     (parts / f"{4:012d}.jsonl").write_text("".join(  # a chunk a stopped run finished
         json.dumps({**record, "results": [{"id": "kept"}]}) + "\n" for record in expected[4:8]))
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
@@ -928,9 +928,9 @@ def test_label_streams_the_file_and_refuses_parts_of_another_version_of_it(lesso
         [(0, 256), (256, 256), (512, 88)]
     start, offset, count = queries.chunks[1]
     assert labelling.read_lines(path, offset, 2) == ["topic16 gene é", "topic17 gene é"]
-    parts = tmp_path / "top.jsonl.parts"
-    parts.mkdir()
-    (parts / "source.sha256").write_text("0" * 64)  # a stopped labelling of another file
+    other = {**labelling.labelling_key(queries, 10, latest_run("bm25").info.run_id),
+             "queries_sha256": "0" * 64}  # a stopped labelling of another file
+    labelling.claim_parts(tmp_path / "top.jsonl", other)
     assert retrieval.main(["label", "--retriever", "bm25", "--file", str(path), "--output",
                            str(tmp_path / "top.jsonl")]) == 2
     assert "holds the labels of another version of --file" in capsys.readouterr().err
@@ -938,6 +938,86 @@ def test_label_streams_the_file_and_refuses_parts_of_another_version_of_it(lesso
     assert retrieval.main(["label", "--retriever", "bm25", "--file", str(path), "--output",
                            str(tmp_path / "other.jsonl")]) == 2
     assert "line 2: not UTF-8 text (byte 8 of the line)" in capsys.readouterr().err
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("change, said", [
+    ({"k": 10}, "k 10 (now 3)"), ({"run_id": "0123abcd"}, "run_id '0123abcd'"), (None, "an "
+     "unknown labelling")])
+def test_a_stopped_label_is_never_carried_on_with_other_settings(lesson, tmp_path, capsys,
+                                                                  change, said):
+    """The parts of a labelling stopped with another `-k` or run (or of unknown
+    provenance) are refused, never joined in: the rerun writes no line of theirs."""
+    from workflows.retrievers import labelling
+
+    queries = tmp_path / "queries.txt"
+    queries.write_text("".join(f"topic{i % 24} blood\n" for i in range(10)))
+    output = tmp_path / "top.jsonl"
+    key = labelling.labelling_key(labelling.QueryFile(queries), 3,
+                                  latest_run("bm25").info.run_id)
+    parts = labelling.claim_parts(output, {**key, **change} if change else key)
+    if change is None:
+        (parts / labelling.KEY_FILE).unlink()
+    (parts / f"{0:012d}.jsonl").write_text("planted\n")
+    assert retrieval.main(["label", "--retriever", "bm25", "--file", str(queries),
+                           "--output", str(output), "-k", "3"]) == 2
+    error = capsys.readouterr().err
+    assert said in error and "remove that folder" in error and "Traceback" not in error
+    assert not output.exists() and (parts / f"{0:012d}.jsonl").read_text() == "planted\n"
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--runner", "Nope"], "--runner 'Nope' is not a runner"),
+    (["--runner", "dask", "--dask-address", "not-an-address"], "is not one: give tcp://"),
+])
+def test_a_bad_runner_or_scheduler_address_is_one_line_before_anything_loads(
+        tmp_path, capsys, flags, message):
+    queries = tmp_path / "queries.txt"
+    queries.write_text("topic1 blood\n")
+    started = time.monotonic()
+    assert retrieval.main(["label", "--file", str(queries), "--output",
+                           str(tmp_path / "top.jsonl"), *flags]) == 2
+    assert message in capsys.readouterr().err
+    assert time.monotonic() - started < 2 and not list(tmp_path.glob("top.jsonl*"))
+
+
+@pytest.mark.integration
+def test_a_local_dask_cluster_listens_on_loopback_only(lesson, tmp_path, monkeypatch):
+    """`label --runner dask` without an address starts its cluster on 127.0.0.1, with no
+    dashboard: every socket its processes listen on is a loopback one."""
+    import threading
+
+    import psutil
+
+    from workflows.retrievers import labelling
+
+    monkeypatch.setattr(labelling, "CHUNK", 4)
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    queries = tmp_path / "queries.txt"
+    queries.write_text("".join(f"topic{i % 24} blood\n" for i in range(40)))
+    listening, done = set(), threading.Event()
+
+    def watch():
+        me = psutil.Process()
+        while not done.wait(0.05):
+            for process in [me, *me.children(recursive=True)]:
+                try:
+                    listening.update(connection.laddr.ip for connection in
+                                     process.net_connections("inet")
+                                     if connection.status == psutil.CONN_LISTEN)
+                except psutil.Error:
+                    continue
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        assert retrieval.main(["label", "--retriever", "bm25", "--file", str(queries),
+                               "--output", str(tmp_path / "top.jsonl"), "--runner", "dask",
+                               "--workers", "2"]) == 0
+    finally:
+        done.set()
+        watcher.join()
+    assert listening and listening <= {"127.0.0.1", "::1"}, listening
 
 
 # ## Bad input: one line, exit status 2, nothing cached

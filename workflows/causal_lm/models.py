@@ -89,20 +89,24 @@ class GPTClassifier(keras.Model):
     Texts longer than the GPT's `max_length` are cut into consecutive chunks of that
     length, each read by the (causal) stack on its own; the hidden states of every
     real token (id != `pad_id`) are pooled over the whole text, by mean and by max,
-    concatenated (Howard & Ruder's concat pooling), and mapped to P(positive).
+    concatenated (Howard & Ruder's concat pooling), and mapped to P(positive), or
+    with `num_classes` > 1 to the probability of each class.
 
     Args:
         backbone: a `GPT` (pretrained, or new to train from scratch).
         dropout: float. Before the output layer.
         pad_id: int. The padding token id (`0`).
+        num_classes: int. `1` (default): one sigmoid; more: a softmax.
     """
 
-    def __init__(self, backbone, dropout=0.1, pad_id=0, **kwargs):
+    def __init__(self, backbone, dropout=0.1, pad_id=0, num_classes=1, **kwargs):
         kwargs.setdefault("name", "gpt_classifier")
         super().__init__(**kwargs)
         self.backbone, self.dropout, self.pad_id = backbone, dropout, pad_id
+        self.num_classes = num_classes
         self.head_dropout = keras.layers.Dropout(dropout, name="head_dropout")
-        self.head = keras.layers.Dense(1, activation="sigmoid", dtype="float32", name="head")
+        self.head = keras.layers.Dense(num_classes, activation="sigmoid" if num_classes == 1
+                                       else "softmax", dtype="float32", name="head")
         self.build()
 
     def build(self, input_shape=None):

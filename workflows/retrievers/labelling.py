@@ -8,11 +8,14 @@ the number of queries. Each worker loads the retriever once (`DoFn.setup`) and w
 each finished chunk as its own file (`<output>.parts/`, renamed into place when
 complete). When every chunk is there, they are joined in input order into `--output`
 (JSON lines: `{"line", "query", "results": [{"rank", "id", "title", "score"}]}`).
-A stopped run keeps its finished chunks: the same command carries on from them, if the
-file of queries is the same (its SHA-256 is kept with the parts).
+A stopped run keeps its finished chunks: the same command carries on from them. The
+parts are keyed by everything that decides their lines (`labelling.json`: the queries'
+SHA-256, `k`, the run whose retriever labels them, the chunk size and the output's
+format): a rerun that differs in any of them is refused in one line, never mixed in.
 
 Locally the DirectRunner runs the chunks on `workers` processes. On a Dask cluster
-(`runner="dask"`, Beam's DaskRunner: one machine or many, its scheduler's `address`)
+(`runner="dask"`, Beam's DaskRunner: one machine or many, its scheduler's `address`;
+without one, a cluster of `workers` processes on this machine's loopback, no dashboard)
 each chunk is one task; the retriever is copied beside the parts, and the file of
 queries and the output must be on storage every worker reaches, at the same path. Each
 worker process loads the retriever once, whatever the number of chunks it labels.
@@ -43,6 +46,8 @@ finally:
     logging.getLogger().setLevel(_root_level)
 
 CHUNK = 256
+KEY_FILE = "labelling.json"  # in the parts folder: what its chunks were labelled with
+FORMAT = 1  # the output lines' format: parts of another format are never joined
 DASK_RUNNER = "apache_beam.runners.dask.dask_runner.DaskRunner"
 DASK_CONNECT_SECONDS = 10  # a scheduler that does not answer in this time is an error
 _searchers = {}  # retriever folder -> its `Searcher`, loaded once per worker process
@@ -92,7 +97,7 @@ class QueryFile:
 
     def __init__(self, path, chunk=None):
         chunk = chunk or CHUNK
-        self.path, self.chunks, self.lines = Path(path), [], 0
+        self.path, self.chunks, self.lines, self.chunk = Path(path), [], 0, chunk
         digest = hashlib.sha256()
         try:
             with open(self.path, "rb") as file:
@@ -128,15 +133,58 @@ class QueryFile:
                             "blank lines (every line is labelled, in order).")
 
 
-def label(retriever_folder, queries, output, k=10, workers=1, runner="DirectRunner",
-          address=None):
-    """Writes `output`: the lines of `queries` (a `QueryFile`) labelled with their top
-    `k`, in order; resumable. `runner`: "DirectRunner" (on `workers` local processes),
-    "dask" (the Dask scheduler at `address`, else a local cluster) or another Beam
-    runner. Returns the queries per second of this call's labelling."""
+def parts_folder(output):
+    """Where the chunks of `output` are written until it is joined."""
     output = Path(output).absolute()
-    parts = output.with_name(output.name + ".parts")
-    _check_parts_are_of(parts, queries)
+    return output.with_name(output.name + ".parts")
+
+
+def labelling_key(queries, k, run_id):
+    """What decides the lines of a labelling, kept with its parts."""
+    return {"queries_sha256": queries.sha256, "k": k, "run_id": run_id,
+            "chunk": queries.chunk, "format": FORMAT}
+
+
+def claim_parts(output, key):
+    """The parts folder of `output` for the labelling `key`: a new one, or a stopped
+    labelling's of the same key; one of another key (or of none) is refused in one line,
+    so that no line of another labelling is ever joined in."""
+    parts = parts_folder(output)
+    if parts.is_dir() and any(parts.iterdir()):
+        try:
+            found = json.loads((parts / KEY_FILE).read_text())
+        except (OSError, ValueError):
+            found = {}
+        if found != key:
+            raise UserError(f"{parts} holds the labels of {_differences(found, key)}: remove "
+                            "that folder to label anew (or give another --output).")
+    parts.mkdir(parents=True, exist_ok=True)
+    partial = parts / f".partial-{KEY_FILE}"
+    partial.write_text(json.dumps(key))
+    os.replace(partial, parts / KEY_FILE)
+    return parts
+
+
+def _differences(found, key):
+    """What another labelling's parts were made with, in words."""
+    if not found:
+        return "an unknown labelling (no record of how it was made)"
+    if found.get("queries_sha256") != key["queries_sha256"]:
+        return "another version of --file"
+    said = [f"{name} {found.get(name)!r} (now {key[name]!r})" for name in ("k", "run_id",
+            "chunk", "format") if found.get(name) != key[name]]
+    return "another labelling: " + ", ".join(said)
+
+
+def label(retriever_folder, queries, output, k=10, workers=1, runner="DirectRunner",
+          address=None, run_id=None):
+    """Writes `output`: the lines of `queries` (a `QueryFile`) labelled with their top
+    `k` by the retriever of run `run_id`, in order; resumable. `runner`: "DirectRunner"
+    (on `workers` local processes), "dask" (the Dask scheduler at `address`, else a
+    loopback cluster of `workers` processes) or another Beam runner. Returns the queries
+    per second of this call's labelling."""
+    output = Path(output).absolute()
+    parts = claim_parts(output, labelling_key(queries, k, run_id))
     done = {int(p.stem) for p in parts.glob("[0-9]*.jsonl")}
     todo = [chunk for chunk in queries.chunks if chunk[0] not in done]
     if done:
@@ -146,16 +194,17 @@ def label(retriever_folder, queries, output, k=10, workers=1, runner="DirectRunn
     if todo:
         if runner != "DirectRunner":  # where every worker reads it
             retriever_folder = _shared_copy(retriever_folder, parts / "retriever")
-        options = _pipeline_options(runner, workers, address, len(todo))
-        with _progress(parts, queries), _stop_stays_a_stop(parts, queries), \
-                _scheduler_reached(address):
-            local = _direct_runner(options) if runner == "DirectRunner" else None
-            with beam.Pipeline(runner=local, options=options) as pipeline:
-                _ = (pipeline | beam.Create(todo) | beam.Reshuffle()
-                     | beam.ParDo(LabelChunk(retriever_folder, queries.path.absolute(),
-                                             parts, k)))
+        with _cluster(runner, address, workers) as address:
+            options = _pipeline_options(runner, workers, address, len(todo))
+            with _progress(parts, queries), _stop_stays_a_stop(parts, queries), \
+                    _scheduler_reached(address):
+                local = _direct_runner(options) if runner == "DirectRunner" else None
+                with beam.Pipeline(runner=local, options=options) as pipeline:
+                    _ = (pipeline | beam.Create(todo) | beam.Reshuffle()
+                         | beam.ParDo(LabelChunk(retriever_folder, queries.path.absolute(),
+                                                 parts, k)))
     seconds = time.perf_counter() - started
-    _join(parts, queries.chunks, output)
+    _join(parts, queries.chunks, output, runner)
     shutil.rmtree(parts)
     labelled = sum(count for _, _, count in todo)
     rate = labelled / seconds if seconds > 0 and labelled else 0.0
@@ -165,10 +214,36 @@ def label(retriever_folder, queries, output, k=10, workers=1, runner="DirectRunn
     return rate
 
 
+@contextlib.contextmanager
+def _cluster(runner, address, workers):
+    """The Dask scheduler's address: the one given, or a cluster of `workers` processes
+    started here on the loopback interface, without a dashboard and its start-up logs
+    (distributed's own default listens on every interface); None for other runners.
+    While it runs, distributed's logs of a lost worker or scheduler are muted: the
+    labelling says in one line what was lost and what to do."""
+    if runner != "dask":
+        yield address
+        return
+    distributed_log = logging.getLogger("distributed")
+    level = distributed_log.level
+    distributed_log.setLevel(logging.CRITICAL)
+    try:
+        if address:
+            yield address
+            return
+        from distributed import LocalCluster
+
+        with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                          host="127.0.0.1", dashboard_address=None,
+                          silence_logs=logging.CRITICAL) as cluster:
+            yield cluster.scheduler_address
+    finally:
+        distributed_log.setLevel(level)
+
+
 def _pipeline_options(runner, workers, address, chunks):
     """The pipeline's options (from `flags`, never this command's own arguments)."""
     if runner == "dask":  # a task per chunk: the cluster spreads them over its workers
-        logging.getLogger("distributed").setLevel(logging.WARNING)
         # whole seconds: Beam reads "10s" as no timeout given (distributed's 30 s)
         flags = [f"--dask_connection_timeout={DASK_CONNECT_SECONDS}",
                  f"--dask_npartitions={chunks}"]
@@ -207,12 +282,16 @@ def _scheduler_reached(address):
 
 
 def _shared_copy(folder, target):
-    """`folder` copied to `target` (beside the parts, where every worker reads them)."""
+    """`folder` copied to `target` (beside the parts, where every worker reads them; the
+    parts' key names the run it is the retriever of)."""
     if not target.is_dir():
         partial = target.with_name(f".partial-{os.getpid()}-{target.name}")
         shutil.rmtree(partial, ignore_errors=True)
-        shutil.copytree(folder, partial)
-        os.replace(partial, target)
+        try:
+            shutil.copytree(folder, partial)
+            os.replace(partial, target)
+        finally:
+            shutil.rmtree(partial, ignore_errors=True)
     return target
 
 
@@ -247,19 +326,12 @@ def _not_after_a_stop(record):
     return not Stop.requested
 
 
-def _check_parts_are_of(parts, queries):
-    """The parts folder of an earlier, stopped labelling is carried on only for the same
-    file of queries (a changed file would mix old and new lines)."""
-    source = parts / "source.sha256"
-    if parts.is_dir() and source.is_file() and source.read_text() != queries.sha256:
-        raise UserError(f"{parts} holds the labels of another version of --file "
-                        f"{queries.path}: remove that folder to label the file anew.")
-    parts.mkdir(parents=True, exist_ok=True)
-    source.write_text(queries.sha256)
-
-
-def _join(parts, chunks, output):
+def _join(parts, chunks, output, runner="DirectRunner"):
     missing = [start for start, *_ in chunks if not (parts / f"{start:012d}.jsonl").is_file()]
+    if missing and runner == "dask":  # its scheduler or workers went away mid-run
+        raise UserError(f"The Dask cluster stopped before {len(missing)} of {len(chunks)} "
+                        f"chunks were labelled; the others are kept in {parts}: rerun the "
+                        "same command once the scheduler and its workers are up.")
     if missing:
         raise RuntimeError(f"the pipeline finished without chunk(s) {missing[:5]}")
     partial = output.with_name(f".partial-{output.name}")
