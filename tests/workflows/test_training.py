@@ -508,3 +508,67 @@ def test_a_fallback_to_an_older_checkpoint_keeps_that_epochs_metrics(tmp_path, s
     assert older != state.checkpoint and len(resumed.history) == 2
     for name in ("loss", "accuracy"):
         assert resumed.history[1][name] == pytest.approx(plain.history[1][name], rel=0.05)
+
+
+def _epoch_end_lines():
+    """Each statement of the epoch's end: `_update_early_stopping`, `_Epoch.end` and the
+    checkpoint and logging it may call (`_Epoch.save`), as (code, line) pairs."""
+    import dis
+
+    from workflows.core import fitting
+
+    codes = (fitting._update_early_stopping.__code__, fitting._Epoch.end.__code__,
+             fitting._Epoch.save.__code__)
+    return [(code, line) for code in codes
+            for line in sorted({lineno for _, lineno in dis.findlinestarts(code)
+                                if lineno} - {code.co_firstlineno})]
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("where", _epoch_end_lines(),
+                         ids=lambda where: f"{where[0].co_name}:{where[1]}")
+def test_a_stop_at_any_statement_of_an_epoch_end_keeps_each_epoch_once(tmp_path, where):
+    """A stop signal delivered at a statement of epoch 2's end (as a SIGTERM may be; a
+    statement that epoch does not reach gets none): the rerun logs each epoch exactly
+    once, with its own metrics, and scores three."""
+    import signal
+    import sys
+
+    from data_prep import commands
+    from data_prep.commands import Stop
+
+    code, line = where
+    logged, delivered = [], []
+
+    def tracer(frame, event, arg):
+        if frame.f_code is not code:
+            return None
+
+        def local(frame, event, arg):
+            if event == "line" and frame.f_lineno == line and len(logged) == 1 \
+                    and not Stop.requested:
+                delivered.append(line)
+                commands._interrupt(signal.SIGTERM, frame)  # as the handler does
+            return local
+        return local
+
+    def log(epoch, metrics):
+        logged.append((epoch, metrics["loss"]))
+
+    validation = epoch_dataset(99)
+    sys.settrace(tracer)
+    stopped = False
+    try:
+        fit_resumably(small_model(), epoch_dataset, validation, tmp_path, epochs=3,
+                      patience=9, on_epoch_end=log, verbose=0)
+    except KeyboardInterrupt:
+        stopped = True
+    finally:
+        sys.settrace(None)
+        Stop.requested, Stop.signals, Stop.reported = False, 0, False
+    assert stopped == bool(delivered)
+    state = fit_resumably(small_model(), epoch_dataset, validation, tmp_path, epochs=3,
+                          patience=9, on_epoch_end=log, verbose=0)
+    assert [epoch for epoch, _ in logged] == [0, 1, 2]
+    assert len(state.history) == 3 and len(state.scores) == 3 and state.epoch == 3
+    assert [loss for _, loss in logged] == [epoch["loss"] for epoch in state.history]

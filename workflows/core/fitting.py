@@ -232,15 +232,17 @@ def fit_resumably(model, epoch_dataset, validation_data, folder, epochs, patienc
                 metrics = epoch.train(epoch_dataset, validation_data, checkpoint_every_steps,
                                       callbacks, verbose, train_examples)
                 epoch.validate(validation_data, metrics, epoch_metrics)
-                _update_early_stopping(model, folder, state, metrics, monitor,
-                                       higher_is_better)
-                if keep_epoch_weights:
-                    folder.keep_epoch_weights(model, state.epoch + 1, keep_epoch_weights,
-                                              state)
-                if horizon:
-                    metrics["horizon_steps"] = horizon.schedule.horizon_steps
-                epoch.end(metrics, last=state.epoch + 1 >= epochs or budget.exhausted())
-                horizon.after_epoch(state)
+                with Stop.deferred():  # the epoch's end is one step: a stop waits for it
+                    _update_early_stopping(model, folder, state, metrics, monitor,
+                                           higher_is_better)
+                    if keep_epoch_weights:
+                        folder.keep_epoch_weights(model, state.epoch + 1, keep_epoch_weights,
+                                                  state)
+                    if horizon:
+                        metrics["horizon_steps"] = horizon.schedule.horizon_steps
+                    epoch.end(metrics, last=state.epoch + 1 >= epochs or budget.exhausted())
+                    horizon.after_epoch(state)
+                Stop.raise_if_requested()  # (its checkpoint holds the whole epoch)
             epoch.save()
     except KeyboardInterrupt:
         epoch.save_at_stop()
