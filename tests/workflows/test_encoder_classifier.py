@@ -171,7 +171,7 @@ def test_a_known_encoder_comes_from_its_archive_extracted_once(encoder, tmp_path
 @pytest.mark.parametrize("breakage, message", [
     (lambda folder: (folder / "model.safetensors").unlink(), "lacks model.safetensors"),
     (lambda folder: (folder / "config.json").write_text('{"model_type": "gpt2"}'),
-     "only BERT-architecture"),
+     "model_type 'gpt2'; keras-hub reads text classifiers of albert, bert"),
     (lambda folder: (folder / "vocab.txt").write_text("hello\n[PAD]\n"), "must start with [PAD]"),
 ])
 def test_a_broken_encoder_folder_is_one_clear_error(own_store, tmp_path, capsys, breakage,

@@ -242,6 +242,40 @@ def test_a_crash_after_training_is_finished_by_the_rerun_without_training_again(
     assert "already trained" in capsys.readouterr().out
 
 
+def test_stops_during_the_export_leave_one_summary_and_one_logged_model(
+        own_store, monkeypatch):
+    """Three stops while the model is being logged (a logged model left PENDING each
+    time), then a rerun to the end: each summary figure logged once, one model, READY."""
+    from mlflow.entities import LoggedModelStatus
+
+    from workflows.core import models
+
+    argv = ["train", "--model", "bow", *COMMON, "--set", "hidden_units=6"]
+    log = models.log_pyfunc_model
+    stops = []
+
+    def stopped_mid_log(*args, **kwargs):
+        if len(stops) < 3:
+            stops.append(1)
+            mlflow.initialize_logged_model(name="model")  # as log_model starts with
+            raise KeyboardInterrupt
+        return log(*args, **kwargs)
+
+    monkeypatch.setattr(models, "log_pyfunc_model", stopped_mid_log)
+    for _ in range(3):
+        with pytest.raises(KeyboardInterrupt):
+            workflow.main(argv)
+    assert workflow.main(argv) == 0
+    experiment_id = mlflow.get_experiment_by_name(workflow.EXPERIMENT).experiment_id
+    (run,) = mlflow.search_runs([experiment_id], output_format="list")
+    client = mlflow.MlflowClient()
+    for name in ("best_epoch", "best_val_loss", "trained_epochs", "mean_epoch_seconds"):
+        assert len(client.get_metric_history(run.info.run_id, name)) == 1, name
+    logged = mlflow.search_logged_models([experiment_id], output_format="list",
+                                         filter_string=f"source_run_id = '{run.info.run_id}'")
+    assert [model.status for model in logged] == [LoggedModelStatus.READY]
+
+
 @pytest.mark.integration  # a second model family, trained end to end
 def test_nbsvm_scales_ngrams_by_the_log_count_ratios_of_the_train_reviews(store):
     assert workflow.main(["train", "--model", "nbsvm", *COMMON, "--set", "max_tokens=500",

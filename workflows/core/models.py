@@ -151,6 +151,7 @@ def export_and_log_model(export, folder, log=True):
     partial.rename(target)
     if not log:
         return
+    remove_pending_models(mlflow.active_run())
     with on_this_process():  # MLflow loads and tries the model: alone
         log_pyfunc_model(
             export.python_model, {export.artifact.split(".")[0]: target},
@@ -158,6 +159,19 @@ def export_and_log_model(export, folder, log=True):
             packages=export.packages,
             params=export.params)
     mlflow.set_tag("model_logged", "true")
+
+
+def remove_pending_models(run):
+    """Deletes the logged models of `run` that a stop left PENDING mid-log (an export
+    that did not finish): the run keeps only the model its finished export logs."""
+    from mlflow.entities import LoggedModelStatus
+
+    pending = mlflow.search_logged_models(
+        experiment_ids=[run.info.experiment_id], output_format="list",
+        filter_string=f"source_run_id = '{run.info.run_id}'")
+    for model in pending:
+        if model.status == LoggedModelStatus.PENDING:
+            mlflow.MlflowClient().delete_logged_model(model.model_id)
 
 
 @contextlib.contextmanager

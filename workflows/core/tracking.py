@@ -180,7 +180,9 @@ def log_training_summary(model, state, curves, monitor="val_loss"):
             summary[f"mean_{name}"] = float(np.mean(values))
         if len(values) > 1 and timed[0] is state.history[0]:  # epoch 1 compiled the steps
             summary[f"steady_{name}"] = float(np.mean(values[1:]))
-    mlflow.log_metrics(summary)
+    logged = mlflow.get_run(mlflow.active_run().info.run_id).data.metrics
+    mlflow.log_metrics({name: value for name, value in summary.items()  # once per run:
+                        if logged.get(name) != value})  # a rerun after a stop adds none
     figure = figures.learning_curves(state.history, curves)
     mlflow.log_figure(figure, "learning_curves.png")
     plt.close(figure)

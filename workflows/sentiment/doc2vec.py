@@ -115,7 +115,7 @@ class ParagraphVectorClassifier:
         """P(positive) of each text (or each text's row of class probabilities)."""
         import keras
 
-        from workflows.sentiment.token_ids import class_rows
+        from workflows.sentiment.family import class_rows
 
         vectors = self.vectors.infer(list(texts))
         return class_rows(keras.ops.convert_to_numpy(self._forward(vectors)))

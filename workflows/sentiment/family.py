@@ -140,6 +140,13 @@ class Trainable:
 REVIEW_LENGTHS = (64, 128, 192, 256, 384, 512, 768, 1024)
 
 
+def class_rows(output):
+    """A model's `(rows, units)` output as the classifiers return it: P(class 1) of each
+    row from one sigmoid unit, else the rows of class probabilities."""
+    output = np.asarray(output, "float64")
+    return output[:, 0] if output.shape[1] == 1 else output
+
+
 def score_rows(forward, rows, batch_size, width):
     """`forward`'s P(positive) of each token id row (or its row of class
     probabilities), scored shortest first in batches of `batch_size` rows padded to
@@ -148,7 +155,6 @@ def score_rows(forward, rows, batch_size, width):
     import keras
 
     from data_prep.text import pad_rows
-    from workflows.sentiment.token_ids import class_rows
 
     probabilities = None
     order = np.argsort([len(row) for row in rows], kind="stable")

@@ -133,7 +133,7 @@ class HubClassifier:
         in batches of `batch_size` (the last one topped up with empty texts)."""
         import keras
 
-        from workflows.sentiment.token_ids import class_rows
+        from workflows.sentiment.family import class_rows
 
         texts, rows = list(texts), []
         for start in range(0, len(texts), self.batch_size):

@@ -214,7 +214,7 @@ class EndToEndClassifier:
         """P(positive) of each text (or each text's row of class probabilities)."""
         import tensorflow as tf  # the model's TextVectorization reads tf.data strings
 
-        from workflows.sentiment.token_ids import class_rows
+        from workflows.sentiment.family import class_rows
 
         batches = untuned(tf.data.Dataset.from_tensor_slices(tf.constant(list(texts), tf.string)))
         probabilities = self.model.predict(batches.batch(self.batch_size), verbose=0)

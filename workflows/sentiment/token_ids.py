@@ -18,6 +18,7 @@ from workflows.core.compilation import compiled
 from workflows.sentiment.family import (
     REVIEW_LENGTHS,
     Trainable,
+    class_rows,
     class_weights,
     read_folder,
     save_folder,
@@ -78,9 +79,3 @@ class TokenClassifier:
         return cls(model, vocabulary, settings["sequence_length"],
                    standardize=settings.get("standardize", "review"))
 
-
-def class_rows(output):
-    """A model's `(rows, units)` output as the classifiers return it: P(class 1) of each
-    row from one sigmoid unit, else the rows of class probabilities."""
-    output = np.asarray(output, "float64")
-    return output[:, 0] if output.shape[1] == 1 else output
