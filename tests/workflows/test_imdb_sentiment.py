@@ -242,6 +242,30 @@ def test_a_crash_after_training_is_finished_by_the_rerun_without_training_again(
     assert "already trained" in capsys.readouterr().out
 
 
+def test_a_run_folder_whose_state_files_are_both_damaged_is_refused_never_restarted(
+        own_store, capsys):
+    """Both state files damaged beside an intact checkpoint: one line naming the folder
+    and what to do, the old run marked FAILED (not left KILLED), no new run; --retrain
+    then trains a new one."""
+    argv = ["train", "--model", "bow", *COMMON, "--set", "hidden_units=7"]
+    assert workflow.main(argv) == 0
+    experiment_id = mlflow.get_experiment_by_name(workflow.EXPERIMENT).experiment_id
+    (first,) = mlflow.search_runs([experiment_id], output_format="list")
+    folder = Path(first.data.tags["run_folder"])
+    for name in ("state.json", "state.previous.json"):
+        (folder / name).write_text('{"epoch": 1, "histo')
+    mlflow.MlflowClient().set_terminated(first.info.run_id, "KILLED")  # as a stop leaves it
+    capsys.readouterr()
+    assert workflow.main(argv) == 2
+    error = capsys.readouterr().err
+    assert str(folder) in error and "rerun with --retrain" in error
+    assert error.count("\n") == 1 and "Traceback" not in error
+    (run,) = mlflow.search_runs([experiment_id], output_format="list")
+    assert run.info.status == "FAILED" and "damaged" in run.data.tags["failure"]
+    assert workflow.main([*argv, "--retrain"]) == 0
+    assert len(mlflow.search_runs([experiment_id], output_format="list")) == 2
+
+
 def test_stops_during_the_export_leave_one_summary_and_one_logged_model(
         own_store, monkeypatch):
     """Three stops while the model is being logged (a logged model left PENDING each

@@ -25,6 +25,7 @@ import keras
 import numpy as np
 
 from data_prep.cache import remove, sha256_of
+from data_prep.commands import UserError
 
 STATE_FILE = "state.json"
 PREVIOUS_STATE_FILE = "state.previous.json"  # the state of the checkpoint before
@@ -34,6 +35,10 @@ CHECKPOINT = re.compile(r"checkpoint-e(\d+)-s(\d+)(-trained)?\.npz")
 # skipped at an epoch end until then), unless it takes under `CHEAP_CHECKPOINT_SECONDS`.
 CHECKPOINT_SHARE = 0.05
 CHEAP_CHECKPOINT_SECONDS = 0.25
+
+
+class DamagedStateError(UserError):
+    """A run folder holds checkpoints but no readable state to resume them from."""
 
 
 @dataclass
@@ -105,11 +110,23 @@ class TrainingFolder:
             self.barrier(name)
 
     def load_state(self):
-        """The saved state; if `state.json` is unreadable, the one before it (said so)."""
+        """The saved state; if `state.json` is unreadable, the one before it (said so).
+        A folder whose state files are both damaged is refused in one line
+        (`DamagedStateError`): its checkpoints hold weights, not the epochs' history
+        and scores a resumed run needs, and a silent fresh start would orphan its run."""
         for name in (STATE_FILE, PREVIOUS_STATE_FILE):
             state = self._read_state(self.directory / name, say=True)
             if state is not None:
                 return state
+        damaged = [name for name in (STATE_FILE, PREVIOUS_STATE_FILE)
+                   if (self.directory / name).exists()]
+        if damaged:
+            checkpoints = sorted(p.name for p in self.directory.glob("checkpoint-*"))
+            raise DamagedStateError(
+                f"{self.directory}: {' and '.join(damaged)} are damaged, so the training "
+                "cannot resume" + (f" from {checkpoints[-1]}" if checkpoints else "")
+                + ": rerun with --retrain to train it again (the old run is marked FAILED), "
+                "or put back a copy of the folder.")
         return TrainingState()
 
     @staticmethod

@@ -392,7 +392,12 @@ class _Epoch:
 
 def kept_in(folder):
     """What a stop keeps of the training in `folder` (a `TrainingFolder`), in words."""
-    saved = folder.load_state()
+    from workflows.core.checkpoints import DamagedStateError
+
+    try:
+        saved = folder.load_state()
+    except DamagedStateError as error:
+        return str(error)
     if saved.finished:
         return "the run is trained and logged."
     if not saved.checkpoint:

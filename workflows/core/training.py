@@ -33,6 +33,7 @@ from data_prep import cache
 from data_prep.commands import ForcedStop, UserError
 from workflows.core import compilation, devices, store, tracking
 from workflows.core.checkpoints import (
+    DamagedStateError,
     TrainingFolder,
     average_weights,
     remove_partial_files,
@@ -304,12 +305,30 @@ def check_run_is_in_this_store(run_id, folder):
 
 def _starting_state(folder, retrain, processes):
     """The run folder's state; the chief first clears it (`retrain`) and its partial
-    files."""
+    files. A folder whose state is damaged is refused, its run marked FAILED (on a
+    `retrain` too: the new run replaces it)."""
     if processes.is_chief:
+        try:
+            TrainingFolder(folder).load_state()
+        except DamagedStateError:
+            _mark_failed_runs_of(folder, "its run folder's state files were damaged")
+            if not retrain:
+                raise
         state = starting_state(folder, retrain)
         remove_partial_files(folder)
         return state
     return TrainingFolder(folder).load_state()
+
+
+def _mark_failed_runs_of(folder, why):
+    """Marks FAILED, saying `why`, the unfinished MLflow runs that trained in `folder`."""
+    client = mlflow.MlflowClient()
+    experiments = [experiment.experiment_id for experiment in client.search_experiments()]
+    for run in mlflow.search_runs(experiments, f"tags.run_folder = '{folder}'",
+                                  output_format="list"):
+        if run.info.status in ("RUNNING", "KILLED", "SCHEDULED"):
+            client.set_tag(run.info.run_id, "failure", why)
+            client.set_terminated(run.info.run_id, "FAILED")
 
 
 @contextlib.contextmanager
