@@ -77,7 +77,11 @@ def load_or_train(prepared_imdb, path=None, algorithm="word2vec", vector_size=10
         print(f"Training {algorithm} on {len(texts)} reviews (once; saved to {path})",
               flush=True)
         started = time.perf_counter()
-        vectors = train_word2vec(texts, vector_size, epochs=epochs, algorithm=algorithm)
+        split = tokenize  # the reviews' own; a user's texts: as their vocabulary splits them
+        if getattr(prepared_imdb.settings, "standardize", "review") != "review":
+            split = prepared_imdb.python_vectorizer().tokens
+        vectors = train_word2vec(texts, vector_size, epochs=epochs, algorithm=algorithm,
+                                 tokenize=split)
         print(f"Trained {algorithm} in {time.perf_counter() - started:.1f} s")
         vectors.save(str(partial), separately=[])  # one file, so the rename is atomic
 

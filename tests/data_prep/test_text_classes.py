@@ -140,3 +140,16 @@ def test_given_validation_and_test_files_are_used_as_they_are(tmp_path):
     with pytest.raises(LabelledTextsError, match="labels the training texts lack"):
         text_classes.prepare(TextsFiles(files.texts, test=str(unknown)),
                              root=tmp_path / "work")
+
+
+def test_word2vec_on_a_user_s_texts_splits_them_as_their_vocabulary_does(tmp_path):
+    from data_prep import word2vec
+
+    rows = [(f"«{text}»", label) for text, label in news(200)]
+    path = write_tsv(tmp_path / "news.tsv", rows)
+    prepared = text_classes.prepare(TextsFiles(str(path)), root=tmp_path / "work",
+                                    verbose=False)
+    vectors = word2vec.load_or_train(prepared, epochs=1)
+    words = set(vectors.index_to_key)
+    assert {"радость", "éxito", "правительство"} <= words
+    assert words <= set(prepared.vocabulary())  # «, », ! and capitals never in a word
