@@ -28,6 +28,9 @@ def test_overrides_are_coerced_from_strings():
     ({"epochs": "ten"}, "epochs must be int"),
     ({"frozen": "maybe"}, "frozen must be bool"),
     ({"epochs": None}, "epochs cannot be empty"),
+    ({"rate": "inf"}, r"rate must be float, got 'inf' \(not a finite number\)"),
+    ({"rate": "-Infinity"}, "not a finite number"),
+    ({"rate": float("nan")}, "not a finite number"),
 ])
 def test_bad_overrides_name_the_problem(overrides, message):
     with pytest.raises(config.ConfigError, match=message):
@@ -45,3 +48,21 @@ def test_yaml_file_then_set_flags(tmp_path):
     with pytest.raises(config.ConfigError, match="KEY=VALUE"):
         cli.overrides_from_args(parser.parse_args(["--set", "epochs"]))
     assert "epochs = 10" in config.describe(Example())
+
+
+@pytest.mark.parametrize("content, message", [
+    ("epochs: 5\nrate: 0.5\nepochs: 6\n", "epochs given twice"),
+    ("tune:\n  trials: 3\n  trials: 4\n", "trials given twice"),
+])
+def test_a_yaml_key_given_twice_is_refused(tmp_path, content, message):
+    (tmp_path / "run.yaml").write_text(content)
+    with pytest.raises(config.ConfigError, match=message):
+        cli.read_yaml_mapping(tmp_path / "run.yaml")
+
+
+def test_a_config_that_is_no_regular_file_is_refused_before_it_is_read(tmp_path):
+    big = tmp_path / "big.yaml"
+    big.write_text("# " + "x" * (cli.MAX_CONFIG_BYTES + 10))
+    for path in (big, tmp_path, "/dev/zero"):
+        with pytest.raises(config.ConfigError, match="is not a YAML file of a config"):
+            cli.read_yaml_mapping(path)

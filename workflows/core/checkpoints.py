@@ -64,6 +64,8 @@ class TrainingState:
 
     @property
     def where(self):
+        if self.epoch and not self.step and not self.epoch_trained:
+            return f"after epoch {self.epoch}"  # (not "epoch 4, after batch 0" of 3)
         return (f"epoch {self.epoch + 1}, " + ("all its batches trained" if self.epoch_trained
                                                else f"after batch {self.step}"))
 

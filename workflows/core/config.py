@@ -275,12 +275,17 @@ def _coerce(key, value, hint):
 
 
 def _to_number(value, kind):
+    if isinstance(value, str) and value.strip().lower().lstrip("+-") in ("inf", "infinity",
+                                                                         "nan"):
+        raise ValueError("not a finite number")
     try:
         number = json.loads(value) if isinstance(value, str) else value
     except json.JSONDecodeError:
         raise ValueError("not a number") from None
     if isinstance(number, bool) or not isinstance(number, (int, float)):
         raise ValueError("not a number")
+    if not math.isfinite(number):
+        raise ValueError("not a finite number")
     if kind is int and not float(number).is_integer():
         raise ValueError("not a whole number")
     return kind(number)
