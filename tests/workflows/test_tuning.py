@@ -271,3 +271,18 @@ def test_a_stopped_tune_waits_for_its_workers_then_marks_its_run_killed(tmp_path
     mlflow.set_tracking_uri(environment["MLFLOW_TRACKING_URI"])
     (study_run,) = mlflow.search_runs(search_all_experiments=True, output_format="list")
     assert study_run.info.status == "KILLED" and study_run.data.tags["tune"] == "true"
+
+
+def test_a_study_of_other_texts_is_another_study():
+    """The data flags (a user's texts) are part of a study's spec and default name: a
+    tune of the same config on another file never joins the IMDB study's trials."""
+    import dataclasses
+
+    config = CATALOG.make("bow")
+    imdb = tuning_space.make_settings(config, ["learning_rate=loguniform:1e-4:1e-2"],
+                                      trials=2)
+    texts = dataclasses.replace(imdb, data=(("texts", "/data/news.csv"),))
+    assert "data" not in imdb.spec() and texts.spec()["data"] == {"texts": "/data/news.csv"}
+    names = {tuning.default_study_name(workflow.LESSON, config, settings)
+             for settings in (imdb, texts)}
+    assert len(names) == 2

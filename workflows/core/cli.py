@@ -234,6 +234,9 @@ class LessonCLI:
             return self.lesson.train(trial_config, self.data_place(args), TrainRequest(
                 tags={**tracking.child_tags(parent_run_id), **tags}, after_epoch=after_epoch))
 
+        given = {name: str(Path(value).resolve()) if Path(str(value)).exists() else str(value)
+                 for name, value in self.data_place(args).options.items() if value}
+        settings = dataclasses.replace(settings, data=tuple(sorted(given.items())))
         summary = tuning.tune(self.lesson, config, settings, train_trial, args.work_dir,
                              [sys.executable, "-m", self.module, *self.argv], worker)
         if summary and summary.get("best_run_id"):

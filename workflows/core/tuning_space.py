@@ -182,11 +182,14 @@ class TuningSettings:
     workers: int = 1
     study: str | None = None
     storage: str | None = None
+    data: tuple = ()  # the lesson's own data flags given (a user's texts), as (name, value)
 
     def spec(self):
-        """What every worker of one study must agree on."""
-        return {"space": [d.text() for d in self.space], "metric": self.metric,
+        """What every worker of one study must agree on (its data too: a study of
+        other texts is another study)."""
+        spec = {"space": [d.text() for d in self.space], "metric": self.metric,
                 "direction": self.direction}
+        return {**spec, "data": dict(self.data)} if self.data else spec
 
 
 SAMPLERS = ("tpe", "random", "grid")  # grid: every combination of choices (--sweep)
@@ -209,9 +212,10 @@ def make_settings(config, space_items, yaml_block=None, **flags):
     """Checked `TuningSettings`: `flags` (the command line, None where not given) win
     over the YAML block, which wins over the defaults."""
     block = dict(yaml_block or {})
-    unknown = set(block) - {f.name for f in dataclasses.fields(TuningSettings)}
+    keys = [f.name for f in dataclasses.fields(TuningSettings) if f.name != "data"]
+    unknown = set(block) - set(keys)
     if unknown:
-        valid = ", ".join(f.name for f in dataclasses.fields(TuningSettings))
+        valid = ", ".join(keys)
         raise ConfigError(f"Unknown key(s) in the tune: block: {', '.join(sorted(unknown))}; "
                           f"valid: {valid}.")
     space = parse_space(space_items) if space_items else parse_space(block.pop("space", {}))
