@@ -92,3 +92,22 @@ def test_a_stopped_preset_fine_tuning_resumes_its_run(own_store, presets, news_f
     assert run.info.run_id == stopped and run.info.status == "FINISHED"
     history = mlflow.MlflowClient().get_metric_history(stopped, "val_loss")
     assert [point.step for point in history] == [1, 2, 3]
+
+
+@pytest.mark.integration
+def test_a_preset_classifier_of_three_classes_is_served_over_http(own_store, presets,
+                                                                   news_file, tmp_path):
+    from tests.workflows.serving import post, served
+
+    assert workflow.main(["train", "--model", "encoder", "--set",
+                          f"encoder={presets['roberta']}", "--texts", str(news_file),
+                          *TINY, "--epochs", "1"]) == 0
+    run_id = latest_run().info.run_id
+    with served(f"runs:/{run_id}/model", tmp_path / "server.log") as url:
+        status, body = post(url, json.dumps({"inputs": ["gobierno éxito", "según"]}).encode())
+        assert status == 200, body
+        answers = body["predictions"]
+        assert [sorted(answer["probabilities"]) for answer in answers] == [sorted(WORDS)] * 2
+        assert all(answer["label"] in WORDS for answer in answers)
+        status, body = post(url, json.dumps({"inputs": ["  "]}).encode())
+        assert status == 400 and "empty" in json.dumps(body)
