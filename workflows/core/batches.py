@@ -96,6 +96,17 @@ def real_rows(batches, index):
     return keras.tree.map_structure(lambda array: np.asarray(array)[real], batch)
 
 
+def real_rows_and_weights(rows, weights=None):
+    """A batch's row indices with each top-up (`EMPTY`) row replaced by a real row of the
+    batch, and each row's loss weight: 0 for top-up rows, else `weights[row]` (or 1)."""
+    real = rows != EMPTY
+    rows = np.where(real, rows, rows[real][0])
+    row_weights = real.astype("float32")
+    if weights is not None:
+        row_weights *= weights[rows]
+    return rows, row_weights
+
+
 class LabelledBatches(BucketedBatches):
     """`(ids, labels, weights)` batches of 0-padded id rows with one label each (a review
     and its sentiment): rows cut to their bucket's length, top-up rows repeating a
@@ -110,11 +121,7 @@ class LabelledBatches(BucketedBatches):
         super().__init__(plan, lengths, seed, order)
 
     def make(self, bucket, rows):
-        real = rows != EMPTY
-        rows = np.where(real, rows, rows[real][0])
-        weights = real.astype("float32")
-        if self.weights is not None:
-            weights *= self.weights[rows]
+        rows, weights = real_rows_and_weights(rows, self.weights)
         return self.ids[rows, :self.plan.boundaries[bucket]], self.labels[rows], weights
 
     def with_order(self, order):

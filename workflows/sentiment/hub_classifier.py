@@ -15,7 +15,7 @@ where it serves.
 
 import numpy as np
 
-from workflows.core.batches import BucketedBatches, for_backend
+from workflows.core.batches import BucketedBatches, for_backend, real_rows_and_weights
 
 KIND = "hub_preset"
 
@@ -63,13 +63,7 @@ class FeatureBatches(BucketedBatches):
         super().__init__(plan, lengths, seed, order)
 
     def make(self, bucket, rows):
-        from data_prep.text import EMPTY
-
-        real = rows != EMPTY
-        rows = np.where(real, rows, rows[real][0])
-        weights = real.astype("float32")
-        if self.weights is not None:
-            weights *= self.weights[rows]
+        rows, weights = real_rows_and_weights(rows, self.weights)
         return ({name: array[rows] for name, array in self.arrays.items()},
                 self.labels[rows], weights)
 
