@@ -147,7 +147,7 @@ def test_a_model_whose_stored_files_changed_is_refused_before_any_of_its_code_ru
     ("dropout=2", "dropout must be less than 1"),
     ("optimizer=adamax9", "optimizer must be one of rmsprop, adam"),
     ("learning_rate=-1", "learning_rate must be greater than 0"),
-    ("learning_rate=nan", "learning_rate must be float, got 'nan' (not a number)"),
+    ("learning_rate=nan", "learning_rate must be float, got 'nan' (not a finite number)"),
     ("epochs=1e11", "epochs must be at most 10000"),
     ("batch_size=1e11", "batch_size must be at most 65536"),
     ("learning_rate=1e30", "learning_rate must be at most 10.0"),

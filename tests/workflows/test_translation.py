@@ -486,7 +486,7 @@ def test_bad_files_are_one_line_errors(translation_folders, tmp_path, capsys):
             (["translate", "--file", str(tmp_path / "latin1.txt")], "is not UTF-8 text"),
             (["train", "--config", str(tmp_path / "bad.yaml")], "is not valid YAML"),
             (["train", "--config", str(tmp_path / "tag.yaml")], "is not valid YAML"),
-            (["train", "--config", str(tmp_path)], "Cannot read --config")):
+            (["train", "--config", str(tmp_path)], "is not a YAML file of a config")):
         assert workflow.main(argv) == 2, argv
         err = capsys.readouterr().err
         assert message in err and err.count("\n") == 1, (argv, err)
