@@ -215,6 +215,7 @@ def test_sweep_makes_one_parent_and_a_child_per_setting(own_store, capsys):
     assert "hidden_units must be int" in capsys.readouterr().err
 
 
+@pytest.mark.integration  # a crash and its rerun, end to end
 def test_a_crash_after_training_is_finished_by_the_rerun_without_training_again(
         own_store, monkeypatch, capsys):
     argv = ["train", "--model", "bow", *COMMON, "--set", "hidden_units=5"]
@@ -242,6 +243,7 @@ def test_a_crash_after_training_is_finished_by_the_rerun_without_training_again(
     assert "already trained" in capsys.readouterr().out
 
 
+@pytest.mark.integration  # two runs and a damaged folder
 def test_a_run_folder_whose_state_files_are_both_damaged_is_refused_never_restarted(
         own_store, capsys):
     """Both state files damaged beside an intact checkpoint: one line naming the folder
@@ -266,6 +268,7 @@ def test_a_run_folder_whose_state_files_are_both_damaged_is_refused_never_restar
     assert len(mlflow.search_runs([experiment_id], output_format="list")) == 2
 
 
+@pytest.mark.integration  # four trainings, three stopped
 def test_stops_during_the_export_leave_one_summary_and_one_logged_model(
         own_store, monkeypatch):
     """Three stops while the model is being logged (a logged model left PENDING each
@@ -510,6 +513,7 @@ def test_the_lexicon_reads_words_imdb_rarely_has_negation_and_contrast():
     assert neutral == 0.5  # no rated word: no opinion
 
 
+@pytest.mark.integration  # a second validation share, trained
 def test_members_of_an_ensemble_must_hold_out_the_same_validation_share(store, capsys):
     assert workflow.main(["train", "--model", "bow", *COMMON, *BOW, "--epochs", "1",
                           "--set", "val_fraction=0.5"]) == 0

@@ -108,6 +108,7 @@ def test_a_store_that_never_answers_is_reported_within_20_seconds(monkeypatch,
     assert "did not answer within 15 s" in message and seconds < 20
 
 
+@pytest.mark.integration  # a run stopped and resumed
 def test_a_store_lost_mid_run_is_one_line_and_the_rerun_resumes_the_run(
         own_store, monkeypatch, capsys):
     uri = os.environ["MLFLOW_TRACKING_URI"]
@@ -152,6 +153,7 @@ def test_a_store_file_deleted_mid_run_is_one_line_and_a_retrain_trains(
     assert rerun.returncode == 0, rerun.stderr[-2000:]  # a new process, a new store
 
 
+@pytest.mark.integration  # a run in a second store
 def test_a_run_folder_of_another_store_is_one_line_and_registers_nothing(
         store, tmp_path, monkeypatch, capsys, restore_tracking_uri, new_store):
     assert workflow.main(BOW_ONE_EPOCH) == 0  # a run of the shared store
@@ -202,6 +204,7 @@ def test_a_disk_full_while_preparing_is_one_line_and_leaves_no_partial_entry(
     assert not list(work.glob("prepared/*"))  # no partial or half-complete entry
 
 
+@pytest.mark.integration  # trainings on a full disk
 def test_a_full_disk_is_one_line_the_run_failed_and_nothing_half_written(
         own_store, small_disk, monkeypatch, capsys):
     work = small_disk / "work"

@@ -31,6 +31,7 @@ def store_fails_at_epoch_two(monkeypatch):
     monkeypatch.setattr(mlflow, "log_metrics", unreachable_at_epoch_two)
 
 
+@pytest.mark.integration  # a crash and its resume
 def test_metrics_of_an_epoch_checkpointed_before_a_crash_are_logged_on_resume(
         own_store, monkeypatch):
     store_fails_at_epoch_two(monkeypatch)

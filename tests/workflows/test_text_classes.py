@@ -1,6 +1,6 @@
 """The classification lesson on a user's labelled texts: three classes in two scripts,
 end to end (prepare, train, evaluate, predict, the logged model), and two classes of
-the user's own labels."""
+the user's own labels; `run --texts` in test_text_classes_run.py."""
 
 import json
 import os
@@ -19,10 +19,9 @@ TINY = ["--epochs", "2", "--set", "max_tokens=300", "--set", "batch_size=8"]
 CLASSES = ["negativo", "neutral", "positivo"]
 
 
-@pytest.fixture(scope="module")
-def texts_store(tmp_path_factory, new_store):
-    """Two families trained by `run --texts` on 240 generated news items (neutral over
-    half), in a store of their own."""
+def trained_on_news(tmp_path_factory, new_store, *argv):
+    """Runs `argv` on 240 generated news items (neutral over half), in a store of its
+    own; yields the file and the environment's patch."""
     root = tmp_path_factory.mktemp("texts_workflow")
     path = root / "news.tsv"
     write_tsv(path, news(240), header="titular\tsentimiento")
@@ -32,11 +31,21 @@ def texts_store(tmp_path_factory, new_store):
         for name, value in environment.items():
             patch.setenv(name, value)
         mlflow.set_tracking_uri(environment["MLFLOW_TRACKING_URI"])
-        assert workflow.main(["run", "--texts", str(path), "--text-column", "titular",
-                              "--label-column", "sentimiento", "--model", "bow", "--model",
-                              "bilstm", *TINY, "--set", "hidden_units=8", "--set", "embed_dim=8",
-                              "--set", "units=4", "--set", "learning_rate=0.01"]) == 0
+        assert workflow.main([argv[0], "--texts", str(path), "--text-column", "titular",
+                              "--label-column", "sentimiento", *argv[1:], *TINY]) == 0
         yield path, patch
+
+
+@pytest.fixture(scope="module")
+def texts_store(tmp_path_factory, new_store):
+    """The bag of bigrams trained by `train --texts`, then evaluated."""
+    trained = trained_on_news(tmp_path_factory, new_store, "train", "--model", "bow",
+                              "--set", "hidden_units=8", "--set", "learning_rate=0.01")
+    found = next(trained)
+    run_id = runs.model_run(workflow.LESSON).info.run_id
+    assert workflow.main(["evaluate", "--run-id", run_id]) == 0
+    yield found
+    trained.close()
 
 
 def texts_runs():
@@ -47,24 +56,21 @@ def texts_runs():
     return {run.data.params["model"]: run for run in found}
 
 
-def test_run_trains_each_family_on_the_classes_and_prints_a_leaderboard(texts_store, capsys):
-    trained = texts_runs()
-    assert set(trained) == {"bow", "bilstm"}
-    for run in trained.values():
-        assert json.loads(run.data.params["classes"]) == CLASSES
-        assert run.data.params["texts"].endswith("news.tsv")
-        for name in ("accuracy", "macro_f1", "micro_f1", "weighted_f1", "f1_neutral",
-                     "precision_negativo", "recall_positivo", "expected_calibration_error"):
-            assert 0 <= run.data.metrics[f"test_{name}"] <= 1, name
-        matrix = json.loads(mlflow.artifacts.load_text(
-            f"runs:/{run.info.run_id}/test_metrics.json"))["confusion_matrix"]
-        assert np.array(matrix).shape == (3, 3)
-        assert np.trace(matrix) / np.sum(matrix) == pytest.approx(
-            run.data.metrics["test_accuracy"])
-        wrong = json.loads(mlflow.artifacts.load_text(
-            f"runs:/{run.info.run_id}/test_confidently_wrong.json"))
-        labels = [row[wrong["columns"].index("label")] for row in wrong["data"]]
-        assert set(labels) <= set(CLASSES)
+def test_a_run_of_the_classes_logs_them_and_their_measures(texts_store):
+    (run,) = texts_runs().values()
+    assert json.loads(run.data.params["classes"]) == CLASSES
+    assert run.data.params["texts"].endswith("news.tsv")
+    for name in ("accuracy", "macro_f1", "micro_f1", "weighted_f1", "f1_neutral",
+                 "precision_negativo", "recall_positivo", "expected_calibration_error"):
+        assert 0 <= run.data.metrics[f"test_{name}"] <= 1, name
+    matrix = json.loads(mlflow.artifacts.load_text(
+        f"runs:/{run.info.run_id}/test_metrics.json"))["confusion_matrix"]
+    assert np.array(matrix).shape == (3, 3)
+    assert np.trace(matrix) / np.sum(matrix) == pytest.approx(run.data.metrics["test_accuracy"])
+    wrong = json.loads(mlflow.artifacts.load_text(
+        f"runs:/{run.info.run_id}/test_confidently_wrong.json"))
+    labels = [row[wrong["columns"].index("label")] for row in wrong["data"]]
+    assert set(labels) <= set(CLASSES)
 
 
 def test_bow_learns_the_classes_words(texts_store):
@@ -85,7 +91,7 @@ def test_the_logged_model_answers_a_label_and_every_class_probability(texts_stor
 
 
 def test_calibration_is_a_temperature_fitted_on_validation(texts_store):
-    run = texts_runs()["bilstm"]
+    run = texts_runs()["bow"]
     model = models.load_pyfunc(run).unwrap_python_model()
     assert isinstance(model.calibration, Temperature) and model.calibration.temperature > 0
     rows = np.array([[0.7, 0.2, 0.1], [0.2, 0.5, 0.3]])
@@ -156,26 +162,6 @@ def test_two_classes_of_a_user_s_labels_answer_with_their_names(
     assert set(answer["probabilities"]) == {"ham", "spam"} and answer["label"] in ("ham", "spam")
     metrics = workflow.evaluate(run.info.run_id)
     assert {"roc_auc", "macro_f1", "f1_spam", "f1_ham"} <= set(metrics)
-
-
-@pytest.mark.integration
-def test_an_ensemble_of_the_classes_stacks_them_on_validation_and_answers_like_a_model(
-        texts_store, capsys):
-    trained = texts_runs()
-    run_id = workflow.ensemble([trained["bow"].info.run_id, trained["bilstm"].info.run_id])
-    run = mlflow.get_run(run_id)
-    assert json.loads(run.data.params["classes"]) == CLASSES
-    assert 0 <= run.data.metrics["best_val_macro_f1"] <= 1
-    (answer,) = models.load_pyfunc(run).predict(["Gobierno радость éxito"])
-    assert list(answer["probabilities"]) == CLASSES
-    assert sum(answer["probabilities"].values()) == pytest.approx(1, abs=1e-5)
-    metrics = workflow.evaluate(run_id)  # the members' test split, found again
-    members = json.loads(mlflow.artifacts.load_text(
-        f"runs:/{trained['bow'].info.run_id}/test_metrics.json"))
-    assert np.sum(metrics["confusion_matrix"]) == np.sum(members["confusion_matrix"])
-    assert workflow.main(["ensemble", "--run-id", trained["bow"].info.run_id,
-                          "--lexicon", "vader"]) == 2
-    assert "an ensemble of your own classes takes none of them" in capsys.readouterr().err
 
 
 def test_stacking_weights_of_several_classes_favour_the_informative_member():

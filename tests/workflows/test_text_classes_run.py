@@ -1,0 +1,63 @@
+"""`run --texts`: two families trained on a user's three classes, ranked on a
+leaderboard by macro-F1, and stacked into an ensemble (integration tier)."""
+
+import contextlib
+import io
+import json
+
+import mlflow
+import numpy as np
+import pytest
+
+from tests.workflows.test_text_classes import CLASSES, texts_runs, trained_on_news
+from workflows import imdb_sentiment as workflow
+from workflows.core import models
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def leaderboard(tmp_path_factory, new_store):
+    """What `run --texts` printed, with its store active."""
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        trained = trained_on_news(tmp_path_factory, new_store, "run", "--model", "bow",
+                                  "--model", "bilstm", "--set", "hidden_units=8",
+                                  "--set", "embed_dim=8", "--set", "units=4",
+                                  "--set", "learning_rate=0.01")
+        next(trained)
+    yield printed.getvalue()
+    trained.close()
+
+
+def test_run_trains_each_family_and_ranks_them_by_macro_f1(leaderboard):
+    trained = texts_runs()
+    assert set(trained) == {"bow", "bilstm"}
+    header = next(i for i, line in enumerate(leaderboard.splitlines()) if "macro-F1" in line)
+    rows = [line.split() for line in leaderboard.splitlines()[header + 1:header + 3]]
+    assert {row[0] for row in rows} == {"bow", "bilstm"}
+    assert float(rows[0][1]) >= float(rows[1][1])
+    for model, score, _, _, run_id in rows:
+        assert trained[model].info.run_id == run_id
+        assert trained[model].data.metrics["test_macro_f1"] == pytest.approx(float(score),
+                                                                            abs=1e-4)
+        assert json.loads(trained[model].data.params["classes"]) == CLASSES
+
+
+def test_an_ensemble_of_the_classes_stacks_them_on_validation_and_answers_like_a_model(
+        leaderboard, capsys):
+    trained = texts_runs()
+    run_id = workflow.ensemble([trained["bow"].info.run_id, trained["bilstm"].info.run_id])
+    run = mlflow.get_run(run_id)
+    assert json.loads(run.data.params["classes"]) == CLASSES
+    assert 0 <= run.data.metrics["best_val_macro_f1"] <= 1
+    (answer,) = models.load_pyfunc(run).predict(["Gobierno радость éxito"])
+    assert list(answer["probabilities"]) == CLASSES
+    assert sum(answer["probabilities"].values()) == pytest.approx(1, abs=1e-5)
+    metrics = workflow.evaluate(run_id)  # the members' test split, found again
+    members = json.loads(mlflow.artifacts.load_text(
+        f"runs:/{trained['bow'].info.run_id}/test_metrics.json"))
+    assert np.sum(metrics["confusion_matrix"]) == np.sum(members["confusion_matrix"])
+    assert workflow.main(["ensemble", "--run-id", trained["bow"].info.run_id,
+                          "--lexicon", "vader"]) == 2
+    assert "an ensemble of your own classes takes none of them" in capsys.readouterr().err
