@@ -1,4 +1,4 @@
-"""Serve a logged model over HTTP with `mlflow models serve` (loopback only by default).
+"""Serve a logged model over HTTP with MLflow's scoring server (loopback only by default).
 
     python -m workflows.serve_model models:/imdb-sentiment/latest        # http://127.0.0.1:5001
     python -m workflows.serve_model runs:/<run id>/model --port 5002
@@ -13,7 +13,7 @@ stops the server and its workers.
 import argparse
 
 from data_prep.commands import run_command, run_main
-from workflows.core.cli import add_server_flags
+from workflows.core.cli import add_model_server_flags, serving_limits
 
 
 def main(argv=None):
@@ -21,11 +21,12 @@ def main(argv=None):
                                      description=__doc__.split("\n")[0])
     parser.add_argument("model_uri", help="models:/NAME/latest, models:/NAME@alias, "
                                           "models:/NAME/VERSION or runs:/RUN_ID/model")
-    add_server_flags(parser, port=5001)
+    add_model_server_flags(parser)
     args = parser.parse_args(argv)
     from workflows.core.servers import serve
 
-    return run_command(lambda a: serve(a.model_uri, a.host, a.port, a.workers), args)
+    return run_command(lambda a: serve(a.model_uri, a.host, a.port, a.workers,
+                                       serving_limits(a)), args)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Start `mlflow models serve` on loopback for a test and talk to it."""
+"""Start `python -m workflows.serve_model` on loopback for a test and talk to it."""
 
 import contextlib
 import json

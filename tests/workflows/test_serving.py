@@ -1,8 +1,9 @@
 """A registered model served on loopback: raw strings in over HTTP, clear 4xx for bad payloads."""
 
 import json
-import shutil
-import sysconfig
+import sys
+import urllib.error
+import urllib.request
 
 import pytest
 
@@ -10,6 +11,7 @@ from tests.workflows.conftest import first_runs_by_model, in_shared_store
 from tests.workflows.serving import post, served
 from workflows import serve_model
 from workflows.core import runs, servers
+from workflows.core.scoring_app import ServingLimits
 
 pytestmark = pytest.mark.integration  # each test starts servers or other processes
 
@@ -49,10 +51,21 @@ def test_serving_an_unknown_model_says_so(store, capsys):
     assert "No model at models:/no-such-model/1" in capsys.readouterr().err
 
 
-def test_the_model_server_finds_uvicorn_beside_this_python_without_an_activated_venv(
-        monkeypatch):
-    monkeypatch.setenv("PATH", "/usr/bin:/bin")  # as when venv/bin/python is run directly
-    environment = servers.server_environment()
-    beside_python = shutil.which("uvicorn", path=sysconfig.get_path("scripts"))
-    assert beside_python and shutil.which("uvicorn", path=environment["PATH"]) == beside_python
-    assert environment["PATH"].endswith("/usr/bin:/bin")
+def test_a_malformed_5_mb_body_and_too_many_inputs_are_one_short_line_each(server):
+    for body in (b"{" + b"x" * (5 << 20), b"{" + b"x" * (3 << 20),
+                 json.dumps({"inputs": ["Fine."] * 1001}).encode()):
+        request = urllib.request.Request(f"{server}/invocations", data=body, method="POST",
+                                         headers={"Content-Type": "application/json"})
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=60)
+        answer = refused.value.read()
+        assert refused.value.code in (400, 413) and len(answer) < 1024
+        assert answer.count(b"\n") == 1 and b"xxx" not in answer
+    assert post(server, json.dumps({"inputs": ["Still up?"]}).encode())[0] == 200
+
+
+def test_the_model_server_is_uvicorn_of_this_python_with_the_limits():
+    command = servers.model_server_command("127.0.0.1", 5009, 2, ServingLimits(concurrent=9))
+    assert command[:3] == [sys.executable, "-m", "uvicorn"]
+    assert command[-1] == "workflows.core.scoring_app:app"
+    assert command[command.index("--limit-concurrency") + 1] == "9"

@@ -22,6 +22,7 @@ from data_prep.text import text_lines
 from workflows.core import tuning_space
 from workflows.core.config import ConfigError, TrainingOptions, applicable_fields
 from workflows.core.lesson import DataPlace, TrainRequest
+from workflows.core.scoring_app import ServingLimits
 
 
 class LessonCLI:
@@ -113,9 +114,9 @@ class LessonCLI:
                                            "`compare` prints it (default: the latest run)")
         step.add_argument("--alias", help="also point this alias at the new version "
                                           "(models:/NAME@ALIAS)")
-        step = self.step("serve", "serve a run's model over HTTP (mlflow models serve)",
+        step = self.step("serve", "serve a run's model over HTTP (MLflow's scoring server)",
                          self.serve, model=True)
-        add_server_flags(step, port=5001)
+        add_model_server_flags(step)
 
     def main(self, argv=None):
         """Parses `argv` and runs the step; returns the exit status."""
@@ -262,7 +263,7 @@ class LessonCLI:
         run = runs.check_has_model(runs.model_run(
             self.lesson, args.run_id, args.model_uri, self.run_params(args)))
         servers.serve(args.model_uri or models.model_uri(run.info.run_id), args.host,
-                          args.port, args.workers)
+                      args.port, args.workers, serving_limits(args))
 
     # ## Reading arguments
 
@@ -479,6 +480,44 @@ def add_server_flags(parser, port):
     most = 4 * (os.cpu_count() or 1)
     parser.add_argument("--workers", type=whole_number(1, most), default=1,
                         help=f"server worker processes, 1-{most} (default 1)")
+
+
+def add_model_server_flags(parser):
+    """The server flags, and the limits of what a request may hold."""
+    add_server_flags(parser, port=5001)
+    default = ServingLimits()
+    parser.add_argument("--max-request-mb", type=bounded_number(0.001, 1024),
+                        default=default.max_request_mb,
+                        help="largest request body in MiB, 0.001-1024; a larger one is "
+                             f"refused with a 413 before it is read (default "
+                             f"{default.max_request_mb:g})")
+    parser.add_argument("--max-inputs", type=whole_number(1, 10_000_000),
+                        default=default.max_inputs,
+                        help="most texts (rows) a request, 1-10,000,000; more is refused "
+                             f"with a 413 before the model runs (default {default.max_inputs:,})")
+    parser.add_argument("--max-concurrent", type=whole_number(1, 100_000),
+                        default=default.concurrent,
+                        help="most connections each worker takes at once, 1-100,000; the "
+                             f"next get a 503 (default {default.concurrent})")
+
+
+def serving_limits(args):
+    """The `ServingLimits` that a command's flags set."""
+    return ServingLimits(args.max_request_mb, args.max_inputs, args.max_concurrent)
+
+
+def bounded_number(low, high):
+    """An argparse type: a finite number from `low` to `high`, else a one-line usage
+    error."""
+    def parse(text):
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not low <= value <= high:  # NaN fails both
+            raise argparse.ArgumentTypeError(f"must be from {low:g} to {high:g}, got {text}")
+        return value
+    return parse
 
 
 def whole_number(low, high):

@@ -10,13 +10,13 @@ import signal
 import socket
 import subprocess
 import sys
-import sysconfig
 import time
 
 import mlflow
 
 from data_prep.commands import ForcedStop, UserError
 from workflows.core import models, runs, store
+from workflows.core.scoring_app import ServingLimits
 
 
 def check_can_serve(command, host, port):
@@ -88,32 +88,36 @@ def _group_ended(process, timeout):
     return False
 
 
-def model_server_command(model_uri, host="127.0.0.1", port=5001, workers=1):
-    """The `mlflow models serve` command line for `model_uri`, in this environment."""
-    return [sys.executable, "-m", "mlflow", "models", "serve", "-m", model_uri,
-            "--env-manager", "local", "--host", host, "--port", str(port),
-            "--workers", str(workers)]
+def model_server_command(host="127.0.0.1", port=5001, workers=1, limits=None):
+    """The uvicorn command line of the served model's app (`scoring_app`: MLflow's
+    scoring server behind the request limits), in this environment."""
+    limits = limits or ServingLimits()
+    return [sys.executable, "-m", "uvicorn", "--host", host, "--port", str(port),
+            "--workers", str(workers), "--limit-concurrency", str(limits.concurrent),
+            "--timeout-keep-alive", "5", "--no-server-header",
+            "workflows.core.scoring_app:app"]
 
 
 def server_environment():
-    """This process's environment, pointing MLflow at the project's store, with this
-    Python's scripts folder first on PATH: MLflow starts `uvicorn` by name, which a
-    virtual environment used without being activated would not otherwise provide."""
-    path = os.pathsep.join([sysconfig.get_path("scripts"), os.environ.get("PATH", "")])
-    return {**os.environ, "PATH": path, "MLFLOW_TRACKING_URI": store.tracking_uri()}
+    """This process's environment, pointing MLflow at the project's store."""
+    return {**os.environ, "MLFLOW_TRACKING_URI": store.tracking_uri()}
 
 
-def serve(model_uri, host="127.0.0.1", port=5001, workers=1):
+def serve(model_uri, host="127.0.0.1", port=5001, workers=1, limits=None):
     """Checks that `model_uri` exists and that its files are the ones logged, then serves
-    that verified copy until Ctrl-C."""
+    that verified copy until Ctrl-C, within `limits` (`ServingLimits`)."""
+    limits = limits or ServingLimits()
     mlflow.set_tracking_uri(store.tracking_uri())
     run = mlflow.get_run(runs.source_run_id(model_uri))
     url = f"http://{host}:{port}"
-    banner = (f"Serving {model_uri} (run {run.info.run_id}) at {url}; Ctrl-C to stop. Try:\n"
+    banner = (f"Serving {model_uri} (run {run.info.run_id}) at {url}; at most "
+              f"{limits.max_inputs:,} inputs and {limits.max_request_mb:g} MiB a request; "
+              f"Ctrl-C to stop. Try:\n"
               f"  curl -s {url}/invocations -H 'Content-Type: application/json' "
               "-d '{\"inputs\": [\"Your text here.\"]}'")
-    check_can_serve(model_server_command(model_uri, host, port, workers), host, port)
+    command = model_server_command(host, port, workers, limits)
+    check_can_serve(command, host, port)
     with models.verified_model(run) as local:
-        return run_until_stopped(model_server_command(str(local), host, port, workers),
-                                 "Model server", banner, env=server_environment())
+        return run_until_stopped(command, "Model server", banner,
+                                 env={**server_environment(), **limits.environment(local)})
 
