@@ -272,6 +272,34 @@ def test_bm25_finds_the_planted_answers_and_evaluates(lesson, capsys):
     assert "d3  topic3 paper" in capsys.readouterr().out
 
 
+def test_a_spanish_catalogue_is_stemmed_and_its_stop_words_dropped_in_spanish(
+        lesson, tmp_path, capsys):
+    """`canciones` finds the `canción` product with Spanish stems and stop words, logged
+    with the run; English ones (the default) miss it."""
+    documents = tmp_path / "productos.csv"
+    documents.write_text(
+        "id,title,text,marca\n"
+        "p1,Canción de cuna,Música para dormir a los niños,Acme\n"
+        "p2,Zapatillas rojas,Para correr por la montaña,Trail\n"
+        "p3,Libro de cocina,Recetas de la abuela,Casa\n", encoding="utf-8")
+    for language, stop_words, found in (("spanish", "es", True), ("english", "en", False)):
+        assert retrieval.main(["train", "--retriever", "bm25", "--documents", str(documents),
+                               "--set", f"stemmer={language}",
+                               "--set", f"stop_words={stop_words}"]) == 0
+        run = latest_run("bm25")
+        assert (run.data.params["stemmer"], run.data.params["stop_words"]) == (
+            language, stop_words)
+        capsys.readouterr()
+        assert retrieval.main(["search", "las canciones", "-k", "1",
+                               "--run-id", run.info.run_id]) == 0
+        printed = capsys.readouterr().out
+        answers = printed[printed.index("las canciones"):].splitlines()[1:]
+        assert any("p1  Canción de cuna" in line for line in answers) is found, language
+    assert retrieval.main(["train", "--documents", str(documents), "--set",
+                           "stemmer=klingon"]) == 2
+    assert "stemmer must be one of none, arabic" in capsys.readouterr().err
+
+
 @pytest.mark.integration
 def test_dense_fine_tuning_improves_a_planted_task_and_resumes(lesson, capsys):
     """Queries and documents share one topic word among shared filler words: the random

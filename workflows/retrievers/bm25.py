@@ -4,8 +4,8 @@ bm25s (Lù, 2024) reproduces Lucene's scores (`method="lucene"`) with sparse Num
 matrices: `tokenize` -> `BM25().index` -> `retrieve`. A term's weight in a document is
 `idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * length / mean length))`: `k1` says how
 fast repeated terms saturate, `b` how much long documents are discounted. Text is
-lowercased, split into words, stop words dropped and words stemmed (Snowball) the same
-way for documents and queries.
+lowercased, split into words (of any script), stop words dropped and words stemmed
+(Snowball, in the catalogue's language) the same way for documents and queries.
 """
 
 import logging
@@ -18,10 +18,6 @@ import numpy as np
 # (Beam's workers log INFO): hundreds of lines for 600,000 labelled queries, nothing to
 # act on
 logging.getLogger("bm25s").setLevel(logging.WARNING)
-
-STEMMERS = ("english", "none")
-STOP_WORDS = ("en", "none")
-
 
 class BM25Index:
     """A bm25s index over `texts` (row i is document i), with its tokenizer settings."""

@@ -4,9 +4,15 @@ retriever is refused. Light on purpose (no TensorFlow, no MLflow): `--help` read
 
 from dataclasses import dataclass
 
+import Stemmer
+
 from workflows.core.config import Catalog, TrainingOptions, option, training_option
 
 RETRIEVERS = ("bm25", "dense", "rerank", "intersection", "hybrid")
+STEMMERS = ("none", *Stemmer.algorithms())
+# the languages of the stop-word lists bm25s ships (`en_plus`: a longer English list)
+STOP_WORDS = ("none", "da", "de", "en", "en_plus", "es", "fr", "it", "ko", "nl", "no", "pt",
+              "ru", "sv", "tr", "zh")
 
 
 def reads_bm25(config):
@@ -28,11 +34,13 @@ def fine_tunes(config):
 @dataclass(frozen=True)
 class RetrievalConfig(TrainingOptions):
     retriever: str = option("bm25", choices=RETRIEVERS)
-    # BM25 (Lucene's defaults: k1 1.2, b 0.75; English stop words and Snowball stemming)
+    # BM25 (Lucene's defaults: k1 1.2, b 0.75)
     k1: float = option(1.2, at_least=0.0, at_most=10.0, applies=reads_bm25)
     b: float = option(0.75, at_least=0.0, at_most=1.0, applies=reads_bm25)
-    stemmer: str = option("english", choices=("english", "none"), applies=reads_bm25)
-    stop_words: str = option("en", choices=("en", "none"), applies=reads_bm25)
+    # the catalogue's language: any Snowball stemmer (PyStemmer's list), and the stop
+    # words bm25s ships for a language (`es`, `fr`, `de`, ...), or `none` for either
+    stemmer: str = option("english", choices=STEMMERS, applies=reads_bm25)
+    stop_words: str = option("en", choices=STOP_WORDS, applies=reads_bm25)
     # the dual encoder: a known name, a Hugging Face BERT folder, or a fine-tuned dense run
     # (`encoder_run`: what a fused retriever reads; what a dense one fine-tunes further,
     # e.g. a second round of `hybrid_answers` taught by that encoder's hybrid)
