@@ -177,11 +177,15 @@ def remove_pending_models(run):
 @contextlib.contextmanager
 def without_any_hint_warning():
     """MLflow warns, as it logs or loads a pyfunc, that predictions typed `Any` go
-    unchecked: on purpose here (translations, n-best lists, scores). A filter set just
-    around the call, since libraries loaded in between may reset the global ones."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*Any type hint is inferred as AnyType")
+    unchecked: on purpose here (translations, n-best lists, class probabilities). The
+    warnings of the call are recorded, not filtered (MLflow sets its own filters inside
+    it), and all but that one are warned again after it."""
+    with warnings.catch_warnings(record=True) as caught:
         yield
+    for warning in caught:
+        if "Any type hint is inferred as AnyType" not in str(warning.message):
+            warnings.warn_explicit(warning.message, warning.category, warning.filename,
+                                   warning.lineno)
 
 
 # ## Using a logged model
