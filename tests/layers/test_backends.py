@@ -20,7 +20,7 @@ def test_layer_suite_on_backend(backend):
         pytest.skip("run from the TensorFlow suite only")
     if importlib.util.find_spec(OTHER_BACKENDS[backend]) is None:
         pytest.skip(f"{backend} is not installed (jax: pip install -r requirements.txt; "
-                    "torch: see the README, On a GPU)")
+                    "torch: see the README, Quick start)")
     # one process (the suite's own workers keep both cores busy): one import of the backend
     run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                           "-n", "0", "--doctest-modules", "layers", "tests/layers"],
