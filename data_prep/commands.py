@@ -282,6 +282,12 @@ def run_command(main, argv=None):
                   "choose a work folder you can write (--work-dir or NLPKIT_WORK_DIR), or "
                   "fix its permissions.", file=sys.stderr)
             return 2
+        if read_only_store(error):
+            print("error: the tracking store is read-only (attempt to write a readonly "
+                  "database): make its file and folder writable, or set MLFLOW_TRACKING_URI "
+                  "to a store you can write; reading commands (compare) work as they are.",
+                  file=sys.stderr)
+            return 2
         full = disk_full(error)
         if full is None:
             raise
@@ -296,6 +302,15 @@ def run_command(main, argv=None):
               "NLPKIT_WORK_DIR elsewhere), then rerun the same command; it picks up from "
               "its last checkpoint or cache entry.", file=sys.stderr)
         return 2
+
+
+def read_only_store(error):
+    """Whether SQLite, somewhere in `error`'s chain, refused to write its database."""
+    while error is not None:
+        if "attempt to write a readonly database" in str(error):
+            return True
+        error = error.__cause__ or error.__context__
+    return False
 
 
 SHORT_WRITE = re.compile(r"\d+ requested and \d+ written")  # NumPy's words for it

@@ -190,3 +190,19 @@ def test_the_cpu_model_tells_apart_machines_that_share_a_generic_name(tmp_path, 
                               for index in range(2)))
     assert cpu_model(info) == expected
     assert cpu_model(tmp_path / "absent")  # not Linux: what `platform` knows
+
+
+def test_a_read_only_tracking_store_is_one_line_and_status_2(capsys):
+    import sqlite3
+
+    from data_prep.commands import run_command
+
+    def write_to_the_store(argv):
+        try:
+            raise sqlite3.OperationalError("attempt to write a readonly database")
+        except sqlite3.OperationalError as error:
+            raise RuntimeError("(sqlite3.OperationalError) INSERT INTO experiments ...") from error
+
+    assert run_command(write_to_the_store) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "the tracking store is read-only" in err

@@ -177,3 +177,13 @@ def test_data_prep_commands_report_a_bad_archive_in_one_line(tmp_path):
         assert result.returncode == 2, result.stderr[-2000:]
         assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1
         assert "Traceback" not in result.stderr
+
+
+def test_compare_on_a_store_without_the_lesson_s_experiment_creates_nothing(
+        tmp_path, monkeypatch, capsys, restore_tracking_uri):
+    uri = f"sqlite:///{tmp_path / 'other.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    assert workflow.main(["compare"]) == 0
+    assert "No runs in experiment" in capsys.readouterr().out
+    mlflow.set_tracking_uri(uri)
+    assert mlflow.get_experiment_by_name(workflow.EXPERIMENT) is None  # nothing written

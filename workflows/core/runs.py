@@ -93,7 +93,9 @@ def runs_table(experiment_name, columns, sort_by, ascending=False, filter_string
     Column names are MLflow's: `params.x`, `metrics.y`, `tags.z`, or run attributes
     (`run_id`, `start_time`, `status`); missing values are empty strings.
     """
-    experiment = use_experiment(experiment_name)
+    experiment = mlflow.get_experiment_by_name(experiment_name)  # reading creates nothing
+    if experiment is None:
+        return []
     frame = mlflow.search_runs([experiment.experiment_id], filter_string=filter_string)
     if frame.empty:
         return []
