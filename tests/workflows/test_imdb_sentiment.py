@@ -166,6 +166,16 @@ def test_binary_metrics_match_hand_computation():
     assert metrics["roc_auc"] == pytest.approx(5 / 6)  # 5 of the 6 (pos, neg) pairs ranked right
 
 
+def test_the_docs_blocks_that_load_a_sentiment_model_run_on_one(store):
+    from tests.test_docs import doc_blocks, run_block
+
+    blocks = doc_blocks("README.md", "P(positive)") + doc_blocks("docs/imdb_sentiment.md",
+                                                                 "P(positive)")
+    assert len(blocks) == 2
+    for block in blocks:
+        run_block(block, first_runs_by_model()["bow"].info.run_id)
+
+
 def test_register_then_predict_and_evaluate_by_model_uri(store, capsys):
     assert workflow.main(["train", "--model", "bow", *COMMON, *BOW, "--register", "imdb-test"]) == 0
     assert "Registered imdb-test version 1" in capsys.readouterr().out

@@ -90,6 +90,13 @@ def test_the_logged_model_answers_a_label_and_every_class_probability(texts_stor
     assert line.split()[0] in CLASSES and "Gobierno радость éxito" in line
 
 
+def test_the_docs_block_of_a_classes_model_runs_on_one(texts_store):
+    from tests.test_docs import doc_blocks, run_block
+
+    (block,) = doc_blocks("docs/imdb_sentiment.md", "probabilities")
+    run_block(block, texts_runs()["bow"].info.run_id)
+
+
 def test_calibration_is_a_temperature_fitted_on_validation(texts_store):
     run = texts_runs()["bow"]
     model = models.load_pyfunc(run).unwrap_python_model()

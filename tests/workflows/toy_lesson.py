@@ -19,9 +19,9 @@ FILLER = ["the", "a", "film", "plot", "cast", "story", "was", "and", "very", "so
 @dataclass(frozen=True)
 class ToyConfig(TrainingOptions):
     model: str = "averaged_embeddings"
-    embed_dim: int = option(8, at_least=1)
-    sentences: int = option(160, at_least=8)
-    epochs: int = training_option("epochs", 3)
+    embed_dim: int = option(8, at_least=1, help="size of each word's vector")
+    sentences: int = option(160, at_least=8, help="training sentences to generate")
+    epochs: int = training_option("epochs", 3)  # a shared option, this lesson's default
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """The machinery every lesson shares, one module per concept.
 
-- `lesson`: the lesson contract (`Lesson`: its hooks `load_data`, `build`, `fit`,
-  `export`; `DataPlace`, `TrainRequest`, `Built`, `ModelExport`) and the registry of
+- `lesson`: the lesson contract (`Lesson`: its hooks `load_data`, `datasets`, `build`,
+  `fit`, `export`; `DataPlace`, `TrainRequest`, `Built`, `ModelExport`) and the registry of
   lessons (every module of `workflows/` that declares `LESSON`).
 - `config`: typed configs (`option`, `when`/`unless` rules, `Catalog`), overrides and
   their checks; `TrainingOptions`, the training settings every lesson shares.

@@ -100,8 +100,9 @@ class ModelExport:
 
 
 class Lesson(abc.ABC):
-    """A lesson as the core runs it. Subclasses set the class attributes and the four
-    hooks; `complete_config` and `data_identity` have defaults."""
+    """A lesson as the core runs it. Subclasses set the class attributes and the five
+    hooks (`load_data`, `datasets`, `build`, `fit`, `export`); `complete_config` and
+    `data_identity` have defaults."""
 
     experiment: str  # the MLflow experiment, and the run folders' parent
     catalog: Catalog
