@@ -199,6 +199,20 @@ def test_each_lesson_trains_stops_falls_back_and_keeps_its_budget(tiny, monkeypa
 
 
 
+def test_a_run_s_name_says_what_its_config_changed_from_the_catalog_s():
+    from tests.workflows import toy_lesson
+
+    lesson, catalog = toy_lesson.LESSON, toy_lesson.LESSON.catalog
+    assert lesson.run_label(catalog.make("averaged_embeddings")) == "averaged_embeddings"
+    changed = catalog.make("averaged_embeddings", None, {"embed_dim": 4, "epochs": 2})
+    assert lesson.run_label(changed) == "averaged_embeddings epochs=2 embed_dim=4"
+    assert lesson.run_name(changed) == "averaged_embeddings"  # the run folder's stays
+    many = catalog.make("averaged_embeddings", None, {"embed_dim": 4, "epochs": 2,
+                                                     "sentences": 400, "patience": 7})
+    label = lesson.run_label(many)
+    assert label.startswith("averaged_embeddings changed ") and len(label) <= 60
+
+
 # ## The logged model requires what it needs on the backend it was trained on
 
 REQUIREMENTS_CODE = """

@@ -19,13 +19,15 @@ through a new one.
 
 import abc
 import ast
+import dataclasses
+import hashlib
 import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from workflows.core.config import Catalog
+from workflows.core.config import NOT_IN_RUN_FOLDER, Catalog, ConfigError
 
 WORKFLOWS = Path(__file__).resolve().parents[1]  # the folder of the lesson modules
 
@@ -116,6 +118,25 @@ class Lesson(abc.ABC):
         """The MLflow run name: the model, and its preset where the catalog has presets."""
         model = getattr(config, self.catalog.key)
         return f"{model}-{config.preset}" if self.catalog.has_presets else model
+
+    def run_label(self, config):
+        """The MLflow run's name: `run_name`, then what the config changed from its
+        catalog entry (`transformer-cpu epochs=8 label_smoothing=0.0`), so the runs table
+        tells runs of one model apart; a short digest of the changes past 60
+        characters."""
+        name = self.run_name(config)
+        preset = getattr(config, "preset", None) if self.catalog.has_presets else None
+        try:
+            base = self.catalog.base(getattr(config, self.catalog.key), preset)
+        except ConfigError:  # a config no catalog entry names
+            return name
+        changed = " ".join(
+            f"{item.name}={getattr(config, item.name)}" for item in dataclasses.fields(config)
+            if item.name not in NOT_IN_RUN_FOLDER
+            and getattr(config, item.name) != getattr(base, item.name, None))
+        if len(name) + len(changed) > 60:
+            changed = "changed " + hashlib.sha256(changed.encode()).hexdigest()[:8]
+        return f"{name} {changed}" if changed else name
 
     def complete_config(self, config):
         """The config once the command line has read it (a lesson may fill in what it

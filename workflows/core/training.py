@@ -49,7 +49,7 @@ def train_lesson(lesson, config, place, request):
     """Trains `config` of `lesson` (or resumes it, or finds it trained) from the data at
     `place` (a `DataPlace`), as `request` (a `TrainRequest`) says; returns the run id."""
     with TrainingRun(lesson.experiment, lesson.run_name(config), config, place.work_dir,
-                     request) as run:
+                     request, label=lesson.run_label(config)) as run:
         data = run.load(lambda: lesson.load_data(config, place))
         if run.open(lesson.data_identity(config, data, place), data.fingerprint):
             built = lesson.build(config, data, place)
@@ -73,14 +73,15 @@ def _run_folder(experiment, name, config, fingerprint, work_dir=None):
 
 
 class TrainingRun:
-    """One training run of `config`, as MLflow run `name` of `experiment`, as `request`
+    """One training run of `config`, as MLflow run `label` of `experiment`, as `request`
     (a `TrainRequest`) says: a new run gets its `tags` (`tracking.child_tags` nests it under
     a study); its `after_epoch(epoch, metrics)` is called once each epoch is
     checkpointed and logged (a study's pruner). With several processes every process
     runs the same steps; only the chief (process 0) writes the run folder and the store."""
 
-    def __init__(self, experiment, name, config, work_dir=None, request=None):
+    def __init__(self, experiment, name, config, work_dir=None, request=None, label=None):
         self.experiment, self.name, self.config = experiment, name, config
+        self.label = label or name  # the MLflow run's name (`Lesson.run_label`)
         self.work_dir = work_dir
         self.retrain = bool(request and request.retrain)
         self.tags = dict(request.tags) if request else {}
@@ -154,7 +155,7 @@ class TrainingRun:
             print(f"{self.model.count_params():,} parameters")
         if self.is_chief:
             self._steps.enter_context(store.tracked_run(
-                self.experiment, self.name, self.run_id, self.tags,
+                self.experiment, self.label, self.run_id, self.tags,
                 system_metrics=getattr(self.config, "system_metrics", False)))
         self.training_folder = self._steps.enter_context(
             _training_folder(self.folder, self.processes))
