@@ -36,9 +36,11 @@ class TrainConfig(TrainingOptions):
     augmentable = True  # (not a field) False where extra train rows cannot be used
 
     model: str = ""
-    batch_size: int = option(32, at_least=1, at_most=MAX_BATCH_SIZE)
-    optimizer: str = option("rmsprop", choices=OPTIMIZERS)
-    learning_rate: float = option(0.001, above=0, at_most=MAX_LEARNING_RATE)
+    batch_size: int = option(32, at_least=1, at_most=MAX_BATCH_SIZE,
+                             help="texts a training step")
+    optimizer: str = option("rmsprop", choices=OPTIMIZERS, help="the optimizer")
+    learning_rate: float = option(0.001, above=0, at_most=MAX_LEARNING_RATE,
+                                  help="its learning rate")
     val_fraction: float = option(0.2, above=0, below=1, help="share of the train texts "
                                  "held out for validation (early stopping, calibration, "
                                  "ensemble weights); members of one ensemble must share "
@@ -49,14 +51,22 @@ class TrainConfig(TrainingOptions):
     # more train rows (`sentiment/augmentation.py`): paraphrases of the train reviews by
     # round-trip translation through the translation lesson's runs, or copies with random
     # word deletions and swaps; validation and test are never augmented
-    augment: str = option("none", choices=AUGMENTATIONS, applies=when("augmentable", True))
+    augment: str = option("none", choices=AUGMENTATIONS, applies=when("augmentable", True),
+                          help="extra train texts: edit (word deletions and swaps) or "
+                               "round_trip (through the en-es translators); none")
     augment_unit: str = option("slices", choices=("slices", "reviews"),
-                               applies=unless("augment", "none"))
-    augment_copies: int = option(1, at_least=1, at_most=8, applies=unless("augment", "none"))
-    augment_fraction: float = option(1.0, above=0, at_most=1, applies=unless("augment", "none"))
+                               applies=unless("augment", "none"),
+                               help="what is augmented: sentence slices or whole reviews")
+    augment_copies: int = option(1, at_least=1, at_most=8, applies=unless("augment", "none"),
+                                 help="augmented copies of each")
+    augment_fraction: float = option(1.0, above=0, at_most=1, applies=unless("augment", "none"),
+                                     help="share of the train texts augmented")
     # the en-es and es-en translation runs (id, prefix or model URI); "": the latest
-    translator: str = option("", applies=when("augment", "round_trip"))
-    back_translator: str = option("", applies=when("augment", "round_trip"))
+    translator: str = option("", applies=when("augment", "round_trip"),
+                             help="the en-es translation run (id, prefix or model URI); "
+                                  "empty: the latest")
+    back_translator: str = option("", applies=when("augment", "round_trip"),
+                                  help="the es-en translation run; empty: the latest")
 
 
 def compiled_classifier(model, config, classes=2):

@@ -16,11 +16,14 @@ from workflows.sentiment.family import OPTIMIZERS, TrainConfig
 class BowConfig(TrainConfig):
     """Bag of n-grams (TF-IDF weighted multi-hot) -> Dense -> Dropout -> sigmoid."""
 
-    max_tokens: int = option(20000, at_least=2)
-    ngrams: int = option(2, at_least=1)
-    output_mode: str = option("tf_idf", choices=("tf_idf", "multi_hot", "count"))
-    hidden_units: int = option(16, at_least=1)
-    dropout: float = option(0.5, at_least=0, below=1)
+    max_tokens: int = option(20000, at_least=2, help="size of the n-gram vocabulary, "
+                             "the most frequent in train")
+    ngrams: int = option(2, at_least=1, help="longest n-gram: 2 = words and word pairs")
+    output_mode: str = option("tf_idf", choices=("tf_idf", "multi_hot", "count"),
+                              help="how a text's n-grams are counted: TF-IDF weights, "
+                                   "present or not, or counts")
+    hidden_units: int = option(16, at_least=1, help="width of the hidden Dense layer")
+    dropout: float = option(0.5, at_least=0, below=1, help="dropout rate after it")
 
 
 @dataclass(frozen=True)
@@ -35,18 +38,26 @@ class NBSVMConfig(TrainConfig):
     elsewhere is in benchmarks/RESULTS.md.
     """
 
-    max_tokens: int = option(400000, at_least=2)
-    ngrams: int = option(3, at_least=1)
-    punctuation: str = option("separate", choices=("separate", "strip"))  # "!" as a token
-    sentence_slices: int = option(1, at_least=0)  # 1-2 sentence slices per train review
+    max_tokens: int = option(400000, at_least=2, help="size of the n-gram vocabulary, "
+                             "the most frequent in train")
+    ngrams: int = option(3, at_least=1, help="longest n-gram: 3 = up to word triples")
+    punctuation: str = option("separate", choices=("separate", "strip"),
+                              help='separate: "!" and "?" are tokens; strip: dropped')
+    sentence_slices: int = option(1, at_least=0, help="slices of 1-2 sentences added "
+                                  "per train review, labelled as it; 0: none")
     slices_from: str = option("anywhere", choices=SLICE_PLACES,
-                              applies=unless("sentence_slices", 0))
-    alpha: float = option(1.0, above=0)  # smoothing of the log-count ratios
-    beta: float = option(1.0, above=0, at_most=1)
-    l2: float = option(0.0, at_least=0)
-    optimizer: str = option("adam", choices=OPTIMIZERS)
-    learning_rate: float = option(0.0003, above=0, at_most=MAX_LEARNING_RATE)
-    batch_size: int = option(64, at_least=1, at_most=MAX_BATCH_SIZE)
+                              applies=unless("sentence_slices", 0),
+                              help="where in a review its slices are taken")
+    alpha: float = option(1.0, above=0, help="smoothing of the naive-Bayes log-count "
+                          "ratios")
+    beta: float = option(1.0, above=0, at_most=1, help="interpolation of the weights "
+                         "with their mean magnitude (Wang & Manning); 1: none")
+    l2: float = option(0.0, at_least=0, help="L2 penalty on the linear weights")
+    optimizer: str = option("adam", choices=OPTIMIZERS, help="the optimizer")
+    learning_rate: float = option(0.0003, above=0, at_most=MAX_LEARNING_RATE,
+                                  help="its learning rate")
+    batch_size: int = option(64, at_least=1, at_most=MAX_BATCH_SIZE,
+                             help="texts a training step")
 
 
 MODELS = {"bow": BowConfig(model="bow"), "nbsvm": NBSVMConfig(model="nbsvm")}
