@@ -25,18 +25,24 @@ class ParagraphVectorConfig(TrainConfig):
 
     augmentable = False  # Doc2Vec's cached vectors are of the prepared reviews only
 
-    vector_size: int = option(100, at_least=1)
+    vector_size: int = option(100, at_least=1, help="size of each paragraph vector")
     dm: bool = False  # True: PV-DM instead of PV-DBOW
     # PV-DBOW: train skip-gram word vectors alongside (slower)
-    dbow_words: bool = option(False, applies=when("dm", False))
-    window: int = option(10, at_least=1, applies=lambda c: c.dm or c.dbow_words)
-    min_count: int = option(2, at_least=1)
-    negative: int = option(5, at_least=1)
-    sample: float = option(0.0, at_least=0)
-    doc2vec_epochs: int = option(20, at_least=1, at_most=MAX_EPOCHS)
-    hidden_units: int = option(0, at_least=0)  # 0: logistic regression on the vectors
-    dropout: float = option(0.0, at_least=0, below=1, applies=lambda c: c.hidden_units > 0)
-    optimizer: str = option("adam", choices=OPTIMIZERS)
+    dbow_words: bool = option(False, applies=when("dm", False),
+                              help="PV-DBOW: train skip-gram word vectors alongside (slower)")
+    window: int = option(10, at_least=1, applies=lambda c: c.dm or c.dbow_words,
+                         help="words either side of a word that predict it")
+    min_count: int = option(2, at_least=1, help="fewest occurrences of a kept word")
+    negative: int = option(5, at_least=1, help="negative samples a prediction")
+    sample: float = option(0.0, at_least=0, help="down-sampling threshold of frequent "
+                           "words; 0: none")
+    doc2vec_epochs: int = option(20, at_least=1, at_most=MAX_EPOCHS,
+                                 help="passes of Doc2Vec over the texts")
+    hidden_units: int = option(0, at_least=0, help="a hidden layer's width over the "
+                               "vectors; 0: logistic regression")
+    dropout: float = option(0.0, at_least=0, below=1, applies=lambda c: c.hidden_units > 0,
+                            help="dropout rate after the hidden layer")
+    optimizer: str = option("adam", choices=OPTIMIZERS, help="the optimizer")
     epochs: int = training_option("epochs", 20)
     batch_size: int = option(64, at_least=1, at_most=MAX_BATCH_SIZE)
 

@@ -40,16 +40,23 @@ class EncoderConfig(TrainConfig):
                           "format, any folder keras-hub's TextClassifier.from_preset reads "
                           "(a keras-hub preset; a Hugging Face BERT, DistilBERT, RoBERTa, "
                           "XLM-RoBERTa or ALBERT folder) or, online, a keras-hub preset name")
-    max_review_tokens: int = option(128, at_least=8, at_most=512)  # WordPiece tokens read
-    read: str = option("head+tail", choices=ENCODER_READS)
-    sentence_slices: int = option(1, at_least=0)  # as NBSVMConfig's
+    max_review_tokens: int = option(128, at_least=8, at_most=512,
+                                    help="WordPiece tokens of a text read")
+    read: str = option("head+tail", choices=ENCODER_READS,
+                       help="a long text's start, or its start and its end")
+    sentence_slices: int = option(1, at_least=0, help="slices of 1-2 sentences added "
+                                  "per train review, labelled as it; 0: none")
     slices_from: str = option("anywhere", choices=SLICE_PLACES,
-                              applies=unless("sentence_slices", 0))
-    dropout: float = option(0.1, at_least=0, below=1)
-    optimizer: str = option("adam", choices=("adam",))
-    # peak, after 10% warmup; linear decay
-    learning_rate: float = option(3e-5, above=0, at_most=MAX_LEARNING_RATE)
-    batch_size: int = option(32, at_least=1, at_most=MAX_BATCH_SIZE)
+                              applies=unless("sentence_slices", 0),
+                              help="where in a review its slices are taken")
+    dropout: float = option(0.1, at_least=0, below=1, help="dropout rate before the "
+                            "classification head")
+    optimizer: str = option("adam", choices=("adam",), help="the optimizer")
+    learning_rate: float = option(3e-5, above=0, at_most=MAX_LEARNING_RATE,
+                                  help="peak learning rate, after 10% warmup; then a "
+                                       "linear decay")
+    batch_size: int = option(32, at_least=1, at_most=MAX_BATCH_SIZE,
+                             help="texts a training step")
     epochs: int = training_option("epochs", 2)
     patience: int = training_option("patience", 1)
 

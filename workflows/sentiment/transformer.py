@@ -11,13 +11,17 @@ from workflows.sentiment.family import TrainConfig
 class TransformerConfig(TrainConfig):
     """PositionalEmbedding -> TransformerEncoder -> max pooling -> Dropout -> sigmoid."""
 
-    max_tokens: int = option(20000, at_least=2)
-    sequence_length: int = option(600, at_least=1)
-    embed_dim: int = option(256, at_least=1)
-    num_heads: int = option(2, at_least=1)
-    dense_dim: int = option(32, at_least=1)
-    position: str = option("learned", choices=("learned", "sine"))
-    dropout: float = option(0.5, at_least=0, below=1)
+    max_tokens: int = option(20000, at_least=2, help="size of the word vocabulary, the "
+                             "most frequent in train")
+    sequence_length: int = option(600, at_least=1, help="tokens of a text read, the "
+                                  "first ones")
+    embed_dim: int = option(256, at_least=1, help="size of the token vectors")
+    num_heads: int = option(2, at_least=1, help="attention heads")
+    dense_dim: int = option(32, at_least=1, help="width of the feed-forward layer")
+    position: str = option("learned", choices=("learned", "sine"),
+                           help="position embeddings: learned, or Vaswani's sinusoids")
+    dropout: float = option(0.5, at_least=0, below=1, help="dropout rate before the "
+                            "output layer")
     epochs: int = training_option("epochs", 20)
 
 
