@@ -35,24 +35,31 @@ class LMClassifierConfig(TrainConfig):
 
     init_from: str | None = None  # a language_model run id (or prefix) or model URI
     pretrained: bool = True  # False: same architecture and tokenizer, random weights
-    max_review_tokens: int = option(512, at_least=2)  # subword tokens read per review
-    layer_lr_decay: float = option(0.5, above=0, at_most=1)  # rate factor per layer down
-    unfreeze_epochs: float = option(1.0, at_least=0)  # top-down unfreezing; 0: none
-    dropout: float = option(0.1, at_least=0, below=1)
-    optimizer: str = option("adam", choices=("adam",))
-    # peak, after 10% warmup; linear decay
-    learning_rate: float = option(2e-4, above=0, at_most=MAX_LEARNING_RATE)
-    batch_size: int = option(16, at_least=1, at_most=MAX_BATCH_SIZE)
-    batch_tokens: int | None = option(None, at_least=8)  # as RNNConfig's
+    max_review_tokens: int = option(512, at_least=2, help="subword tokens read per text")
+    layer_lr_decay: float = option(0.5, above=0, at_most=1, help="learning-rate factor "
+                                   "for each layer down from the top")
+    unfreeze_epochs: float = option(1.0, at_least=0, help="epochs over which the layers "
+                                    "are unfrozen top-down; 0: all trained from the start")
+    dropout: float = option(0.1, at_least=0, below=1, help="dropout rate before the "
+                            "classification head")
+    optimizer: str = option("adam", choices=("adam",), help="the optimizer")
+    learning_rate: float = option(2e-4, above=0, at_most=MAX_LEARNING_RATE,
+                                  help="peak learning rate, after 10% warmup; then a "
+                                       "linear decay")
+    batch_size: int = option(16, at_least=1, at_most=MAX_BATCH_SIZE,
+                             help="texts a training step")
+    batch_tokens: int | None = option(None, at_least=8, help="with bucketing: padded tokens a batch (a batch of length L holds batch_tokens // L texts); empty: batch_size texts in every batch")
     epochs: int = training_option("epochs", 3)
     patience: int = training_option("patience", 1)
-    vocabulary_size: int = option(5000, at_least=16)
-    sequence_length: int = option(128, at_least=4)  # the GPT's chunk length
-    embed_dim: int = option(256, at_least=8)
-    dense_dim: int = option(1024, at_least=8)
-    num_heads: int = option(4, at_least=1)
-    num_layers: int = option(4, at_least=1)
-    dtype_policy: str = option("float32", choices=DTYPE_POLICIES)  # auto: core/devices.py
+    vocabulary_size: int = option(5000, at_least=16, help="without init_from: the "
+                                  "WordPiece vocabulary's size")
+    sequence_length: int = option(128, at_least=4, help="the GPT's chunk length, tokens")
+    embed_dim: int = option(256, at_least=8, help="size of the token vectors")
+    dense_dim: int = option(1024, at_least=8, help="width of each feed-forward layer")
+    num_heads: int = option(4, at_least=1, help="attention heads")
+    num_layers: int = option(4, at_least=1, help="Transformer decoder blocks")
+    dtype_policy: str = option("float32", choices=DTYPE_POLICIES, help="Keras dtype "
+                               "policy; auto: what the device does best (core/devices.py)")
 
 
 MODELS = {"lm_classifier": LMClassifierConfig(model="lm_classifier")}

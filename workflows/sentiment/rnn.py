@@ -35,9 +35,8 @@ class RNNConfig(TrainConfig):
     dropout: float = option(0.5, at_least=0, below=1, help="dropout rate between layers "
                             "and before the output layer")
     bucketing: bool = True  # batch reviews of similar length (same results, faster)
-    # with bucketing: padded tokens per batch (a batch of length L: batch_tokens // L
-    # reviews); None: batch_size reviews in every batch
-    batch_tokens: int | None = option(None, at_least=8, applies=when("bucketing", True))
+    batch_tokens: int | None = option(None, at_least=8, applies=when("bucketing", True),
+                                      help="with bucketing: padded tokens a batch (a batch of length L holds batch_tokens // L texts); empty: batch_size texts in every batch")
 
 
 MODELS = {
