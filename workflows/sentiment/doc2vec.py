@@ -44,7 +44,7 @@ class ParagraphVectorConfig(TrainConfig):
                             help="dropout rate after the hidden layer")
     optimizer: str = option("adam", choices=OPTIMIZERS, help="the optimizer")
     epochs: int = training_option("epochs", 20)
-    batch_size: int = option(64, at_least=1, at_most=MAX_BATCH_SIZE)
+    batch_size: int = option(64, at_least=1, at_most=MAX_BATCH_SIZE, help="texts a training step")
 
 
 MODELS = {"doc2vec": ParagraphVectorConfig(model="doc2vec")}
