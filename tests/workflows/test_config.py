@@ -66,3 +66,31 @@ def test_a_config_that_is_no_regular_file_is_refused_before_it_is_read(tmp_path)
     for path in (big, tmp_path, "/dev/zero"):
         with pytest.raises(config.ConfigError, match="is not a YAML file of a config"):
             cli.read_yaml_mapping(path)
+
+
+def test_every_setting_of_every_lesson_declares_its_help():
+    """What `--set` takes is said where it is declared (`option(..., help=...)`)."""
+    import dataclasses
+
+    from workflows.core.lesson import lesson_names, load_lesson
+
+    missing = set()
+    for name in lesson_names():
+        catalog = load_lesson(name).catalog
+        for model in catalog.models:
+            for preset in catalog.presets[model]:
+                for field in dataclasses.fields(catalog.base(model, preset)):
+                    if field.metadata and not field.metadata.get("help"):
+                        missing.add(f"{name}: {type(catalog.base(model, preset)).__name__}."
+                                    f"{field.name}")
+    assert not missing, sorted(missing)
+
+
+def test_the_settings_step_lists_what_applies_with_its_help(capsys):
+    from workflows import imdb_sentiment
+
+    assert imdb_sentiment.main(["settings", "--model", "bilstm", "--set", "units=7"]) == 0
+    out = capsys.readouterr().out
+    assert "  units = 7  [>= 1]\n      units of each cell (each direction)" in out
+    assert "  epochs = " in out.split("this model's own")[0]  # the shared ones first
+    assert "glove_dim" not in out  # (applies to GloVe embeddings only)

@@ -23,32 +23,45 @@ EXPERIMENT = "language_model"  # the MLflow experiment of the language models
 
 @dataclass(frozen=True)
 class LMConfig(TrainingOptions):
-    model: str = option("gpt", choices=("gpt",))
+    model: str = option("gpt", choices=("gpt",), help="the language model: gpt (a small GPT)")
     preset: str = "cpu"
     corpus: str | None = None  # a text file, folder or archive; None: the IMDB reviews
     init_from: str | None = None  # a run id (or prefix) or model URI to fine-tune
     # fine-tuning: add this many words of the new corpus that the vocabulary splits worst,
     # their embeddings initialised from Word2Vec vectors (or from their pieces)
-    extend_vocabulary: int = option(0, at_least=0, applies=lambda c: c.init_from is not None)
+    extend_vocabulary: int = option(0, at_least=0, applies=lambda c: c.init_from is not None,
+                                    help="fine-tuning: add this many words of the new corpus that "
+                                         "the vocabulary splits worst")
     extension_init: str = option("word2vec", choices=("word2vec", "pieces"),
-                                 applies=lambda c: c.extend_vocabulary > 0)
-    vocabulary_size: int = option(5000, at_least=16)  # WordPiece entries learned on train
-    sequence_length: int = option(128, at_least=4, at_most=4096)
-    embed_dim: int = option(256, at_least=8)
-    dense_dim: int = option(1024, at_least=8)
-    num_heads: int = option(4, at_least=1)
-    num_layers: int = option(4, at_least=1)
-    dropout: float = option(0.1, at_least=0, below=1)
+                                 applies=lambda c: c.extend_vocabulary > 0,
+                                 help="their embeddings started from Word2Vec vectors or from "
+                                      "their pieces")
+    vocabulary_size: int = option(5000, at_least=16,
+                                  help="WordPiece entries learned on the train split")  # WordPiece entries learned on train
+    sequence_length: int = option(128, at_least=4, at_most=4096,
+                                  help="tokens of each training window")
+    embed_dim: int = option(256, at_least=8, help="size of the token vectors")
+    dense_dim: int = option(1024, at_least=8, help="width of each block's feed-forward layer")
+    num_heads: int = option(4, at_least=1, help="attention heads")
+    num_layers: int = option(4, at_least=1, help="Transformer decoder blocks")
+    dropout: float = option(0.1, at_least=0, below=1, help="dropout rate inside the blocks")
     # peak of warmup, then linear decay
-    learning_rate: float = option(1e-3, above=0, at_most=MAX_LEARNING_RATE)
-    warmup_steps: int = option(500, at_least=0)
-    batch_size: int = option(32, at_least=1, at_most=MAX_BATCH_SIZE)
-    steps_per_epoch: int = option(500, at_least=1)  # an epoch is this many batches
+    learning_rate: float = option(1e-3, above=0, at_most=MAX_LEARNING_RATE,
+                                  help="peak learning rate, after warmup; then a linear decay")
+    warmup_steps: int = option(500, at_least=0, help="warmup steps")
+    batch_size: int = option(32, at_least=1, at_most=MAX_BATCH_SIZE, help="windows a training step")
+    steps_per_epoch: int = option(500, at_least=1,
+                                  help="batches an epoch")  # an epoch is this many batches
     epochs: int = training_option("epochs", 20)
     max_train_minutes: float | None = training_option("max_train_minutes", 60.0)
-    validation_windows: int = option(512, at_least=1)  # fixed val windows, each epoch
-    sample_tokens: int = option(30, at_least=1)  # generated from each prompt, each epoch
-    dtype_policy: str = option("auto", choices=DTYPE_POLICIES)  # auto: core/devices.py
+    validation_windows: int = option(512, at_least=1,
+                                     help="validation windows the perplexity is measured on each "
+                                          "epoch (a fixed set)")  # fixed val windows, each epoch
+    sample_tokens: int = option(30, at_least=1,
+                                help="tokens generated from each prompt after an epoch")  # generated from each prompt, each epoch
+    dtype_policy: str = option("auto", choices=DTYPE_POLICIES,
+                               help="Keras dtype policy; auto: what the device does best "
+                                    "(core/devices.py)")  # auto: core/devices.py
 
 
 CATALOG = Catalog({"gpt": {

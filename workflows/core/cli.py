@@ -20,7 +20,12 @@ from data_prep.sources import add_location_arguments
 from data_prep.commands import import_backend, run_command
 from data_prep.text import text_lines
 from workflows.core import tuning_space
-from workflows.core.config import ConfigError, TrainingOptions, applicable_fields
+from workflows.core.config import (
+    TRAINING_OPTIONS,
+    ConfigError,
+    TrainingOptions,
+    applicable_fields,
+)
 from workflows.core.lesson import DataPlace, TrainRequest
 from workflows.core.scoring_app import ServingLimits
 
@@ -97,6 +102,9 @@ class LessonCLI:
         tuning_space.add_tuning_arguments(self.step(
             "tune", "hyperparameter tuning with Optuna: trials in parallel, each an "
             "MLflow child run of the study's run", self.tune, data=True, train="one"))
+        self.step("settings", "every setting of a model (and preset): value, what it "
+                  "accepts and what it does; set them with --set NAME=VALUE",
+                  self.settings, train="config")
         step = self.step("compare", "table of this lesson's runs, best first", self.compare)
         step.add_argument("--sort-by", default=self.lesson.sort_by,
                           help=f"an MLflow column (default: {self.lesson.sort_by})")
@@ -245,6 +253,21 @@ class LessonCLI:
                   f"{summary['best_run_id'][:12]}  (register and serve it the same way)")
             if args.register:
                 runs.register_model(summary["best_run_id"], args.register)
+
+    def settings(self, args):
+        """Prints the settings that apply to the chosen model: the shared training ones,
+        then the model's own, each with its value, what it accepts and its help."""
+        config = self.configs(args, complete=False)[0]
+        rows = [(item.name in TRAINING_OPTIONS, item.name, getattr(config, item.name),
+                 accepted_values(item), item.metadata.get("help", ""))
+                for item in dataclasses.fields(config) if item.metadata
+                and item.metadata.get("applies", lambda c: True)(config)]
+        print(f"Settings of {self.lesson.run_name(config)} (--set NAME=VALUE):")
+        for shared, title in ((True, "training, shared by every model"),
+                              (False, "this model's own")):
+            print(f"\n{title}:")
+            for _, name, value, accepts, text in (row for row in rows if row[0] == shared):
+                print(f"  {name} = {value}  [{accepts}]\n      {text}")
 
     def compare(self, args):
         from workflows.core import runs
@@ -518,6 +541,16 @@ def bounded_number(low, high):
             raise argparse.ArgumentTypeError(f"must be from {low:g} to {high:g}, got {text}")
         return value
     return parse
+
+
+def accepted_values(item):
+    """What a config field declared with `option()` accepts, in words."""
+    rules = item.metadata
+    if "choices" in rules:
+        return "one of " + ", ".join(str(choice) for choice in rules["choices"])
+    bounds = [f"{sign} {rules[key]}" for key, sign in (
+        ("at_least", ">="), ("above", ">"), ("at_most", "<="), ("below", "<")) if key in rules]
+    return ", ".join(bounds) or "any"
 
 
 def whole_number(low, high):

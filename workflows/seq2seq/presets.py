@@ -33,64 +33,112 @@ TRANSFORMER, GRU_ONLY = when("model", "transformer"), when("model", "gru_seq2seq
 class TranslationConfig(TrainingOptions):
     """One translator; the defaults are the tutorial's Transformer."""
 
-    model: str = option("transformer", choices=("transformer", "gru_seq2seq"))
+    model: str = option("transformer", choices=("transformer", "gru_seq2seq"),
+                        help="transformer, or the tutorial's GRU translator (gru_seq2seq)")
     preset: str = "tutorial"
-    direction: str = option("en-es", choices=("en-es", "es-en"))  # source-target languages
+    direction: str = option("en-es", choices=("en-es", "es-en"),
+                            help="source-target languages: en-es or es-en")  # source-target languages
     # joint_wordpiece: one WordPiece vocabulary for both languages
-    tokenization: str = option("word", choices=("word", "wordpiece", "joint_wordpiece"))
+    tokenization: str = option("word", choices=("word", "wordpiece", "joint_wordpiece"),
+                               help="word (the tutorial's vocabularies), wordpiece (one per "
+                                    "language) or joint_wordpiece (one for both)")
     joint_vocabulary_size: int = option(
-        8000, at_least=16, applies=when("tokenization", "joint_wordpiece"))
-    sequence_length: int = option(20, at_least=2)  # longest source / target input, in tokens
-    embed_dim: int = option(256, at_least=1)
-    dense_dim: int = option(2048, at_least=1, applies=TRANSFORMER)
-    num_heads: int = option(8, at_least=1, applies=TRANSFORMER)
-    key_dim: int | None = option(256, at_least=1, applies=TRANSFORMER)  # None: embed/heads
-    encoder_layers: int = option(1, at_least=1, applies=TRANSFORMER)
-    decoder_layers: int = option(1, at_least=1, applies=TRANSFORMER)
+        8000, at_least=16, applies=when("tokenization", "joint_wordpiece"),
+                                        help="joint_wordpiece: the vocabulary's size")
+    sequence_length: int = option(20, at_least=2,
+                                  help="longest source / target input, in tokens")  # longest source / target input, in tokens
+    embed_dim: int = option(256, at_least=1, help="size of the token vectors")
+    dense_dim: int = option(2048, at_least=1, applies=TRANSFORMER,
+                            help="width of each block's feed-forward layer")
+    num_heads: int = option(8, at_least=1, applies=TRANSFORMER, help="attention heads")
+    key_dim: int | None = option(256, at_least=1, applies=TRANSFORMER,
+                                 help="size of each head's queries and keys; empty: embed_dim // "
+                                      "num_heads")  # None: embed/heads
+    encoder_layers: int = option(1, at_least=1, applies=TRANSFORMER, help="encoder blocks")
+    decoder_layers: int = option(1, at_least=1, applies=TRANSFORMER, help="decoder blocks")
     # inside the Transformer blocks and after the embeddings
-    dropout: float = option(0.0, at_least=0, below=1, applies=TRANSFORMER)
-    output_dropout: float = option(0.5, at_least=0, below=1)  # before the output layer
-    norm_first: bool = option(False, applies=TRANSFORMER)
-    position: str = option("learned", choices=("learned", "sine"), applies=TRANSFORMER)
-    tie_embeddings: bool = option(False, applies=TRANSFORMER)
-    scale_embeddings: bool = option(False, applies=TRANSFORMER)
+    dropout: float = option(0.0, at_least=0, below=1, applies=TRANSFORMER,
+                            help="dropout rate inside the blocks and after the embeddings")
+    output_dropout: float = option(0.5, at_least=0, below=1,
+                                   help="dropout rate before the output layer")  # before the output layer
+    norm_first: bool = option(False, applies=TRANSFORMER,
+                              help="pre-LN blocks (normalize before each sublayer) instead of "
+                                   "post-LN")
+    position: str = option("learned", choices=("learned", "sine"), applies=TRANSFORMER,
+                           help="position embeddings: learned, or Vaswani's sinusoids")
+    tie_embeddings: bool = option(False, applies=TRANSFORMER,
+                                  help="the output layer reuses the target embedding's weights")
+    scale_embeddings: bool = option(False, applies=TRANSFORMER,
+                                    help="scale the embeddings by sqrt(embed_dim), as Vaswani et "
+                                         "al.")
     # one embedding layer for source and target (needs joint_wordpiece)
     share_embeddings: bool = option(
-        False, applies=all_of(TRANSFORMER, when("tokenization", "joint_wordpiece")))
+        False, applies=all_of(TRANSFORMER, when("tokenization", "joint_wordpiece")),
+                                    help="one embedding layer for source and target (needs "
+                                         "joint_wordpiece)")
     # each stack of blocks one scan over stacked weights: compiled once, not once a block
-    scan_blocks: bool = option(False, applies=TRANSFORMER)
-    latent_dim: int = option(1024, at_least=1, applies=GRU_ONLY)
-    attention: bool = option(False, applies=GRU_ONLY)  # additive attention
-    optimizer: str = option("rmsprop", choices=("rmsprop", "adam"))
+    scan_blocks: bool = option(False, applies=TRANSFORMER,
+                               help="each stack of blocks one scan over stacked weights: compiled "
+                                    "once, not once a block")
+    latent_dim: int = option(1024, at_least=1, applies=GRU_ONLY,
+                             help="gru_seq2seq: the GRU's units")
+    attention: bool = option(False, applies=GRU_ONLY,
+                             help="gru_seq2seq: additive (Bahdanau) attention over the source")  # additive attention
+    optimizer: str = option("rmsprop", choices=("rmsprop", "adam"), help="the optimizer")
     # constant; noam: a scale of the curve; cosine: the peak
-    learning_rate: float = option(0.001, above=0, at_most=MAX_LEARNING_RATE)
+    learning_rate: float = option(0.001, above=0, at_most=MAX_LEARNING_RATE,
+                                  help="constant: the rate; noam: a scale of the curve; cosine: "
+                                       "the peak")
     # cosine: warmup over a share of the steps the run affords (its epochs, or its wall
     # budget at the pace measured), then cosine decay to 0 at its end
-    schedule: str = option("constant", choices=("constant", "noam", "cosine"))
-    warmup_steps: int = option(4000, at_least=1, applies=when("schedule", "noam"))
-    warmup_share: float = option(0.1, at_least=0, below=1, applies=when("schedule", "cosine"))
-    label_smoothing: float = option(0.0, at_least=0, below=1)
+    schedule: str = option("constant", choices=("constant", "noam", "cosine"),
+                           help="constant; noam (warmup then inverse square root); cosine (warmup "
+                                "over warmup_share of the steps the run affords, then decay to 0)")
+    warmup_steps: int = option(4000, at_least=1, applies=when("schedule", "noam"),
+                               help="noam: warmup steps")
+    warmup_share: float = option(0.1, at_least=0, below=1, applies=when("schedule", "cosine"),
+                                 help="cosine: share of the run's steps spent warming up")
+    label_smoothing: float = option(0.0, at_least=0, below=1,
+                                    help="label smoothing of the token loss")
     # bucketing: length buckets with fixed boundaries, batch sizes from batch_tokens; else
     # every batch is batch_size x sequence_length (the tutorial)
     bucketing: bool = False
     batch_size: int = option(64, at_least=1, at_most=MAX_BATCH_SIZE,
-                             applies=when("bucketing", False))
-    batch_tokens: int = option(4096, at_least=8, applies=when("bucketing", True))  # see below
+                             applies=when("bucketing", False),
+                             help="without bucketing: pairs a batch")
+    batch_tokens: int = option(4096, at_least=8, applies=when("bucketing", True),
+                               help="with bucketing: padded target tokens a batch")  # see below
     # bucket lengths: multiples of this up to sequence_length (one train step each):
     # narrow buckets pad less (a CPU's gain), wide ones compile fewer steps (a GPU's)
-    bucket_width: int = option(8, at_least=1, applies=when("bucketing", True))
+    bucket_width: int = option(8, at_least=1, applies=when("bucketing", True),
+                               help="bucket lengths are multiples of this: narrow pads less (a "
+                                    "CPU's gain), wide compiles fewer steps (a GPU's)")
     epochs: int = training_option("epochs", 30)
     patience: int = training_option("patience", 3)
-    dtype_policy: str = option("float32", choices=DTYPE_POLICIES)  # auto: core/devices.py
+    dtype_policy: str = option("float32", choices=DTYPE_POLICIES,
+                               help="Keras dtype policy; auto: what the device does best "
+                                    "(core/devices.py)")  # auto: core/devices.py
     # JAX's generator of dropout masks (core/devices.py: rbg compiles and runs faster)
-    random_generator: str = option("threefry", choices=RANDOM_GENERATORS)
-    beam_width: int = option(4, at_least=1, at_most=MAX_BEAM_WIDTH)
-    validation_pairs: int = option(3000, at_least=1)  # fixed val subset for the val loss
-    bleu_sentences: int = option(300, at_least=1)  # val sentences decoded each epoch...
-    bleu_every_epochs: int = option(1, at_least=1)  # ...of every this many (a GPU: several)
+    random_generator: str = option("threefry", choices=RANDOM_GENERATORS,
+                                   help="JAX's generator of dropout masks (rbg compiles and runs "
+                                        "faster)")
+    beam_width: int = option(4, at_least=1, at_most=MAX_BEAM_WIDTH,
+                             help="beams of the beam search that evaluate and translate use by "
+                                  "default")
+    validation_pairs: int = option(3000, at_least=1,
+                                   help="validation pairs the validation loss is measured on (a "
+                                        "fixed subset)")  # fixed val subset for the val loss
+    bleu_sentences: int = option(300, at_least=1,
+                                 help="validation sentences decoded for BLEU and chrF after an "
+                                      "epoch")  # val sentences decoded each epoch...
+    bleu_every_epochs: int = option(1, at_least=1,
+                                    help="decode them every this many epochs")  # ...of every this many (a GPU: several)
     # batches dispatched back to back before the metrics are read (which waits for the
     # device): a GPU computes one while the host prepares the next
-    steps_per_execution: int = option(1, at_least=1, at_most=1000)
+    steps_per_execution: int = option(1, at_least=1, at_most=1000,
+                                      help="batches dispatched back to back before the metrics are"
+                                           " read (a GPU computes one while the host prepares the "
+                                           "next)")
 
 
 CPU = {"preset": "cpu", "tokenization": "wordpiece", "sequence_length": 40, "embed_dim": 256,
