@@ -179,6 +179,7 @@ def test_data_prep_commands_report_a_bad_archive_in_one_line(tmp_path):
         assert "Traceback" not in result.stderr
 
 
+@pytest.mark.integration  # a new store's migrations take seconds
 def test_compare_on_a_store_without_the_lesson_s_experiment_creates_nothing(
         tmp_path, monkeypatch, capsys, restore_tracking_uri):
     uri = f"sqlite:///{tmp_path / 'other.db'}"
