@@ -512,7 +512,7 @@ def add_model_server_flags(parser):
     parser.add_argument("--max-request-mb", type=bounded_number(0.001, 1024),
                         default=default.max_request_mb,
                         help="largest request body in MiB, 0.001-1024; a larger one is "
-                             f"refused with a 413 before it is read (default "
+                             f"refused with a 413, never kept in memory (default "
                              f"{default.max_request_mb:g})")
     parser.add_argument("--max-inputs", type=whole_number(1, 10_000_000),
                         default=default.max_inputs,

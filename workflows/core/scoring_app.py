@@ -1,7 +1,8 @@
 """The served model's HTTP app: MLflow's scoring server behind the kit's limits.
 
 `RequestLimits` answers before the model sees a request: a body over the size limit
-is a 413 (refused on its declared length, before it is read), a body that is not JSON
+is a 413 (refused on its declared length: the rest is read and dropped, never kept,
+so the client hears the answer), a body that is not JSON
 or holds more inputs than the limit is a 400 or a 413; every error the model's server
 answers is cut to one short line that never echoes the body. After a large body the
 freed memory goes back to the system (glibc's `malloc_trim`), so a burst of big
@@ -22,6 +23,7 @@ MODEL_PATH = "NLPKIT_SERVED_MODEL"
 MAX_BYTES = "NLPKIT_SERVE_MAX_BYTES"
 MAX_INPUTS = "NLPKIT_SERVE_MAX_INPUTS"
 LARGE_BODY = 1 << 20  # bytes: after a body this large, memory is handed back
+DRAIN_BYTES = 256 << 20  # of a refused body, read and dropped before answering
 MESSAGE_CHARS = 300  # an error's message is cut to this many characters
 PAYLOAD_KEYS = ("inputs", "instances", "dataframe_split", "dataframe_records")
 USAGE = 'send {"inputs": ["a text", ...]}'
@@ -30,7 +32,7 @@ USAGE = 'send {"inputs": ["a text", ...]}'
 @dataclasses.dataclass(frozen=True)
 class ServingLimits:
     """What one request may hold, and how many the server takes at once."""
-    max_request_mb: float = 4.0  # a request's body, MiB: over it, a 413 before it is read
+    max_request_mb: float = 4.0  # a request's body, MiB: over it, a 413, never kept
     max_inputs: int = 1000  # texts (rows) a request: over it, a 413 before the model runs
     concurrent: int = 64  # connections at once, each worker: over it, a 503
 
@@ -52,10 +54,12 @@ class RequestLimits:
             return await self.app(scope, receive, send)
         declared = dict(scope["headers"]).get(b"content-length", b"0")
         if not declared.isdigit() or int(declared) > self.max_bytes:
+            await drain(receive)
             return await answer(send, 413, "REQUEST_TOO_LARGE", self._too_large())
         body = await self._body(receive)
         try:
             if body is None:
+                await drain(receive)
                 return await answer(send, 413, "REQUEST_TOO_LARGE", self._too_large())
             problem = self.problem(body, dict(scope["headers"]).get(b"content-type", b""))
             if problem:
@@ -108,6 +112,18 @@ class RequestLimits:
                     f"{self.max_inputs:,}: split it, or start the server with a larger "
                     "--max-inputs")
         return None
+
+
+async def drain(receive, most=DRAIN_BYTES):
+    """Reads what is left of a refused body, keeping none of it, so that a client that
+    sends its whole body before reading gets the answer rather than a reset connection
+    (up to `most` bytes; past that the connection is dropped)."""
+    size = 0
+    while size <= most:
+        message = await receive()
+        size += len(message.get("body", b""))
+        if message["type"] != "http.request" or not message.get("more_body"):
+            return
 
 
 def count_inputs(value):
