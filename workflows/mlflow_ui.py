@@ -16,7 +16,7 @@ import sys
 
 from data_prep.commands import run_command, run_main
 from workflows.core import store
-from workflows.core.cli import add_server_flags
+from workflows.core.server_flags import add_server_flags
 
 
 def server_command(host, port, workers=1):

@@ -13,7 +13,7 @@ stops the server and its workers.
 import argparse
 
 from data_prep.commands import run_command, run_main
-from workflows.core.cli import add_model_server_flags, serving_limits
+from workflows.core.server_flags import add_model_server_flags, serving_limits
 
 
 def main(argv=None):
