@@ -26,5 +26,6 @@
   its summary and curves).
 - `tuning`, `tuning_space`, `tuning_summary`: the `tune` step's Optuna studies of configs
   (and `train --sweep`, a grid).
-- `figures`, `servers`: the plots runs log; the HTTP servers of models and the UI.
+- `figures`, `servers`: the plots runs log; the HTTP servers of models and the UI
+  (`server_flags`: their flags; `scoring_app`: the served model's request limits).
 """
