@@ -174,15 +174,24 @@ def monitored(module):
 
 
 def check_keeps_the_time_budget(module, arguments, capsys, minutes=0.1):
-    """The budget ends the training, not the epochs: its wall time (what the budget
-    counts: its epochs without their compiling, as the run logs it) is within the budget and one batch's overrun; the
-    command's own imports, data and export are not the budget's, and not timed here."""
+    """The budget ends the training, not the epochs: its training time without its
+    compiling (what the budget counts, as the run logs them) is within the budget and one
+    batch's overrun, unless the budget ended it after its first batch (which always runs,
+    and compiles: 46 s on a loaded 2-core machine); the command's own imports, data and
+    export are not the budget's, and not timed here."""
+    import mlflow
     assert module.main(["train", *arguments, "--epochs", "100", "--patience", "100",
                         "--max-train-minutes", str(minutes)]) == 0
-    metrics = latest_run(module.LESSON).data.metrics
+    run = latest_run(module.LESSON)
+    metrics = run.data.metrics
     assert 1 <= metrics["trained_epochs"] < 100
-    assert metrics["train_minutes"] * 60 < minutes * 60 + 30, metrics["train_minutes"]
-    capsys.readouterr()
+    if "The time budget ends epoch 1 after batch 1." not in capsys.readouterr().out:
+        compiling = sum(point.value for point in mlflow.MlflowClient().get_metric_history(
+            run.info.run_id, "epoch_compile_seconds"))
+        assert metrics["train_minutes"] * 60 - compiling < minutes * 60 + 30, (
+            metrics["train_minutes"], compiling)
+    else:
+        assert metrics["trained_epochs"] == 1
 
 
 @pytest.mark.parametrize("tiny", ["toy"], indirect=True)
