@@ -130,17 +130,22 @@ class PreparedCorpus:
 
 
 def prepare(corpus=None, imdb_path=None, settings=CorpusSettings(), root=None,
-            vocabulary=None, verbose=True):
-    """Prepares (or reuses) a corpus: `corpus` (a path), else the IMDB reviews."""
+            vocabulary=None, verbose=True, tokens=None):
+    """Prepares (or reuses) a corpus: `corpus` (a path), else the IMDB reviews.
+
+    The streams are of a WordPiece `vocabulary` (learned on train if None), or of a
+    pretrained model's tokenizer, `tokens` (`.key`: its digest, `.end_id`, `.size` and
+    `.document_ids(documents)`: one id list per document)."""
     started = time.perf_counter()
     source = _source_digest(corpus, imdb_path, root)
     key_settings = {"dataset": "corpus", "source": source, **asdict(settings),
                     "vocabulary": vocabulary and hashlib.sha256(
-                        "\n".join(vocabulary).encode()).hexdigest()}
+                        "\n".join(vocabulary).encode()).hexdigest(),
+                    **({"tokenizer": tokens.key} if tokens else {})}
     directory = cache.prepared_dir("corpus", key_settings, root)
     if not cache.is_intact(directory):
         cache.write_atomically(directory, key_settings, lambda tmp: _write_prepared(
-            tmp, corpus, imdb_path, settings, root, vocabulary, verbose))
+            tmp, corpus, imdb_path, settings, root, vocabulary, verbose, tokens))
     prepared = PreparedCorpus(directory, json.loads((directory / "summary.json").read_text()))
     if verbose:
         cache.print_summary(prepared, started)
@@ -159,7 +164,7 @@ def _source_digest(corpus, imdb_path, root):
     return cache.source_digest(path, root)
 
 
-def _write_prepared(tmp, corpus, imdb_path, settings, root, vocabulary, verbose):
+def _write_prepared(tmp, corpus, imdb_path, settings, root, vocabulary, verbose, tokens):
     if corpus is None:
         documents, skipped = imdb_documents(imdb_path, root), []
     else:
@@ -170,37 +175,60 @@ def _write_prepared(tmp, corpus, imdb_path, settings, root, vocabulary, verbose)
         raise CorpusError(f"--corpus {corpus} has no readable UTF-8 text "
                           f"({len(skipped)} file(s) skipped).")
     splits = split_documents(documents, settings)
+    if tokens is not None:
+        _write_streams(tmp, splits, lambda split, progress: tokens_stream(split, tokens, progress))
+        return _write_summary(tmp, corpus, splits, tokens.size, skipped)
     if vocabulary is None:
         if verbose:
             print(f"Learning a WordPiece vocabulary ({settings.vocabulary_size} entries) on "
                   f"{len(splits['train']):,} train documents")
         vocabulary = learn_wordpiece(splits["train"], settings.vocabulary_size)
     (tmp / "vocabulary.txt").write_text("\n".join(vocabulary), encoding="utf-8")
+    _write_streams(tmp, splits, lambda split, progress: token_stream(split, vocabulary,
+                                                                     progress))
+    _write_summary(tmp, corpus, splits, len(vocabulary), skipped)
+
+
+def _write_streams(tmp, splits, stream):
+    """Each split's documents (`<split>.json`) and token ids (`token_ids.npz`)."""
     streams = {}
     with tqdm(total=sum(map(len, splits.values())), desc="Tokenizing documents",
               disable=None) as progress:
         for name, split in splits.items():
             (tmp / f"{name}.json").write_text(json.dumps(split, ensure_ascii=False), "utf-8")
-            streams[name] = token_stream(split, vocabulary, progress)
+            streams[name] = stream(split, progress)
     np.savez(tmp / "token_ids.npz", **streams)
+
+
+def _write_summary(tmp, corpus, splits, vocabulary_size, skipped):
+    streams = np.load(tmp / "token_ids.npz")
     summary = {"source": str(corpus or "imdb (unlabelled + train reviews)"),
                "documents": {name: len(split) for name, split in splits.items()},
-               "tokens": {name: int(len(stream)) for name, stream in streams.items()},
+               "tokens": {name: int(len(streams[name])) for name in splits},
                "words": {name: sum(len(d.split()) for d in split) for name, split in
                          splits.items()},
-               "vocabulary_size": len(vocabulary), "skipped_files": len(skipped),
+               "vocabulary_size": vocabulary_size, "skipped_files": len(skipped),
                "skipped": [f"{name}: {reason}" for name, reason in skipped[:100]]}
     (tmp / "summary.json").write_text(json.dumps(summary, indent=2))
 
 
-def token_stream(documents, vocabulary, progress=None, batch_size=512):
+def token_stream(documents, vocabulary, progress=None):
     """One int32 array: each document's WordPiece ids, then `[END]`."""
     tokenizer = make_wordpiece_tokenizer(vocabulary)
+    return _stream(documents, tokenizer, END_ID, progress)
+
+
+def tokens_stream(documents, tokens, progress=None):
+    """One int32 array: each document's ids by a pretrained tokenizer, then its end id."""
+    return _stream(documents, tokens.document_ids, tokens.end_id, progress)
+
+
+def _stream(documents, ids_of, end_id, progress, batch_size=512):
     pieces = []
     for start in range(0, len(documents), batch_size):
         batch = documents[start:start + batch_size]
-        for row in tokenizer(batch):
-            pieces += [np.asarray(row, "int32"), np.asarray([END_ID], "int32")]
+        for row in ids_of(batch):
+            pieces += [np.asarray(row, "int32"), np.asarray([end_id], "int32")]
         if progress:
             progress.update(len(batch))
     return np.concatenate(pieces) if pieces else np.zeros((0,), "int32")

@@ -5,13 +5,15 @@
     python -m workflows.language_model evaluate                     # test perplexity
     python -m workflows.language_model generate "The movie was" --sampler top_p --top-p 0.9
     python -m workflows.language_model train --init-from <run id> --corpus my_texts/
+    python -m workflows.language_model train --init-from ~/gpt2_base_en --corpus my_texts/
 
 The model is a decoder-only Transformer (`workflows/causal_lm/`): token and position
 embeddings, pre-LN `TransformerDecoder` blocks without cross-attention, a final norm
 and logits tied to the token embedding. It is measured in perplexity per token and per
 word (so models with different tokenizers compare), and generates with the layers'
-cache and keras-hub's samplers. Fine-tuning (`--init-from`) keeps the source model's
-tokenizer and reports perplexity on the new corpus before and after.
+cache and keras-hub's samplers. Fine-tuning (`--init-from`: a run of this lesson, or a
+keras-hub causal LM preset, `causal_lm/hub.py`, with LoRA if asked) keeps the source
+model's tokenizer and reports perplexity on the new corpus before and after.
 """
 
 import dataclasses
@@ -49,12 +51,23 @@ ARCHITECTURE = ("vocabulary_size", "sequence_length", "embed_dim", "dense_dim", 
 
 
 def complete_config(config):
-    """With `init_from`, the architecture is the source model's (and its run is named)."""
+    """With `init_from`, the architecture is the source model's (and its run is named),
+    or a keras-hub preset's (its folder's full path recorded)."""
+    from workflows.causal_lm import hub
     from workflows.causal_lm import source as lm_source
     from workflows.core import runs
 
     if not config.init_from:
         return config
+    if hub.is_hub_source(config.init_from):
+        if config.extend_vocabulary:
+            raise ConfigError("extend_vocabulary adds words to the kit's own WordPiece "
+                              "models; a keras-hub preset keeps its tokenizer: drop it.")
+        print(f"Fine-tuning the keras-hub model {config.init_from}: its tokenizer is kept")
+        return dataclasses.replace(config, init_from=hub.resolved(config.init_from))
+    if config.lora_rank:
+        raise ConfigError("lora_rank adapts a keras-hub preset (--init-from FOLDER); "
+                          "fine-tune a run of this lesson without it.")
     run = lm_source.source_run(config.init_from)
     source = runs.config_of(LESSON, run)
     print(f"Fine-tuning run {run.info.run_id}: its architecture and vocabulary are kept")
@@ -110,14 +123,18 @@ def prepare(config=None, imdb_path=None, work_dir=None, verbose=True, source=Non
     that vocabulary and model first (`causal_lm/vocabulary.py`), and the corpus is
     tokenized with the extended vocabulary."""
     from workflows.causal_lm import generator as generators
+    from workflows.causal_lm import hub
     from workflows.causal_lm import source as lm_source
     from workflows.causal_lm import vocabulary as vocabulary_extension
 
     config = config or CATALOG.base("gpt")
     if source is None and config.init_from:
-        source = lm_source.load_generator(lm_source.source_run(config.init_from))
+        source = lm_source.load_source(config)
     settings = corpus.CorpusSettings(vocabulary_size=config.vocabulary_size,
                                      seed=config.seed)
+    if isinstance(source, hub.HubGenerator):  # its own tokenizer
+        return CorpusData(corpus.prepare(config.corpus, imdb_path, settings, work_dir,
+                                         verbose=verbose, tokens=source.tokens), source)
     prepared = corpus.prepare(config.corpus, imdb_path, settings, work_dir,
                               vocabulary=source and source.vocabulary, verbose=verbose)
     if not (extend and source and config.extend_vocabulary):
@@ -166,6 +183,14 @@ class LanguageModelLesson(Lesson):
     def complete_config(self, config):
         return complete_config(config)
 
+    def run_name(self, config):
+        """`gpt-cpu`, or a keras-hub model's folder (or preset) name: `hub-gpt2_base_en`."""
+        from workflows.causal_lm import hub
+
+        if config.init_from and hub.is_hub_source(config.init_from):
+            return f"hub-{Path(config.init_from).name}"
+        return super().run_name(config)
+
     def load_data(self, config, place):
         return load_data(config, place.path, place.work_dir)
 
@@ -178,20 +203,29 @@ class LanguageModelLesson(Lesson):
 
     def build(self, config, data, place):
         from workflows.causal_lm import generator as generators
+        from workflows.causal_lm import hub
         from workflows.causal_lm.models import build_model
         from workflows.core import batches
 
-        vocabulary = data.source.vocabulary if data.source else data.prepared.vocabulary()
-        model = build_model(config, len(vocabulary), data.source)
+        if isinstance(data.source, hub.HubGenerator):
+            generator, family = data.source, {"model_family": "hub",
+                                              "architecture": data.source.architecture}
+            vocabulary = {}
+        else:
+            entries = data.source.vocabulary if data.source else data.prepared.vocabulary()
+            generator, family = None, {"model_family": "gpt"}
+            vocabulary = {"vocabulary.txt": "\n".join(entries)}
+        model = build_model(config, data.prepared.summary["vocabulary_size"], data.source)
+        generator = generator or generators.Generator(model, entries)
         validation = batches.for_backend(data.batches(config, "val",
                                                       windows=config.validation_windows))
-        return Built(model, (generators.Generator(model, vocabulary), validation),
+        return Built(model, (generator, validation),
                      params={"parameters": model.count_params(),
-                             "vocabulary_entries": len(vocabulary)},
-                     tags={"model_family": "gpt", "preset": config.preset,
+                             "trainable_parameters": trainable_count(model),
+                             "vocabulary_entries": generator.vocabulary_size},
+                     tags={**family, "preset": config.preset,
                            "corpus": data.prepared.summary["source"]},
-                     artifacts={"vocabulary.txt": "\n".join(vocabulary),
-                                "corpus_summary.json": data.prepared.summary,
+                     artifacts={**vocabulary, "corpus_summary.json": data.prepared.summary,
                                 **({"vocabulary_extension.json": data.extension}
                                    if data.extension else {})},
                      metrics=starting_perplexities(data, model, validation))
@@ -211,6 +245,11 @@ class LanguageModelLesson(Lesson):
 
 
 LESSON = LanguageModelLesson()
+
+
+def trainable_count(model):
+    """Weights the fit updates (with LoRA, the adapters' only)."""
+    return int(sum(np.prod(weight.shape) for weight in model.trainable_weights))
 
 
 def starting_perplexities(data, model, validation):
@@ -257,7 +296,6 @@ def sample_table(generator, tokens, prompts=PROMPTS):
 
 def evaluate(run_id=None, imdb_path=None, work_dir=None, model_uri=None):
     """Test and validation perplexity (per token and per word), sample generations."""
-    import layers
     from workflows.causal_lm import source as lm_source
     from workflows.core import batches, runs, tracking
 
@@ -265,7 +303,7 @@ def evaluate(run_id=None, imdb_path=None, work_dir=None, model_uri=None):
     generator, config = lm_source.load_generator(run), runs.config_of(LESSON, run)
     data = prepare(config, imdb_path, work_dir, verbose=False,
                    source=generator if config.init_from else None)
-    generator.model.compile(loss=layers.MaskedCrossentropy())
+    generator.model.compile(loss=generator.training_loss())
     tracking.log_datasets([RunDataset(
         f"{data.prepared.summary['source']} test", dataset_digest(data.fingerprint, "test"),
         str(data.prepared.directory), "test", len(data.prepared.documents("test")))],
@@ -331,7 +369,8 @@ def sampling_from_args(args):
 CLI = LessonCLI(LESSON, "workflows.language_model", __doc__.split("\n")[0], imdb.ACL_IMDB,
                 shortcuts={"corpus": "a UTF-8 .txt file, a folder of them, or a .zip/.tar.gz "
                                      "(default: the IMDB reviews)",
-                           "init_from": "fine-tune this run (id or prefix) or model URI"})
+                           "init_from": "fine-tune this run (id or prefix) or model URI, or "
+                                        "a keras-hub causal LM (preset folder or name)"})
 _prepare = CLI.step("prepare", "split the corpus, learn its vocabulary, tokenize it",
                     lambda a: prepare(CLI.configs(a)[0], a.imdb_path, a.work_dir), data=True,
                     train="one")

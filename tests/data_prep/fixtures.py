@@ -157,3 +157,43 @@ def write_tiny_hub_preset(folder, architecture="bert", words=()):
         task = keras_hub.models.RobertaTextClassifier(backbone, 2, preprocessor=preprocessor)
     task.save_to_preset(str(folder))
     return Path(folder)
+
+
+def write_tiny_causal_lm_preset(folder, architecture="gpt2", texts=()):
+    """A keras-hub causal LM preset with random weights (a few thousand), saved with
+    keras-hub's own `save_to_preset`: `architecture` gpt2 (byte-level BPE, learned
+    positions) or llama (SentencePiece words learned on `texts`, rotary positions)."""
+    import io
+
+    import keras_hub
+
+    size = dict(num_layers=1, hidden_dim=16, intermediate_dim=32)
+    if architecture == "gpt2":
+        vocabulary = {"<|endoftext|>": 0, "Ġ": 1}
+        for letter in "abcdefghijklmnopqrstuvwxyz":  # byte-level: a word is its letters
+            vocabulary.setdefault(letter, len(vocabulary))
+            vocabulary.setdefault("Ġ" + letter, len(vocabulary))
+        merges = ["t h", "Ġ t", "Ġt h"]
+        for merge in merges:
+            vocabulary.setdefault(merge.replace(" ", ""), len(vocabulary))
+        tokenizer = keras_hub.models.GPT2Tokenizer(vocabulary=vocabulary, merges=merges)
+        preprocessor = keras_hub.models.GPT2CausalLMPreprocessor(tokenizer, 32)
+        backbone = keras_hub.models.GPT2Backbone(vocabulary_size=len(vocabulary), num_heads=2,
+                                                 max_sequence_length=64, **size)
+        task = keras_hub.models.GPT2CausalLM(backbone, preprocessor)
+    else:
+        import sentencepiece
+
+        proto = io.BytesIO()
+        words = {word for text in texts for word in text.split()}
+        sentencepiece.SentencePieceTrainer.train(
+            sentence_iterator=iter(list(texts)), model_writer=proto, model_type="word",
+            vocab_size=len(words) + 3, minloglevel=2)
+        tokenizer = keras_hub.models.LlamaTokenizer(proto=proto.getvalue())
+        preprocessor = keras_hub.models.LlamaCausalLMPreprocessor(tokenizer, 32)
+        backbone = keras_hub.models.LlamaBackbone(
+            vocabulary_size=tokenizer.vocabulary_size(), num_query_heads=2,
+            num_key_value_heads=1, **size)
+        task = keras_hub.models.LlamaCausalLM(backbone, preprocessor)
+    task.save_to_preset(str(folder))
+    return Path(folder)

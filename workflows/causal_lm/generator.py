@@ -37,6 +37,14 @@ class Generator:
         self._step = compiled(self._cached_step, model)
         self._loops, self._forward = {}, None
 
+    @property
+    def vocabulary_size(self):
+        return len(self.vocabulary)
+
+    @staticmethod
+    def training_loss():
+        return layers.MaskedCrossentropy()
+
     @cached_property
     def tokenizer(self):
         """The WordPiece tokenizer (TensorFlow), made on first use: generating from token
@@ -165,4 +173,13 @@ class Generator:
         """A saved generator (another version's folder: one line saying to train again)."""
         model, _, vocabularies = read_folder(folder, [KIND])
         return cls(model, vocabularies["vocabulary"])
+
+
+def load_generator(folder):
+    """The saved generator in `folder`: the kit's GPT, or a keras-hub model (`hub.py`)."""
+    from workflows.causal_lm import hub
+
+    if hub.is_saved_hub_generator(folder):
+        return hub.HubGenerator.load(folder)
+    return Generator.load(folder)
 

@@ -155,5 +155,6 @@ def build_model(config, vocabulary_size, source=None):
     schedule = layers.WarmupLinearDecay(config.learning_rate, config.warmup_steps, total,
                                         end_learning_rate=config.learning_rate / 10)
     model.compile(optimizer=keras.optimizers.AdamW(schedule, weight_decay=0.01),
-                  loss=layers.MaskedCrossentropy(), weighted_metrics=["accuracy"])
+                  loss=source.training_loss() if source else layers.MaskedCrossentropy(),
+                  weighted_metrics=["accuracy"])
     return model

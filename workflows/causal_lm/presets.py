@@ -26,7 +26,7 @@ class LMConfig(TrainingOptions):
     model: str = option("gpt", choices=("gpt",), help="the language model: gpt (a small GPT)")
     preset: str = "cpu"
     corpus: str | None = None  # a text file, folder or archive; None: the IMDB reviews
-    init_from: str | None = None  # a run id (or prefix) or model URI to fine-tune
+    init_from: str | None = None  # a run id (or prefix), model URI or keras-hub preset
     # fine-tuning: add this many words of the new corpus that the vocabulary splits worst,
     # their embeddings initialised from Word2Vec vectors (or from their pieces)
     extend_vocabulary: int = option(0, at_least=0, applies=lambda c: c.init_from is not None,
@@ -36,6 +36,10 @@ class LMConfig(TrainingOptions):
                                  applies=lambda c: c.extend_vocabulary > 0,
                                  help="their embeddings started from Word2Vec vectors or from "
                                       "their pieces")
+    lora_rank: int = option(0, at_least=0, at_most=1024,
+                            applies=lambda c: c.init_from is not None,
+                            help="fine-tuning a keras-hub preset: train only low-rank adapters "
+                                 "of its attention, of this rank (0: every weight)")
     vocabulary_size: int = option(5000, at_least=16,
                                   help="WordPiece entries learned on the train split")  # WordPiece entries learned on train
     sequence_length: int = option(128, at_least=4, at_most=4096,

@@ -1,7 +1,7 @@
 """The exported language model as an MLflow pyfunc: prompts in, continuations out.
 
 Logged as a models-from-code pyfunc by `workflows.language_model` (with `layers/`,
-`data_prep/` and this package as its code); it wraps the saved `Generator` folder:
+`data_prep/` and this package as its code); it wraps the saved generator folder (the kit's GPT, or a keras-hub preset):
 
     model = mlflow.pyfunc.load_model(uri)
     model.predict(["The movie was"], params={"sampler": "top_p", "top_p": 0.9,
@@ -19,13 +19,13 @@ from mlflow.exceptions import MlflowException
 from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE
 from mlflow.pyfunc import PythonModel
 
-from workflows.causal_lm.generator import Generator
+from workflows.causal_lm.generator import load_generator
 from workflows.causal_lm.sampling import Sampling
 
 
 class TextContinuation(PythonModel):
     def load_context(self, context):
-        self.generator = Generator.load(context.artifacts["generator"])
+        self.generator = load_generator(context.artifacts["generator"])
 
     def predict(self, context, model_input: list[str], params: dict | None = None) -> list[str]:
         """The continuation of each prompt.

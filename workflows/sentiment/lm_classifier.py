@@ -74,6 +74,10 @@ def complete_config(config):
         raise ConfigError("lm_classifier fine-tunes a language model: give --init-from with "
                           "a run id or model URI from `python -m workflows.language_model`.")
     run = lm_source.source_run(config.init_from)
+    if run.data.tags.get("model_family") == "hub":
+        raise ConfigError(f"Run {run.info.run_id} fine-tuned a keras-hub preset; lm_classifier "
+                          "builds on the kit's own GPT runs (for a pretrained encoder: "
+                          "--model encoder --set encoder=FOLDER).")
     source = lm_source.source_config(run)
     return dataclasses.replace(config, init_from=run.info.run_id,
                                **{name: getattr(source, name) for name in LM_ARCHITECTURE})
