@@ -24,6 +24,7 @@ from tests.data_prep.fixtures import (
     generated_spa_lines,
     write_imdb_folder,
     write_spa_eng_zip,
+    write_tiny_causal_lm_preset,
     write_tiny_encoder,
 )
 from tests.workflows.test_retrieval import FILLER, MORE_TOPICS, write_beir
@@ -75,6 +76,20 @@ def dense_retriever(root):
         "workflows.retrieval", "train", "--retriever", "dense", "--set", f"encoder={encoder}",
         "--epochs", "3", "--set", "patience=3", "--set", "batch_size=8", "--set",
         "document_length=16", "--set", "query_length=16", "--set", "checkpoint_every_steps=2"])
+
+
+def hub_language_model(root):
+    from tests.workflows.test_language_model import ADJECTIVES, NOUNS, write_corpus
+
+    texts = [f"the {noun} was {adjective}" for noun in NOUNS for adjective in ADJECTIVES]
+    preset = write_tiny_causal_lm_preset(root / "tiny_llama", "llama", texts)
+    corpus = write_corpus(root / "texts")
+    return ("language_model", {}, [
+        "workflows.language_model", "train", "--init-from", str(preset), "--corpus",
+        str(corpus), "--epochs", "3", "--set", "patience=3", "--set", "lora_rank=2",
+        "--set", "steps_per_epoch=6", "--set", "batch_size=4", "--set", "sequence_length=16",
+        "--set", "validation_windows=8", "--set", "sample_tokens=4", "--set",
+        "warmup_steps=1", "--set", "dtype_policy=float32", "--set", "checkpoint_every_steps=2"])
 
 
 def run_command(command, env, stop_after=None):
@@ -154,7 +169,8 @@ def random_stops_test(backend, seed):
     before the command ends (each backend has its own file, so the two run side by side
     on two test workers)."""
 
-    @pytest.mark.parametrize("case", [translation, sentiment_rnn, dense_retriever],
+    @pytest.mark.parametrize("case", [translation, sentiment_rnn, dense_retriever,
+                                      hub_language_model],
                              ids=lambda case: case.__name__)
     def test_random_stops_resume_to_the_same_finished_run(case, tmp_path):
         stops = interrupt_until_finished(case, backend, tmp_path, seed=seed, stops=5)
