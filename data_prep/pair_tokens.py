@@ -1,4 +1,4 @@
-"""Tokenizations of the English-Spanish pairs (`spa_eng.py`): the tutorial's words,
+"""Tokenizations of the sentence pairs (`spa_eng.py`: spa-eng or a user's): the tutorial's words,
 WordPiece per language, or one joint WordPiece vocabulary; token id arrays of every split
 (cached in the work folder), and detokenization back to tidy text."""
 
@@ -68,7 +68,7 @@ class Tokenizer:
 
     @property
     def source_name(self):
-        return LANGUAGE_NAMES[self.source_language]
+        return LANGUAGE_NAMES.get(self.source_language, self.source_language)
 
     def source_ids(self, sentences):
         """A list of int32 arrays, one per source sentence (no padding)."""

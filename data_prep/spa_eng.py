@@ -1,15 +1,18 @@
-"""English-Spanish sentence pairs (Tatoeba via manythings.org/anki): parse, split, tokenize.
+"""English-Spanish sentence pairs (Tatoeba via manythings.org/anki), or a user's parallel
+corpus of any two languages (`parallel.py`): parse, split, tokenize.
 
 The split keeps every sentence, of either language, in one split only: pairs are
 grouped by connected component of the pair graph (sentences linked by being
 translations of each other), so no test sentence, English or Spanish, was seen in
 training in either direction, and the test set keeps every reference of each source
 sentence for multi-reference BLEU. Two tokenizations are saved for each direction
-(`en-es`, `es-en`): the tutorial's word-level vocabularies and keras-hub WordPiece
+(`en-es`, `es-en`; a user's corpus: its two languages' both ways): the tutorial's
+word-level vocabularies and keras-hub WordPiece
 subword vocabularies (one per language), all learned on the train split only
 (`pair_tokens.py` turns the pairs into token ids).
 
     python -m data_prep.spa_eng --spa-eng-path ../shared/data/spa-eng.zip
+    python -m data_prep.spa_eng --pairs fra-eng.zip --languages en-fr
 """
 
 import argparse
@@ -21,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from data_prep import cache
+from data_prep import cache, parallel
 from data_prep.sources import (
     DatasetSource,
     DataSourceError,
@@ -34,6 +37,7 @@ from data_prep.text import (
     SPECIAL_TOKENS,
     learn_wordpiece,
     register_standardizations,
+    standardize_sentence,
     standardize_spanish,
     text_lines,
 )
@@ -49,21 +53,33 @@ SPA_ENG = DatasetSource(
 )
 START, END = "[start]", "[end]"
 SUBWORD_SPECIAL_TOKENS = SPECIAL_TOKENS
+LANGUAGES = ("en", "es")  # the tutorial's columns: English, then Spanish
 DIRECTIONS = ("en-es", "es-en")
-LANGUAGE_NAMES = {"en": "English", "es": "Spanish"}
+LANGUAGE_NAMES = parallel.LANGUAGE_NAMES
+
+
+def directions(pair_languages=LANGUAGES):
+    first, second = pair_languages
+    return (f"{first}-{second}", f"{second}-{first}")
 
 
 def languages(direction):
     """`"es-en"` -> `("es", "en")` (source, target); a `ValueError` for other names."""
-    if direction not in DIRECTIONS:
-        raise ValueError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
-    return tuple(direction.split("-"))
+    parts = tuple(str(direction).split("-"))
+    if len(parts) != 2 or not all(parallel.LANGUAGE_CODE.fullmatch(part) for part in parts):
+        raise ValueError(f"direction must be two language codes joined by a dash (en-es), "
+                         f"got {direction!r}")
+    return parts
 
 
-def orient(pairs, direction):
-    """(English, Spanish) pairs as (source, target) pairs for `direction`."""
-    return [tuple(pair) for pair in pairs] if direction == "en-es" else \
-        [(spanish, english) for english, spanish in pairs]
+def orient(pairs, direction, pair_languages=LANGUAGES):
+    """(first, second) pairs (English, Spanish by default) as (source, target) pairs for
+    `direction`."""
+    forward, backward = directions(pair_languages)
+    if direction not in (forward, backward):
+        raise ValueError(f"direction {direction!r} is not {forward} or {backward}")
+    return [tuple(pair) for pair in pairs] if direction == forward else \
+        [(second, first) for first, second in pairs]
 
 
 @dataclass(frozen=True)
@@ -133,12 +149,12 @@ def pair_components(pairs):
             node = parent[node]
         return node
 
-    for english, spanish in pairs:
-        a, b = root(("en", grouping_key(english))), root(("es", grouping_key(spanish)))
+    for first, second in pairs:
+        a, b = root(("en", grouping_key(first))), root(("es", grouping_key(second)))
         if a != b:
             parent[max(a, b)] = min(a, b)  # the smaller node names the component
     components = defaultdict(list)
-    for pair in pairs:
+    for pair in pairs:  # (the nodes' names: the first and the second column)
         components[root(("en", grouping_key(pair[0])))].append(pair)
     return [components[name] for name in sorted(components)]
 
@@ -181,7 +197,8 @@ def make_vectorizers(settings, source_vocabulary=None, target_vocabulary=None,
                      direction="en-es"):
     """The tutorial's word-level `TextVectorization` pair for `direction`.
 
-    Source: lowercase, punctuation stripped (Spanish: `¿`/`¡` too), `sequence_length`
+    Source: lowercase, punctuation stripped (Spanish: `¿`/`¡` too; another language:
+    every Unicode punctuation mark, its letters and accents kept), `sequence_length`
     tokens. Target: the same, keeping the `[start]`/`[end]` markers, `sequence_length
     + 1` tokens (the decoder input and the labels are this shifted by one).
     """
@@ -189,17 +206,18 @@ def make_vectorizers(settings, source_vocabulary=None, target_vocabulary=None,
 
     register_standardizations()
 
-    source_language, _ = languages(direction)
+    source_language, target_language = languages(direction)
+    tutorial = {"en": "lower_and_strip_punctuation", "es": standardize_spanish}
     source = keras.layers.TextVectorization(
         max_tokens=settings.max_tokens, output_mode="int",
         output_sequence_length=settings.sequence_length, vocabulary=source_vocabulary,
-        standardize="lower_and_strip_punctuation" if source_language == "en"
-        else standardize_spanish,
+        standardize=tutorial.get(source_language, standardize_sentence),
     )
     target = keras.layers.TextVectorization(
         max_tokens=settings.max_tokens, output_mode="int",
         output_sequence_length=settings.sequence_length + 1,
-        standardize=standardize_spanish, vocabulary=target_vocabulary,
+        standardize=standardize_spanish if target_language in tutorial
+        else standardize_sentence, vocabulary=target_vocabulary,
     )
     return source, target
 
@@ -214,9 +232,27 @@ class PreparedSpaEng:
     settings: SpaEngSettings
     summary: dict
 
-    def pairs(self, split, direction="en-es"):
-        """The split's pairs as (source, target) for `direction`."""
-        return orient(json.loads((self.directory / f"{split}.json").read_text()), direction)
+    @property
+    def languages(self):
+        """The codes of the pairs' two columns."""
+        return tuple(self.summary.get("languages", LANGUAGES))
+
+    @property
+    def name(self):
+        """What the runs call the dataset: `spa-eng`, or the user's corpus."""
+        return self.summary.get("corpus", "spa-eng")
+
+    def pairs(self, split, direction=None):
+        """The split's pairs as (source, target) for `direction` (default: as stored)."""
+        return orient(json.loads((self.directory / f"{split}.json").read_text()),
+                      direction or directions(self.languages)[0], self.languages)
+
+    def check_direction(self, direction):
+        """Refuses, in one line, a direction of other languages than the pairs'."""
+        if direction not in directions(self.languages):
+            raise parallel.PairsError(
+                f"--direction {direction} is not a direction of the {self.name} pairs: give "
+                f"--direction {' or '.join(directions(self.languages))}.")
 
     def vocabulary(self, side, direction="en-es"):
         """The word vocabulary of `side` ("source" or "target") for `direction`."""
@@ -230,8 +266,11 @@ class PreparedSpaEng:
         return (self.directory / name).read_text(encoding="utf-8").split("\n")
 
 
-def prepare(path=None, settings=SpaEngSettings(), root=None, verbose=True):
-    """Prepares (or reuses) the pairs for `settings`; returns `PreparedSpaEng`."""
+def prepare(path=None, settings=SpaEngSettings(), root=None, verbose=True, corpus=None):
+    """Prepares (or reuses) the pairs for `settings`: spa-eng, or the user's `corpus` (a
+    `parallel.ParallelCorpus`, keyed by its files' contents); returns `PreparedSpaEng`."""
+    if corpus is not None:
+        return _prepare_corpus(corpus, settings, root, verbose)
     directory, key_settings = prepared_entry(
         SPA_ENG, "spa-eng", {"dataset": "spa-eng", **asdict(settings)}, path, root)
     if not cache.is_intact(directory):
@@ -244,26 +283,52 @@ def prepare(path=None, settings=SpaEngSettings(), root=None, verbose=True):
     return PreparedSpaEng(directory, settings, summary)
 
 
-def _write_prepared(spa_txt, settings, tmp, verbose):
-    started = time.perf_counter()
-    pairs, malformed = parse_pairs(spa_txt.read_bytes())
-    for bad in malformed[:10]:
-        print(f"{spa_txt}:{bad.line_number}: skipped ({bad.reason}): {bad.line[:80]!r}")
+def _prepare_corpus(corpus, settings, root, verbose):
+    key_settings = {"dataset": "pairs", "languages": list(corpus.languages),
+                    "files": corpus.digest(), **asdict(settings)}
+    directory = cache.prepared_dir("pairs", key_settings, root)
+    if not cache.is_intact(directory):
+        def write(tmp):
+            pairs = corpus.read()
+            splits = _split(pairs, [], settings, f"--pairs {corpus.files[0]}",
+                            "a larger corpus")
+            _write_splits(tmp, pairs, splits, [], settings, corpus.languages, verbose,
+                          corpus=corpus.name)
+        cache.write_atomically(directory, key_settings, write)
+    summary = json.loads((directory / "summary.json").read_text())
+    return PreparedSpaEng(directory, settings, summary)
+
+
+def _split(pairs, malformed, settings, where, remedy):
     splits = split_by_component(pairs, settings.fractions, settings.seed)
     empty = [name for name, split_pairs in splits.items() if not split_pairs]
     if empty:
         raise DataSourceError(
-            f"{spa_txt} holds {len(pairs)} usable pairs ({len(malformed)} lines skipped): too "
-            f"few to give the {', '.join(empty)} split any (point {SPA_ENG.flag} at the "
-            "whole spa-eng.zip, or a file of ENGLISH<TAB>SPANISH lines, thousands of them).")
+            f"{where} holds {len(pairs)} usable pairs ({len(malformed)} lines skipped): too "
+            f"few to give the {', '.join(empty)} split any ({remedy}, thousands of pairs).")
+    return splits
+
+
+def _write_prepared(spa_txt, settings, tmp, verbose):
+    pairs, malformed = parse_pairs(spa_txt.read_bytes())
+    for bad in malformed[:10]:
+        print(f"{spa_txt}:{bad.line_number}: skipped ({bad.reason}): {bad.line[:80]!r}")
+    splits = _split(pairs, malformed, settings, str(spa_txt), f"point {SPA_ENG.flag} at the "
+                    "whole spa-eng.zip, or a file of ENGLISH<TAB>SPANISH lines")
+    _write_splits(tmp, pairs, splits, malformed, settings, LANGUAGES, verbose)
+
+
+def _write_splits(tmp, pairs, splits, malformed, settings, pair_languages, verbose,
+                  corpus=None):
+    started = time.perf_counter()
     for name, split_pairs in splits.items():
         (tmp / f"{name}.json").write_text(json.dumps(split_pairs, ensure_ascii=False))
     if verbose:
         print("Adapting the word vocabularies on the train split")
     vocabulary_sizes = {}
-    for direction in DIRECTIONS:
+    for direction in directions(pair_languages):
         source, target = make_vectorizers(settings, direction=direction)
-        train = orient(splits["train"], direction)
+        train = orient(splits["train"], direction, pair_languages)
         source.adapt([s for s, _ in train], batch_size=1024)
         target.adapt([mark_target(t) for _, t in train], batch_size=1024)
         for side, vectorizer in (("source", source), ("target", target)):
@@ -274,7 +339,7 @@ def _write_prepared(spa_txt, settings, tmp, verbose):
     if verbose:
         print(f"Learning WordPiece vocabularies ({settings.subword_vocabulary_size} tokens)")
     wordpiece_sizes = {}
-    for language, index in (("en", 0), ("es", 1)):
+    for index, language in enumerate(pair_languages):
         vocabulary = learn_wordpiece([pair[index] for pair in splits["train"]],
                                      settings.subword_vocabulary_size)
         (tmp / f"wordpiece_{language}.txt").write_text("\n".join(vocabulary), encoding="utf-8")
@@ -285,13 +350,14 @@ def _write_prepared(spa_txt, settings, tmp, verbose):
         "malformed_lines": len(malformed),
         "counts": {name: len(split) for name, split in splits.items()},
         "sentences": {name: {language: len({grouping_key(pair[index]) for pair in split})
-                             for language, index in (("en", 0), ("es", 1))}
+                             for index, language in enumerate(pair_languages)}
                       for name, split in splits.items()},
         "pair_components": {"count": sum(sizes.values()), "largest": max(sizes),
                             "pairs_per_component": sizes},
         "vocabulary_sizes": vocabulary_sizes,
         "wordpiece_vocabulary_sizes": wordpiece_sizes,
         "prepare_seconds": round(time.perf_counter() - started, 1),
+        **({"corpus": corpus, "languages": list(pair_languages)} if corpus else {}),
     }
     (tmp / "summary.json").write_text(json.dumps(summary, indent=2))
 
@@ -309,12 +375,14 @@ def main(argv=None):
     parser.add_argument("--subword-vocabulary-size", type=int,
                         default=defaults.subword_vocabulary_size,
                         help="size of each WordPiece vocabulary (learned on the train split)")
+    parallel.add_pairs_arguments(parser)
     args = parser.parse_args(argv)
+    corpus = parallel.ParallelCorpus.of(args.pairs, args.languages)
     import_backend()
     settings = SpaEngSettings(args.max_tokens, args.sequence_length, defaults.fractions, args.seed,
                               args.subword_vocabulary_size)
     started = time.perf_counter()
-    prepared = prepare(args.spa_eng_path, settings, args.work_dir)
+    prepared = prepare(args.spa_eng_path, settings, args.work_dir, corpus=corpus)
     cache.print_summary(prepared, started)
 
 

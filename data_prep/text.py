@@ -118,8 +118,18 @@ def standardize_any_language(texts):
     return tf.strings.regex_replace(texts, r"\p{P}", "")
 
 
+def standardize_sentence(texts):
+    """A translation corpus's sentences in any language: every letter lowercased, every
+    Unicode punctuation mark dropped but square brackets (the `[start]` and `[end]`
+    markers survive); accents and non-Latin scripts kept."""
+    import tensorflow as tf  # likewise
+
+    texts = tf.strings.lower(texts, encoding="utf-8")
+    return tf.strings.regex_replace(texts, r"[^\P{P}\[\]]", "")
+
+
 STANDARDIZATIONS = (standardize_review, separate_review_punctuation, standardize_spanish,
-                    standardize_any_language)
+                    standardize_any_language, standardize_sentence)
 
 
 def register_standardizations():

@@ -10,7 +10,9 @@
 
 `--direction en-es` (the default) or `es-en` picks the languages: each direction has
 its own vocabularies, runs and metrics; the steps that load a model take the latest
-run of the direction given.
+run of the direction given. `--pairs FILE --languages en-fr` trains on your own parallel
+corpus instead, of any two languages (`data_prep/parallel.py`: a Tatoeba/Anki .zip or
+.txt, a .tsv or .csv, or two aligned files), split and tokenized the same way.
 
 Presets: `tutorial` reproduces Deep Learning with Python (2e, ch. 11) exactly (word
 vocabularies, length 20, one block each, `key_dim=embed_dim`, rmsprop); `cpu` is the
@@ -23,13 +25,14 @@ The machinery (tokenization, batches, models, cached decoding) is `workflows/seq
 """
 
 import importlib
+import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from data_prep import cache, spa_eng
+from data_prep import cache, parallel, spa_eng
 from data_prep.commands import run_main
 from data_prep.pair_tokens import (
     TOKENIZATIONS,
@@ -70,16 +73,19 @@ EXAMPLES = {
 
 
 def prepare(spa_eng_path=None, work_dir=None, tokenizations=TOKENIZATIONS,
-            directions=spa_eng.DIRECTIONS, joint_vocabulary_size=8000):
-    """Pairs, splits, vocabularies and cached token ids; prints a summary."""
+            directions=None, joint_vocabulary_size=8000, corpus=None):
+    """Pairs (spa-eng, or the user's `corpus`), splits, vocabularies and cached token ids
+    of `directions` (default: both); prints a summary."""
     started = time.perf_counter()
-    prepared = spa_eng.prepare(spa_eng_path, spa_eng.SpaEngSettings(), work_dir)
+    prepared = spa_eng.prepare(spa_eng_path, spa_eng.SpaEngSettings(), work_dir,
+                               corpus=corpus)
     components = prepared.summary["pair_components"]
     print(f"Split by {components['count']:,} connected components of the pair graph "
           f"(largest: {components['largest']} pairs); no sentence of either language is in "
           "two splits")
-    for direction in directions:
-        source, target = (spa_eng.LANGUAGE_NAMES[code] for code in spa_eng.languages(direction))
+    for direction in directions or spa_eng.directions(prepared.languages):
+        prepared.check_direction(direction)
+        source, target = map(parallel.language_name, spa_eng.languages(direction))
         for kind in tokenizations:
             tokenizer = load_tokenizer(prepared, kind, direction=direction,
                                        joint_vocabulary_size=joint_vocabulary_size,
@@ -118,8 +124,10 @@ class TranslationData:
         return PairBatches(source, target, batch_plan(config), seed)
 
 
-def load_data(config, spa_eng_path=None, work_dir=None):
-    prepared = spa_eng.prepare(spa_eng_path, spa_eng.SpaEngSettings(), work_dir, verbose=False)
+def load_data(config, spa_eng_path=None, work_dir=None, corpus=None):
+    prepared = spa_eng.prepare(spa_eng_path, spa_eng.SpaEngSettings(), work_dir, verbose=False,
+                               corpus=corpus)
+    prepared.check_direction(config.direction)
     tokenizer = load_tokenizer(prepared, config.tokenization, config.sequence_length,
                                config.direction, config.joint_vocabulary_size, work_dir)
     return TranslationData(prepared, tokenizer, token_arrays(prepared, tokenizer, work_dir))
@@ -187,23 +195,33 @@ class TranslationLesson(Lesson):
                        "start_time")
     sort_by = "metrics.test_beam4_normalized_bleu"
 
+    def complete_config(self, config):
+        try:
+            spa_eng.languages(config.direction)
+        except ValueError as error:
+            raise ConfigError(f"{error}.") from None
+        return config
+
     def load_data(self, config, place):
-        return load_data(config, place.path, place.work_dir)
+        return load_data(config, place.path, place.work_dir, corpus_of(place.options))
 
     def datasets(self, config, data, place):
         rows = {"train": len(data.arrays["train"][0]),
                 "val": min(len(data.arrays["val"][0]), config.validation_pairs)}
-        return [RunDataset(f"spa-eng {config.direction} {split}",
+        return [RunDataset(f"{data.prepared.name} {config.direction} {split}",
                            dataset_digest(data.fingerprint, split, rows[split]),
                            str(data.prepared.directory), context, rows[split])
                 for split, context in (("train", "training"), ("val", "validation"))]
 
     def build(self, config, data, place):
         model = build_model(config, *data.tokenizer.vocabulary_sizes)
+        corpus = corpus_of(place.options)
         return Built(model, make_translator(config, model, data.tokenizer),
-                     params={"parameters": model.count_params()},
+                     params={"parameters": model.count_params(),
+                             **({"pairs": json.dumps(corpus.files),
+                                 "languages": "-".join(corpus.languages)} if corpus else {})},
                      tags={"model_family": config.model, "preset": config.preset,
-                           "direction": config.direction},
+                           "direction": config.direction, "corpus": data.prepared.name},
                      artifacts=vocabulary_artifacts(data.tokenizer))
 
     def fit(self, run, config, data, built):
@@ -223,6 +241,15 @@ class TranslationLesson(Lesson):
 
 
 LESSON = TranslationLesson()
+
+
+def corpus_of(options):
+    """The user's `ParallelCorpus` of the `--pairs`/`--languages` options (or a run's
+    params), None for spa-eng."""
+    pairs = options.get("pairs")
+    if isinstance(pairs, str):  # a run's params
+        pairs = json.loads(pairs)
+    return parallel.ParallelCorpus.of(pairs, options.get("languages"))
 
 
 def vocabulary_artifacts(tokenizer):
@@ -258,10 +285,11 @@ def validation_sample_scores(config, data, translator):
 # ## Evaluate and translate
 
 
-def split_references(config, split, spa_eng_path=None, work_dir=None, limit=None):
+def split_references(config, split, spa_eng_path=None, work_dir=None, limit=None,
+                     corpus=None):
     """(data, sources, references) of `split` in the config's direction: each distinct
     source once with all its references, the first `limit` of them."""
-    data = load_data(config, spa_eng_path, work_dir)
+    data = load_data(config, spa_eng_path, work_dir, corpus)
     sources, refs = references(data.prepared.pairs(split, config.direction))
     return data, sources[:limit], refs[:limit]
 
@@ -296,10 +324,11 @@ def evaluate(run_id=None, spa_eng_path=None, work_dir=None, model_uri=None, limi
                                           batch_size=batch_size)
     config = runs.config_of(LESSON, run)
     beam_width = beam_width or config.beam_width
-    test = split_references(config, "test", spa_eng_path, work_dir, limit)
+    test = split_references(config, "test", spa_eng_path, work_dir, limit,
+                            corpus_of(run.data.params))
     data, sources, _ = test
     tracking.log_datasets([RunDataset(
-        f"spa-eng {config.direction} test", dataset_digest(data.fingerprint, "test", limit),
+        f"{data.prepared.name} {config.direction} test", dataset_digest(data.fingerprint, "test", limit),
         str(data.prepared.directory), "test", len(sources))], run.info.run_id)
     return evaluation.score_and_log(run, translator, config, test, beam_width,
                                     length_penalty)
@@ -374,11 +403,13 @@ def run_lesson(args):
     from workflows.core import runs
 
     (config,) = CLI.configs(args)
-    prepare(args.spa_eng_path, args.work_dir, (config.tokenization,), (config.direction,),
-            config.joint_vocabulary_size)
+    corpus = corpus_of(CLI.data_place(args).options)
+    prepared = prepare(args.spa_eng_path, args.work_dir, (config.tokenization,),
+                       (config.direction,), config.joint_vocabulary_size, corpus)
     run_id = CLI.train_config(args, config)
     evaluate(run_id, args.spa_eng_path, args.work_dir, limit=args.limit)
-    translate(EXAMPLES[config.direction], run_id)
+    translate(EXAMPLES.get(config.direction) or references(
+        prepared.pairs("test", config.direction))[0][:4], run_id)
     compare(direction=config.direction)
     runs.print_where_results_are(LESSON, args.work_dir)
 
@@ -394,24 +425,35 @@ def beam_width_flag(parser):
     parser.add_argument("--beam-width", type=int, help="1 for greedy (default: the run's)")
 
 
+def direction_of_pairs(args):
+    """With `--languages A-B` and no `--direction`, the direction is A-B."""
+    corpus = corpus_of(CLI.data_place(args).options)
+    if corpus and getattr(args, "direction", None) is None:
+        args.direction = "-".join(corpus.languages)
+
+
 CLI = LessonCLI(LESSON, "workflows.translation", __doc__.split("\n")[0], spa_eng.SPA_ENG,
                 shortcuts={"direction": "en-es (default) or es-en: the source and target "
-                                        "languages",
+                                        "languages (with --pairs: either order of "
+                                        "--languages, default its own)",
                            "attention": "gru_seq2seq: add additive (Bahdanau) attention",
                            "batch_tokens": BATCH_TOKENS_HELP},
                 switches=("attention",), run_filters=("direction",),
+                data_options=("pairs", "languages"),
+                data_arguments=parallel.add_pairs_arguments,
                 flag_checks={"beam_width": check_beam_width, "n_best": check_n_best,
                              "length_penalty": check_length_penalty, "limit": check_limit})
 CLI.step("prepare", "pairs, splits, vocabularies, token ids of every tokenization (both "
          "directions, or one)",
          lambda a: prepare(a.spa_eng_path, a.work_dir,
-                           directions=(a.direction,) if a.direction else spa_eng.DIRECTIONS),
-         data=True).add_argument("--direction", choices=spa_eng.DIRECTIONS,
+                           directions=(a.direction,) if a.direction else None,
+                           corpus=corpus_of(CLI.data_place(a).options)),
+         data=True).add_argument("--direction",
                                  help="prepare the token ids of one direction only")
 CLI.step("train", "train one translator (resumes an interrupted run)", CLI.train, data=True,
-         train="one")
+         train="one", check=direction_of_pairs)
 CLI.step("run", "prepare, train, evaluate and translate", run_lesson, data=True,
-         train="one").add_argument("--limit", type=int,
+         train="one", check=direction_of_pairs).add_argument("--limit", type=int,
                                    help="evaluate on the first N test sentences")
 _evaluate = CLI.step("evaluate", "test BLEU/chrF of a run, logged to it", lambda a: evaluate(
     a.run_id, a.spa_eng_path, a.work_dir, a.model_uri, a.limit, a.beam_width,

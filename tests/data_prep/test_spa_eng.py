@@ -43,8 +43,12 @@ def test_pairs_are_oriented_by_direction():
     pairs = [("Go.", "Ve.")]
     assert spa_eng.orient(pairs, "en-es") == [("Go.", "Ve.")]
     assert spa_eng.orient(pairs, "es-en") == [("Ve.", "Go.")]
+    assert spa_eng.languages("en-fr") == ("en", "fr")  # a user's pair
+    assert spa_eng.orient(pairs, "fr-en", ("en", "fr")) == [("Ve.", "Go.")]
     with pytest.raises(ValueError, match="direction"):
-        spa_eng.languages("en-fr")
+        spa_eng.languages("english-french")
+    with pytest.raises(ValueError, match="is not en-es or es-en"):
+        spa_eng.orient(pairs, "en-fr")
 
 
 def test_test_references_keep_every_translation():

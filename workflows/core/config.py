@@ -162,9 +162,10 @@ class Catalog:
         return {key: value for key, value in known.items() if field_applies(changed, key)}
 
     def choices(self, name):
-        """The values a field accepts (`option(choices=...)`), from any model's config."""
+        """The values a field accepts (`option(choices=...)`), from any model's config;
+        None: any value its checks take."""
         config = self.base(self.models[0], next(iter(self.presets[self.models[0]])))
-        return _field(config, name).metadata["choices"]
+        return _field(config, name).metadata.get("choices")
 
     def from_params(self, params):
         """The config a run logged as MLflow params (fields it does not know are ignored)."""

@@ -36,8 +36,8 @@ class TranslationConfig(TrainingOptions):
     model: str = option("transformer", choices=("transformer", "gru_seq2seq"),
                         help="transformer, or the tutorial's GRU translator (gru_seq2seq)")
     preset: str = "tutorial"
-    direction: str = option("en-es", choices=("en-es", "es-en"),
-                            help="source-target languages: en-es or es-en")  # source-target languages
+    direction: str = option("en-es", help="source-target languages: en-es or es-en, or "
+                                          "either order of --languages A-B with --pairs")
     # joint_wordpiece: one WordPiece vocabulary for both languages
     tokenization: str = option("word", choices=("word", "wordpiece", "joint_wordpiece"),
                                help="word (the tutorial's vocabularies), wordpiece (one per "
