@@ -69,7 +69,8 @@ def test_a_config_that_is_no_regular_file_is_refused_before_it_is_read(tmp_path)
 
 
 def test_every_setting_of_every_lesson_declares_its_help():
-    """What `--set` takes is said where it is declared (`option(..., help=...)`)."""
+    """What `--set` takes is said where it is declared (`option(..., help=...)`), every
+    field of every model, on/off ones and paths too."""
     import dataclasses
 
     from workflows.core.lesson import lesson_names, load_lesson
@@ -80,7 +81,7 @@ def test_every_setting_of_every_lesson_declares_its_help():
         for model in catalog.models:
             for preset in catalog.presets[model]:
                 for field in dataclasses.fields(catalog.base(model, preset)):
-                    if field.metadata and not field.metadata.get("help"):
+                    if not field.metadata.get("help"):
                         missing.add(f"{name}: {type(catalog.base(model, preset)).__name__}."
                                     f"{field.name}")
     assert not missing, sorted(missing)

@@ -24,9 +24,11 @@ EXPERIMENT = "language_model"  # the MLflow experiment of the language models
 @dataclass(frozen=True)
 class LMConfig(TrainingOptions):
     model: str = option("gpt", choices=("gpt",), help="the language model: gpt (a small GPT)")
-    preset: str = "cpu"
-    corpus: str | None = None  # a text file, folder or archive; None: the IMDB reviews
-    init_from: str | None = None  # a run id (or prefix), model URI or keras-hub preset
+    preset: str = option("cpu", help="the size preset (--preset): cpu or gpu")
+    corpus: str | None = option(None, help="a UTF-8 text file, a folder of them or a "
+                                          ".zip/.tar.gz (None: the IMDB reviews)")
+    init_from: str | None = option(None, help="fine-tune this run (id or prefix), model URI "
+                                             "or keras-hub causal LM (preset folder or name)")
     # fine-tuning: add this many words of the new corpus that the vocabulary splits worst,
     # their embeddings initialised from Word2Vec vectors (or from their pieces)
     extend_vocabulary: int = option(0, at_least=0, applies=lambda c: c.init_from is not None,

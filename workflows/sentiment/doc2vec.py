@@ -26,7 +26,8 @@ class ParagraphVectorConfig(TrainConfig):
     augmentable = False  # Doc2Vec's cached vectors are of the prepared reviews only
 
     vector_size: int = option(100, at_least=1, help="size of each paragraph vector")
-    dm: bool = False  # True: PV-DM instead of PV-DBOW
+    dm: bool = option(False, help="True: PV-DM (the paragraph vector predicts a word with its "
+                                 "context) instead of PV-DBOW (it predicts the words alone)")
     # PV-DBOW: train skip-gram word vectors alongside (slower)
     dbow_words: bool = option(False, applies=when("dm", False),
                               help="PV-DBOW: train skip-gram word vectors alongside (slower)")

@@ -35,7 +35,7 @@ CLASS_WEIGHTS = ("none", "balanced")
 class TrainConfig(TrainingOptions):
     augmentable = True  # (not a field) False where extra train rows cannot be used
 
-    model: str = ""
+    model: str = option("", help="the model family (--model)")
     batch_size: int = option(32, at_least=1, at_most=MAX_BATCH_SIZE,
                              help="texts a training step")
     optimizer: str = option("rmsprop", choices=OPTIMIZERS, help="the optimizer")

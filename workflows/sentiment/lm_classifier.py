@@ -33,8 +33,10 @@ class LMClassifierConfig(TrainConfig):
     """`pretrained=False` trains the same architecture from scratch, for comparison.
     The architecture fields are the source run's (set from `init_from`)."""
 
-    init_from: str | None = None  # a language_model run id (or prefix) or model URI
-    pretrained: bool = True  # False: same architecture and tokenizer, random weights
+    init_from: str | None = option(None, help="the language_model run (id or prefix) or "
+                                                 "model URI whose GPT it fine-tunes")
+    pretrained: bool = option(True, help="False: the same architecture and tokenizer with "
+                                         "random weights (the baseline pretraining must beat)")
     max_review_tokens: int = option(512, at_least=2, help="subword tokens read per text")
     layer_lr_decay: float = option(0.5, above=0, at_most=1, help="learning-rate factor "
                                    "for each layer down from the top")

@@ -30,11 +30,13 @@ class RNNConfig(TrainConfig):
                                         help="train the pretrained vectors too")
     cell: str = option("lstm", choices=("lstm", "gru", "rnn"), help="the recurrent cell")
     units: int = option(32, at_least=1, help="units of each cell (each direction)")
-    bidirectional: bool = True
+    bidirectional: bool = option(True, help="read each review both ways (False: left to "
+                                            "right only)")
     num_layers: int = option(1, at_least=1, help="stacked recurrent layers")
     dropout: float = option(0.5, at_least=0, below=1, help="dropout rate between layers "
                             "and before the output layer")
-    bucketing: bool = True  # batch reviews of similar length (same results, faster)
+    bucketing: bool = option(True, help="batch reviews of similar length (same results, "
+                                        "faster)")
     batch_tokens: int | None = option(None, at_least=8, applies=when("bucketing", True),
                                       help="with bucketing: padded tokens a batch (a batch of length L holds batch_tokens // L texts); empty: batch_size texts in every batch")
 

@@ -35,7 +35,7 @@ class TranslationConfig(TrainingOptions):
 
     model: str = option("transformer", choices=("transformer", "gru_seq2seq"),
                         help="transformer, or the tutorial's GRU translator (gru_seq2seq)")
-    preset: str = "tutorial"
+    preset: str = option("tutorial", help="the preset (--preset): tutorial, cpu or gpu")
     direction: str = option("en-es", help="source-target languages: en-es or es-en, or "
                                           "either order of --languages A-B with --pairs")
     # joint_wordpiece: one WordPiece vocabulary for both languages
@@ -102,7 +102,8 @@ class TranslationConfig(TrainingOptions):
                                     help="label smoothing of the token loss")
     # bucketing: length buckets with fixed boundaries, batch sizes from batch_tokens; else
     # every batch is batch_size x sequence_length (the tutorial)
-    bucketing: bool = False
+    bucketing: bool = option(False, help="batch pairs of similar length to a token budget "
+                                         "(batch_tokens) instead of batch_size pairs")
     batch_size: int = option(64, at_least=1, at_most=MAX_BATCH_SIZE,
                              applies=when("bucketing", False),
                              help="without bucketing: pairs a batch")
