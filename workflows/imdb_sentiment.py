@@ -507,23 +507,9 @@ def print_leaderboard(board):
 
 
 CLI = LessonCLI(LESSON, "workflows.imdb_sentiment", __doc__.split("\n")[0], imdb.ACL_IMDB,
-                shortcuts={"batch_size": None,
-                           "glove": "GloVe .txt/.zip or gensim .kv file (default: the "
-                                    f"{glove.PACKAGE_SOURCE} package)",
-                           "glove_dim": "dimension to read from glove.6B.zip",
-                           "init_from": "lm_classifier: the language_model run (id or "
-                                        "prefix) or model URI to fine-tune",
-                           "fine_tune_embeddings": "let GloVe/Word2Vec vectors train "
-                                                   "(default: frozen)",
-                           "augment": "more train rows: round_trip (paraphrases through the "
-                                      "translation lesson's runs) or edit (random deletions "
-                                      "and swaps); default none",
-                           "translator": "round_trip: the en-es translation run (default: "
-                                         "the latest)",
-                           "back_translator": "round_trip: the es-en translation run "
-                                              "(default: the latest)",
-                           "class_weight": "balanced: weigh each class's train texts by "
-                                           "n / (classes x its count); default none"},
+                shortcuts=("batch_size", "glove", "glove_dim", "init_from",
+                           "fine_tune_embeddings", "augment", "translator", "back_translator",
+                           "class_weight"),
                 switches=("fine_tune_embeddings",),
                 data_options=TEXTS_OPTIONS, data_arguments=text_classes.add_texts_arguments)
 _prepare = CLI.step("prepare", "prepare reviews (or --texts), vocabulary and embeddings",

@@ -367,10 +367,7 @@ def sampling_from_args(args):
 
 
 CLI = LessonCLI(LESSON, "workflows.language_model", __doc__.split("\n")[0], imdb.ACL_IMDB,
-                shortcuts={"corpus": "a UTF-8 .txt file, a folder of them, or a .zip/.tar.gz "
-                                     "(default: the IMDB reviews)",
-                           "init_from": "fine-tune this run (id or prefix) or model URI, or "
-                                        "a keras-hub causal LM (preset folder or name)"})
+                shortcuts=("corpus", "init_from"))
 _prepare = CLI.step("prepare", "split the corpus, learn its vocabulary, tokenize it",
                     lambda a: prepare(CLI.configs(a)[0], a.imdb_path, a.work_dir), data=True,
                     train="one")

@@ -46,7 +46,6 @@ from workflows.core.config import ConfigError
 from workflows.core.lesson import Built, Lesson, ModelExport, RunDataset, dataset_digest
 from workflows.seq2seq.metrics import bleu_scores
 from workflows.seq2seq.presets import (  # noqa: F401  the lesson's API: make_config & co
-    BATCH_TOKENS_HELP,
     CATALOG,
     EXPERIMENT,
     MAX_BEAM_WIDTH,
@@ -433,11 +432,7 @@ def direction_of_pairs(args):
 
 
 CLI = LessonCLI(LESSON, "workflows.translation", __doc__.split("\n")[0], spa_eng.SPA_ENG,
-                shortcuts={"direction": "en-es (default) or es-en: the source and target "
-                                        "languages (with --pairs: either order of "
-                                        "--languages, default its own)",
-                           "attention": "gru_seq2seq: add additive (Bahdanau) attention",
-                           "batch_tokens": BATCH_TOKENS_HELP},
+                shortcuts=("direction", "attention", "batch_tokens"),
                 switches=("attention",), run_filters=("direction",),
                 data_options=("pairs", "languages"),
                 data_arguments=parallel.add_pairs_arguments,

@@ -1,5 +1,7 @@
 from dataclasses import dataclass
 
+import importlib
+
 import pytest
 
 from workflows.core import cli, config
@@ -95,3 +97,17 @@ def test_the_settings_step_lists_what_applies_with_its_help(capsys):
     assert "  units = 7  [>= 1]\n      units of each cell (each direction)" in out
     assert "  epochs = " in out.split("this model's own")[0]  # the shared ones first
     assert "glove_dim" not in out  # (applies to GloVe embeddings only)
+
+
+def test_a_field_with_a_flag_of_its_own_shows_the_help_its_option_declares():
+    """One source of help: `--direction`'s text is `direction`'s `option(help=...)`."""
+    from workflows.core.lesson import lesson_names, load_lesson
+
+    for name in lesson_names():
+        module = importlib.import_module(load_lesson(name).__module__)
+        for field, text in module.CLI.shortcuts.items():
+            assert text, (name, field)
+    from workflows import translation
+
+    assert translation.CLI.shortcuts["batch_tokens"].startswith(
+        "with bucketing, the token budget of a batch")

@@ -32,8 +32,8 @@ from workflows.core.server_flags import add_model_server_flags, serving_limits
 class LessonCLI:
     """A lesson's steps as subcommands, each with `--help`.
 
-    `shortcuts` maps config fields that get a flag of their own (`direction` ->
-    `--direction`) to their help text (or None); every shared training option
+    `shortcuts` names the config fields that get a flag of their own (`direction` ->
+    `--direction`), with the help their `option()` declares; every shared training option
     (`TrainingOptions`: `--epochs`, `--max-train-minutes`, ...) has one too. `switches`
     are those of on/off fields (`--attention`, no value). `flag_checks` maps a step
     flag's name to its check, run before the step loads anything (a mistake answers at
@@ -43,7 +43,7 @@ class LessonCLI:
     they reach the lesson in `DataPlace.options`.
     """
 
-    def __init__(self, lesson, module, description, source, shortcuts=None, switches=(),
+    def __init__(self, lesson, module, description, source, shortcuts=(), switches=(),
                  run_filters=(), flag_checks=None, data_options=(), data_arguments=None):
         self.lesson, self.source, self.module = lesson, source, module
         self.argv = []
@@ -51,7 +51,8 @@ class LessonCLI:
         training = {field.name: field.metadata.get("help")  # (on/off ones: with --set)
                     for field in dataclasses.fields(TrainingOptions) if field.type != "bool"
                     and field.type is not bool}
-        self.shortcuts = {**(shortcuts or {}), **training}
+        self.shortcuts = {**{name: lesson.catalog.field_help(name) for name in shortcuts},
+                          **training}
         self.switches = switches  # the shortcuts of on/off fields: flags without a value
         # flag -> its check (raises `ConfigError`), run before the step loads anything
         self.flag_checks = flag_checks or {}

@@ -161,6 +161,15 @@ class Catalog:
         changed = apply_overrides(base, known, check_applies=False)
         return {key: value for key, value in known.items() if field_applies(changed, key)}
 
+    def field_help(self, name):
+        """The help a field declares (`option(help=...)`), from the first model that has it."""
+        for model in self.models:
+            for preset in self.presets[model]:
+                for item in dataclasses.fields(self.base(model, preset)):
+                    if item.name == name and item.metadata.get("help"):
+                        return item.metadata["help"]
+        return None
+
     def choices(self, name):
         """The values a field accepts (`option(choices=...)`), from any model's config;
         None: any value its checks take."""

@@ -29,6 +29,13 @@ MAX_BEAM_WIDTH = 64  # = translator.MAX_BEAM_WIDTH (the logged pyfunc ships with
 TRANSFORMER, GRU_ONLY = when("model", "transformer"), when("model", "gru_seq2seq")
 
 
+BATCH_TOKENS_HELP = (
+    "with bucketing, the token budget of a batch: pairs are padded to the first of a few "
+    "fixed lengths (multiples of bucket_width up to sequence_length) that holds them, and "
+    "a batch of length L holds batch_tokens // L pairs (a multiple of 8), so every batch "
+    "costs about the same and a run compiles one train step per length")
+
+
 @dataclass(frozen=True)
 class TranslationConfig(TrainingOptions):
     """One translator; the defaults are the tutorial's Transformer."""
@@ -108,7 +115,7 @@ class TranslationConfig(TrainingOptions):
                              applies=when("bucketing", False),
                              help="without bucketing: pairs a batch")
     batch_tokens: int = option(4096, at_least=8, applies=when("bucketing", True),
-                               help="with bucketing: padded target tokens a batch")  # see below
+                               help=BATCH_TOKENS_HELP)
     # bucket lengths: multiples of this up to sequence_length (one train step each):
     # narrow buckets pad less (a CPU's gain), wide ones compile fewer steps (a GPU's)
     bucket_width: int = option(8, at_least=1, applies=when("bucketing", True),
@@ -178,11 +185,6 @@ CATALOG = Catalog({
     },
 }, default_preset="tutorial")
 make_config = CATALOG.make
-BATCH_TOKENS_HELP = (
-    "with bucketing, the token budget of a batch: pairs are padded to the first of a few "
-    "fixed lengths (multiples of bucket_width up to sequence_length) that holds them, and "
-    "a batch of length L holds batch_tokens // L pairs (a multiple of 8), so every batch "
-    "costs about the same and a run compiles one train step per length")
 
 
 
