@@ -185,3 +185,16 @@ def test_stacking_weights_of_several_classes_favour_the_informative_member():
     assert np.mean(combined.argmax(1) == labels) == 1.0
     weights = np.abs(np.array(weights))
     assert weights[3:].sum() > 3 * weights[:3].sum()  # the second member's rows
+
+
+def test_square_root_weights_lie_between_none_and_balanced():
+    from types import SimpleNamespace
+
+    from workflows.sentiment.family import class_weights
+
+    labels = [0] * 80 + [1] * 15 + [2] * 5
+    weights = {kind: class_weights(SimpleNamespace(class_weight=kind), labels, "abc")
+               for kind in ("none", "balanced", "sqrt_balanced")}
+    assert weights["sqrt_balanced"] == pytest.approx(np.sqrt(weights["balanced"]))
+    assert (weights["none"] == 1).all()
+    assert weights["sqrt_balanced"][2] < weights["balanced"][2]

@@ -28,7 +28,7 @@ from workflows.core.config import (
 
 OPTIMIZERS = ("rmsprop", "adam", "adamw", "sgd", "nadam", "adagrad")
 AUGMENTATIONS = ("none", "round_trip", "edit")
-CLASS_WEIGHTS = ("none", "balanced")
+CLASS_WEIGHTS = ("none", "balanced", "sqrt_balanced")
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,9 @@ class TrainConfig(TrainingOptions):
                                  "it; --texts: 0.1 unless set")
     class_weight: str = option("none", choices=CLASS_WEIGHTS, help="balanced: each "
                                "class's train texts weigh n / (classes x its count) in the "
-                               "loss, so a rare class counts as much as a common one")
+                               "loss, so a rare class counts as much as a common one; "
+                               "sqrt_balanced: the square root of that, halfway (in log "
+                               "terms) between none and balanced")
     # more train rows (`sentiment/augmentation.py`): paraphrases of the train reviews by
     # round-trip translation through the translation lesson's runs, or copies with random
     # word deletions and swaps; validation and test are never augmented
@@ -120,11 +122,14 @@ def output_units(classes):
 
 def class_weights(config, labels, classes):
     """Per class index, the weight of its train rows: 1 each, or with
-    `class_weight="balanced"` n / (classes * count), as scikit-learn's."""
+    `class_weight="balanced"` n / (classes * count), as scikit-learn's, or its square root
+    (`sqrt_balanced`: rare classes count more, less than balanced)."""
     if config.class_weight == "none":
         return np.ones(len(classes), "float32")
     counts = np.bincount(np.asarray(labels), minlength=len(classes)).astype("float64")
-    return (len(labels) / (len(classes) * np.maximum(counts, 1))).astype("float32")
+    weights = len(labels) / (len(classes) * np.maximum(counts, 1))
+    return (np.sqrt(weights) if config.class_weight == "sqrt_balanced" else weights
+            ).astype("float32")
 
 
 @dataclass
