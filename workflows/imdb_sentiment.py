@@ -21,14 +21,19 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from data_prep import glove, imdb, text_classes
 from data_prep.commands import run_main
 from workflows.core.cli import LessonCLI, check_texts, read_texts
 from workflows.core.config import Catalog, ConfigError
 from workflows.core.lesson import Built, Lesson, ModelExport, RunDataset, dataset_digest
-from workflows.sentiment.family import TrainConfig
+from workflows.sentiment.user_texts import (  # noqa: F401  (the lesson's API)
+    check_augmentation,
+    print_leaderboard,
+    scored_texts,
+    texts_files,
+    texts_params,
+    texts_val_fraction,
+)
 
 EXPERIMENT = "imdb_sentiment"
 PYFUNC_FILE = Path(__file__).parent / "sentiment" / "pyfunc.py"  # every classifier folder
@@ -100,13 +105,6 @@ def data_settings(config=None, texts=False):
     return imdb.ImdbSettings(include_unlabelled=True, **fields)
 
 
-def texts_val_fraction(val_fraction):
-    """The validation share of a user's texts: 0.1 where a config keeps the reviews'
-    default (0.2), else what it sets."""
-    default = TrainConfig.__dataclass_fields__["val_fraction"].default
-    if val_fraction is None or float(val_fraction) == default:
-        return text_classes.TextsSettings.val_fraction
-    return float(val_fraction)
 
 
 def prepared_data(settings_of, imdb_path=None, work_dir=None, files=None, verbose=False):
@@ -172,13 +170,6 @@ def load_data(config, imdb_path=None, work_dir=None, files=None):
                     f"{fingerprint}:{added.name}", added.summary, folder, files)
 
 
-def check_augmentation(augment, files):
-    """Refuses round-trip paraphrases of a user's texts: the kit's translators read
-    English reviews only."""
-    if files is not None and augment == "round_trip":
-        raise ConfigError("--augment round_trip paraphrases English reviews through the "
-                          "translation lesson's en-es runs; for your own texts use "
-                          "--augment edit.")
 
 
 def check_training_data(args):
@@ -269,27 +260,8 @@ LESSON = SentimentLesson()
 CLASSES_PYFUNC_FILE = PYFUNC_FILE.parent / "classes_pyfunc.py"  # a user's classes
 
 
-def texts_files(options):
-    """The user's labelled texts the data flags name (`TextsFiles`), or None: IMDB."""
-    if not options.get("texts"):
-        return None
-    return text_classes.TextsFiles(**{field: options.get(option) for field, option in (
-        ("texts", "texts"), ("validation", "validation_texts"), ("test", "test_texts"),
-        ("text_column", "text_column"), ("label_column", "label_column"))})
 
 
-def texts_params(data):
-    """What a run of a user's texts logs of them: the files (absolute paths), columns and
-    classes, by which `evaluate` finds its test split again."""
-    if data.files is None:
-        return {}
-    files = data.files
-    given = {"texts": files.texts, "validation_texts": files.validation,
-             "test_texts": files.test}
-    return {**{key: str(Path(path).resolve()) for key, path in given.items() if path},
-            **{key: value for key, value in (("text_column", files.text_column),
-                                             ("label_column", files.label_column)) if value},
-            "classes": json.dumps(data.prepared.classes, ensure_ascii=False)}
 
 
 def calibrated(classifier, prepared, classes=None):
@@ -354,21 +326,6 @@ def evaluate(run_id=None, imdb_path=None, work_dir=None, model_uri=None, top_wro
                                     classes)
 
 
-def scored_texts(path, text_column, label_column, classes):
-    """(texts, labels) of a labelled file to score: IMDB's binary labels, or the labels
-    of a run's `classes` (by name; any other label is refused)."""
-    from data_prep.labelled_texts import LabelledTextsError, read_classes, read_labelled_texts
-
-    if classes is None:
-        return read_labelled_texts(path, text_column, label_column)
-    texts, labels = read_classes(path, text_column, label_column)
-    unknown = sorted(set(labels) - set(classes))
-    if unknown:
-        raise LabelledTextsError(f"{path} has labels the model does not know "
-                                 f"({', '.join(unknown[:5])}); its classes: "
-                                 f"{', '.join(classes)}.")
-    index = {label: i for i, label in enumerate(classes)}
-    return texts, np.array([index[label] for label in labels], "int32")
 
 
 def trained_on(run, config, imdb_path=None, work_dir=None):
@@ -498,12 +455,6 @@ def run_lesson(args):
     runs.print_where_results_are(LESSON, args.work_dir)
 
 
-def print_leaderboard(board):
-    """The runs of `run --texts`, best macro-F1 first."""
-    print(f"\n{'model':16} {'macro-F1':>8} {'accuracy':>8} {'minutes':>8}  run id")
-    for model, metrics, minutes, run_id in sorted(board, key=lambda row: -row[1]["macro_f1"]):
-        print(f"{model:16} {metrics['macro_f1']:8.4f} {metrics['accuracy']:8.4f} "
-              f"{minutes:8.1f}  {run_id}")
 
 
 CLI = LessonCLI(LESSON, "workflows.imdb_sentiment", __doc__.split("\n")[0], imdb.ACL_IMDB,
