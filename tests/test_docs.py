@@ -34,3 +34,12 @@ def test_the_readme_s_translator_in_a_dozen_lines_builds():
     scope = {}
     exec(compile(block, "README.md", "exec"), scope)
     assert scope["model"].output.shape == (None, None, 15000)
+
+
+def test_each_lesson_docs_settings_tables_are_the_codes():
+    """`docs/<lesson>.md`'s tables of settings are written from the fields' `option(help=)`:
+    a field added, changed or documented differently fails here until
+    `python -m workflows.core.settings_docs` writes them again."""
+    from workflows.core import settings_docs
+
+    assert not settings_docs.stale_docs(), "run: python -m workflows.core.settings_docs"
