@@ -28,4 +28,5 @@
   (and `train --sweep`, a grid).
 - `figures`, `servers`: the plots runs log; the HTTP servers of models and the UI
   (`server_flags`: their flags; `scoring_app`: the served model's request limits).
+- `settings_docs`: the lesson docs' tables of settings, written from the fields' help.
 """
