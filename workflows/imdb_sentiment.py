@@ -426,9 +426,7 @@ def compare(sort_by=None, model=None, since=None, style="text", ascending=False)
 def run_lesson(args):
     """`run`: prepare, then train, evaluate and try out each model; compare them. On a
     user's texts: a leaderboard of the runs by macro-F1, and `--max-train-minutes` the
-    whole leaderboard's (the k-th of n models must end k/n of it after the command's
-    start, as every budget counts from there: a model that stops early leaves the rest
-    its time)."""
+    whole command's (`leaderboard_budget`)."""
     from workflows.core import runs
 
     files = texts_files(CLI.data_place(args).options)
@@ -438,16 +436,18 @@ def run_lesson(args):
     prepared = prepare(args.imdb_path, args.work_dir, uses_word2vec, args.glove,
                        args.glove_dim, files)
     examples = prepared.texts("val")[:3] if files else EXAMPLES
-    board = []
+    board, evaluations = [], []
     for index, config in enumerate(configs):
         if files and config.max_train_minutes:  # the budget of the whole leaderboard
-            config = dataclasses.replace(config, max_train_minutes=round(
-                config.max_train_minutes * (index + 1) / len(configs), 3))
+            config = dataclasses.replace(config, max_train_minutes=leaderboard_budget(
+                config.max_train_minutes, index, len(configs), evaluations))
         began = time.perf_counter()
         run_id = CLI.train_config(args, config)
+        trained = time.perf_counter()
         metrics = evaluate(run_id, args.imdb_path, args.work_dir)
-        board.append((config.model, metrics, (time.perf_counter() - began) / 60, run_id))
         predict(examples, run_id)
+        evaluations.append(time.perf_counter() - trained)
+        board.append((config.model, metrics, (time.perf_counter() - began) / 60, run_id))
     if files:
         print_leaderboard(board)
     else:
@@ -455,6 +455,14 @@ def run_lesson(args):
     runs.print_where_results_are(LESSON, args.work_dir)
 
 
+def leaderboard_budget(minutes, index, count, evaluation_seconds):
+    """The train budget of the `index`-th of `count` models of a leaderboard whose whole
+    command has `minutes` (every budget counts from the command's start, so a model that
+    stops early leaves the rest its time, and each evaluation is in the next model's):
+    its share of what is left after the last model's evaluation and predictions, held
+    at twice the slowest measured so far (a tenth of the budget before any)."""
+    reserve = 2 * max(evaluation_seconds) / 60 if evaluation_seconds else 0.1 * minutes
+    return round(max(minutes - reserve, 0.05 * minutes) * (index + 1) / count, 3)
 
 
 CLI = LessonCLI(LESSON, "workflows.imdb_sentiment", __doc__.split("\n")[0], imdb.ACL_IMDB,

@@ -198,3 +198,10 @@ def test_square_root_weights_lie_between_none_and_balanced():
     assert weights["sqrt_balanced"] == pytest.approx(np.sqrt(weights["balanced"]))
     assert (weights["none"] == 1).all()
     assert weights["sqrt_balanced"][2] < weights["balanced"][2]
+
+
+def test_a_leaderboards_budgets_leave_room_for_the_last_evaluation():
+    budgets = [workflow.leaderboard_budget(15, index, 3, [30.0, 90.0][:index])
+               for index in range(3)]
+    assert budgets == [4.5, 9.333, 12.0]  # 1.5 min held back, then 2 x 30 s, 2 x 90 s
+    assert workflow.leaderboard_budget(1, 0, 1, [600.0]) == 0.05  # never nothing
