@@ -3,6 +3,8 @@ corpus, on tiny presets of two architectures (GPT-2: byte-level BPE, learned pos
 Llama: SentencePiece, rotary positions) built here with keras-hub itself (random
 weights) and read offline as a user's preset folder would be; with LoRA adapters too."""
 
+import json
+
 import keras
 import mlflow
 import numpy as np
@@ -10,6 +12,7 @@ import pytest
 
 from tests.data_prep.fixtures import write_tiny_causal_lm_preset
 from tests.workflows.interrupts import stop_once_at
+from tests.workflows.serving import post, served
 from tests.workflows.test_language_model import ADJECTIVES, NOUNS, write_corpus
 from workflows import language_model as workflow
 from workflows.causal_lm import hub
@@ -129,6 +132,11 @@ def test_lora_trains_the_adapters_only_and_logs_the_merged_model(own_store, pres
                                               strict=True)]
     assert any(changed) and not all(changed)  # the attention's kernels moved, the rest not
     assert run.data.metrics["best_val_perplexity"] < run.data.metrics["before_val_perplexity"]
+    with served(f"runs:/{run.info.run_id}/model", own_store / "serve.log") as url:
+        status, body = post(url, json.dumps({"inputs": ["the cat"], "params": {
+            "sampler": "top_k", "seed": 1, "max_new_tokens": 3}}).encode())
+        assert status == 200 and isinstance(body["predictions"][0], str)
+        assert post(url, json.dumps({"inputs": []}).encode())[0] == 400
 
 
 @pytest.mark.integration

@@ -7,8 +7,10 @@ the quick tier; the kit's lessons train in the integration tier."""
 
 import importlib
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import keras
 import pytest
@@ -20,6 +22,8 @@ from workflows.core import fitting, store
 from workflows.core.config import TrainingOptions
 from workflows.core.lesson import Lesson, lesson_names, load_lesson
 from workflows.core.runs import stored_run
+
+ROOT = Path(__file__).resolve().parents[2]
 
 LESSONS = {name: f"workflows.{name}" for name in lesson_names()} | {
     "toy": "tests.workflows.toy_lesson"}
@@ -259,3 +263,43 @@ def test_a_model_logged_on_jax_requires_no_tensorflow_and_loads_without_a_mismat
     assert {"keras", "mlflow", "jax", "jaxlib"} <= set(found["requirements"])
     assert not {"tensorflow", "tensorflow-text", "gensim"} & set(found["requirements"])
     assert found["mismatch"] == []
+
+
+TORCH_CODE = """
+import json, os, tempfile
+os.environ["NLPKIT_WORK_DIR"] = tempfile.mkdtemp()
+os.environ["MLFLOW_TRACKING_URI"] = "sqlite:///" + os.environ["NLPKIT_WORK_DIR"] + "/m.db"
+import mlflow, pytest
+from tests.workflows import toy_lesson
+from tests.workflows.interrupts import stop_once_at
+from tests.workflows.logged_models import requirements_and_mismatches
+train = ["train", "--epochs", "3", "--patience", "9", "--checkpoint-every-steps", "1"]
+with pytest.MonkeyPatch.context() as patch:
+    stop_once_at(patch, epoch=1, step=2)
+    try:
+        toy_lesson.main(train)
+    except KeyboardInterrupt:
+        pass
+assert toy_lesson.main(train) == 0
+run = mlflow.search_runs(output_format="list", experiment_names=["toy_lesson"])[0]
+steps = [p.step for p in mlflow.MlflowClient().get_metric_history(run.info.run_id, "loss")]
+model = mlflow.pyfunc.load_model(f"runs:/{run.info.run_id}/model")
+required, mismatches = requirements_and_mismatches(f"runs:/{run.info.run_id}/model")
+print(json.dumps({"status": run.info.status, "steps": steps, "requirements": sorted(required),
+                  "answers": [float(x) for x in model.predict(["a good film"])]}))
+"""
+
+
+@pytest.mark.integration
+def test_the_toy_lesson_trains_stops_resumes_and_is_logged_on_pytorch():
+    """The lifecycle on the third backend: a stop mid-epoch, the resume, each epoch
+    logged once, the logged model loaded and answering (KERAS_BACKEND=torch)."""
+    pytest.importorskip("torch")
+    output = subprocess.run([sys.executable, "-c", TORCH_CODE], capture_output=True,
+                            text=True, timeout=600, cwd=ROOT,
+                            env={**os.environ, "KERAS_BACKEND": "torch"})
+    assert output.returncode == 0, output.stderr[-3000:]
+    found = json.loads(output.stdout.strip().splitlines()[-1])
+    assert found["status"] == "FINISHED" and found["steps"] == [1, 2, 3]
+    assert {"keras", "mlflow", "torch"} <= set(found["requirements"])
+    assert len(found["answers"]) == 1 and 0 < found["answers"][0] < 1

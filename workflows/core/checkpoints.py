@@ -321,8 +321,10 @@ def weight_values(model, optimizer=False):
 
 def _host_value(variable):
     value = variable.value
+    if hasattr(value, "detach"):  # PyTorch's (a parameter that requires grad)
+        value = value.detach()
     if hasattr(value, "numpy"):  # TensorFlow's, a tf.distribute mirrored one included
-        return np.asarray(value.numpy())
+        return np.asarray(value.cpu().numpy() if hasattr(value, "cpu") else value.numpy())
     return np.asarray(keras.ops.convert_to_numpy(value))
 
 

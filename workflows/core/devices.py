@@ -189,6 +189,17 @@ def _check_process_settings():
                                 f"{process_count() - 1}, got {index!r}.")
 
 
+def list_devices():
+    """The devices Keras trains on (`cpu:0`, `gpu:0`, ...); on PyTorch, which Keras's
+    distribution API does not cover, torch's own."""
+    if keras.backend.backend() == "torch":
+        import torch
+
+        count = torch.cuda.device_count()
+        return [f"cuda:{index}" for index in range(count)] or ["cpu:0"]
+    return keras.distribution.list_devices()
+
+
 @contextlib.contextmanager
 def placed(choice):
     """Builds, compiles and trains what runs inside on the chosen devices; yields the
@@ -201,7 +212,7 @@ def placed(choice):
         with _data_parallel() as placement:
             yield placement
     else:
-        yield Placement("none", (keras.distribution.list_devices()[0],))
+        yield Placement("none", (list_devices()[0],))
 
 
 @contextlib.contextmanager
@@ -217,7 +228,7 @@ def _mirrored():
 @contextlib.contextmanager
 def _data_parallel():
     processes = join_processes("data_parallel")
-    devices = keras.distribution.list_devices()
+    devices = list_devices()
     if len(devices) == 1:
         # Keras' DataParallel over one device leaves the variables' values uncommitted
         # and the step's outputs committed, so JAX compiles the train step again for

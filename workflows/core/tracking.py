@@ -29,9 +29,9 @@ def git_commit():
 
 def device_description():
     """The accelerators Keras sees (e.g. `gpu:0`), or the CPU model and core count."""
-    import keras
+    from workflows.core.devices import list_devices
 
-    devices = [d for d in keras.distribution.list_devices() if not d.lower().startswith("cpu")]
+    devices = [d for d in list_devices() if not d.lower().startswith("cpu")]
     if devices:
         return ", ".join(devices)
     return f"cpu ({cpu_model()}, {os.cpu_count()} cores)"
