@@ -87,3 +87,12 @@ def restore_tracking_uri():
     previous = mlflow.get_tracking_uri()
     yield
     mlflow.set_tracking_uri(previous)
+
+
+@pytest.fixture
+def isolated_store(tmp_path, monkeypatch, new_store, restore_tracking_uri):
+    """A work folder and a new store, nothing shared: for a command that must refuse
+    before it trains."""
+    monkeypatch.setenv("NLPKIT_WORK_DIR", str(tmp_path / "work"))
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", new_store(tmp_path / "mlflow.db"))
+    return tmp_path

@@ -12,6 +12,7 @@ import pytest
 
 from tests.data_prep.fixtures import write_tiny_causal_lm_preset
 from tests.workflows.interrupts import stop_once_at
+from tests.workflows.test_lesson_contract import latest_run as lesson_run
 from tests.workflows.serving import post, served
 from tests.workflows.test_language_model import ADJECTIVES, NOUNS, write_corpus
 from workflows import language_model as workflow
@@ -40,18 +41,8 @@ def corpus(tmp_path):
     return write_corpus(tmp_path / "texts")
 
 
-@pytest.fixture
-def isolated(tmp_path, monkeypatch, new_store, restore_tracking_uri):
-    """A work folder and a new store for a command that must refuse before training."""
-    monkeypatch.setenv("NLPKIT_WORK_DIR", str(tmp_path / "work"))
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", new_store(tmp_path / "mlflow.db"))
-    return tmp_path
-
-
 def latest_run():
-    experiment = mlflow.get_experiment_by_name(workflow.EXPERIMENT)
-    return mlflow.search_runs([experiment.experiment_id], output_format="list",
-                              order_by=["attributes.start_time DESC"])[0]
+    return lesson_run(workflow.LESSON)
 
 
 def test_padding_weighs_nothing_by_its_place_not_its_id():
@@ -73,7 +64,7 @@ def test_a_folder_keras_hub_reads_is_a_hub_source_and_a_run_id_is_not(presets, t
     (["--set", "extend_vocabulary=10"], "a keras-hub preset keeps its tokenizer"),
     (["--set", "sequence_length=128"], "is longer than"),
 ])
-def test_what_a_preset_cannot_take_is_one_line(isolated, presets, corpus, capsys, flags,
+def test_what_a_preset_cannot_take_is_one_line(isolated_store, presets, corpus, capsys, flags,
                                                message):
     source = str(presets["gpt2"]) if "lora_rank=4" not in flags else "0123abcd"
     assert workflow.main(["train", "--init-from", source, "--corpus", str(corpus),
@@ -82,7 +73,7 @@ def test_what_a_preset_cannot_take_is_one_line(isolated, presets, corpus, capsys
     assert message in error and "Traceback" not in error and len(error.splitlines()) == 1
 
 
-def test_an_unreadable_preset_folder_is_one_line(isolated, corpus, tmp_path, capsys):
+def test_an_unreadable_preset_folder_is_one_line(isolated_store, corpus, tmp_path, capsys):
     broken = tmp_path / "broken"
     broken.mkdir()
     (broken / "metadata.json").write_text("{not json")

@@ -96,13 +96,6 @@ def test_a_direction_of_other_languages_and_a_file_in_no_format_are_refused(
     assert "--pairs needs --languages" in capsys.readouterr().err
 
 
-@pytest.fixture
-def isolated_store(tmp_path, monkeypatch, new_store, restore_tracking_uri):
-    monkeypatch.setenv("NLPKIT_WORK_DIR", str(tmp_path / "work"))
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", new_store(tmp_path / "mlflow.db"))
-    return tmp_path
-
-
 @pytest.mark.integration
 def test_a_russian_english_corpus_runs_end_to_end_both_ways(isolated_store, corpus_files,
                                                            capsys):
