@@ -16,9 +16,10 @@ def doc_blocks(name, containing=""):
             if containing in block]
 
 
-def run_block(block, run_id):
-    """Runs a doc's block that loads `runs:/<run id>/model`, with a real run's id."""
-    exec(compile(block.replace("<run id>", run_id), "<doc>", "exec"), {})
+def run_block(block, run_id, scope=None):
+    """Runs a doc's block that loads `runs:/<run id>/model`, with a real run's id, in
+    `scope` (what the doc's earlier blocks imported)."""
+    exec(compile(block.replace("<run id>", run_id), "<doc>", "exec"), dict(scope or {}))
 
 
 def test_every_block_of_adding_a_lesson_is_the_toy_lessons_own_code():

@@ -26,6 +26,7 @@ from data_prep.commands import run_main
 from workflows.core.cli import LessonCLI, check_texts, read_texts
 from workflows.core.config import Catalog, ConfigError
 from workflows.core.lesson import Built, Lesson, ModelExport, RunDataset, dataset_digest
+from workflows.sentiment.family import CLASS_WEIGHTS
 from workflows.sentiment.user_texts import (  # noqa: F401  (the lesson's API)
     check_augmentation,
     print_leaderboard,
@@ -376,7 +377,7 @@ def predict(texts, run_id=None, model_uri=None, top=3):
 
 
 def ensemble(run_ids, imdb_path=None, work_dir=None, lexicon="none", fit_on="reviews",
-             calibrate_on=None, text_column=None, label_column=None):
+             calibrate_on=None, text_column=None, label_column=None, class_weight="none"):
     """One model from the models of `run_ids` (and a sentiment `lexicon`): their
     probabilities combined by weights fitted on the validation reviews (never the test
     reviews; with a sentence slice of each for `fit_on="reviews+slices"`), and its
@@ -410,7 +411,7 @@ def ensemble(run_ids, imdb_path=None, work_dir=None, lexicon="none", fit_on="rev
                 {"val_fraction": settings.val_fraction})
 
     return ensemble_run.ensemble(EXPERIMENT, run_ids, validation, EXAMPLES[:1], lexicon,
-                                 fit_on, calibration_texts)
+                                 fit_on, calibration_texts, class_weight)
 
 
 def compare(sort_by=None, model=None, since=None, style="text", ascending=False):
@@ -509,7 +510,8 @@ CLI.step("predict", "classify reviews with a run's model", lambda a: predict(
 _ensemble = CLI.step("ensemble", "combine the models of several runs (weights fitted on the "
                      "validation reviews)", lambda a: ensemble(
                          a.run_id, a.imdb_path, a.work_dir, a.lexicon, a.fit_on,
-                         a.calibrate_on, a.text_column, a.label_column), data="source")
+                         a.calibrate_on, a.text_column, a.label_column, a.class_weight),
+                     data="source")
 _ensemble.add_argument("--run-id", action="append", help="a member run (id or prefix, as "
                        "`compare` prints it); two or more, or one with --lexicon or "
                        "--calibrate-on")
@@ -525,6 +527,10 @@ _ensemble.add_argument("--calibrate-on", metavar="FILE", help="labelled texts of
                        "its decisions kept")
 _ensemble.add_argument("--text-column", help="--calibrate-on: the column of the texts")
 _ensemble.add_argument("--label-column", help="--calibrate-on: the column of the labels")
+_ensemble.add_argument("--class-weight", choices=CLASS_WEIGHTS, default="none",
+                       help="members of your own classes: weigh each validation text in the "
+                            "fit as --set class_weight does (balanced: a rare class counts "
+                            "as much as a common one)")
 CLI.shared_steps()
 main = CLI.main
 

@@ -177,13 +177,25 @@ def test_the_docs_blocks_that_load_a_sentiment_model_run_on_one(store):
 
 
 def test_register_then_predict_and_evaluate_by_model_uri(store, capsys):
-    assert workflow.main(["train", "--model", "bow", *COMMON, *BOW, "--register", "imdb-test"]) == 0
-    assert "Registered imdb-test version 1" in capsys.readouterr().out
-    assert workflow.main(["predict", "--model-uri", "models:/imdb-test/latest", "Great"]) == 0
+    import mlflow
+
+    from tests.test_docs import doc_blocks
+
+    assert workflow.main(["train", "--model", "bow", *COMMON, *BOW,
+                          "--register", "imdb-sentiment"]) == 0
+    assert "Registered imdb-sentiment version 1" in capsys.readouterr().out
+    assert workflow.main(["predict", "--model-uri", "models:/imdb-sentiment/latest",
+                          "Great"]) == 0
     output = capsys.readouterr().out
     assert runs_by_model()["bow"].info.run_id in output and "Great" in output
     assert workflow.main(["predict", "--model-uri", "models:/nothing/1", "Great"]) == 2
     assert "No model at models:/nothing/1" in capsys.readouterr().err
+    (block,) = doc_blocks("mlflow/README.md", "models:/imdb-sentiment/latest")
+    uri = mlflow.get_tracking_uri()  # the doc's block, on this store
+    try:
+        exec(block.replace("sqlite:////path/to/repo/mlflow/mlflow.db", uri), {})
+    finally:
+        mlflow.set_tracking_uri(uri)
 
 
 def test_register_step_picks_a_run_from_compare_and_sets_an_alias(store, capsys):

@@ -187,6 +187,30 @@ def test_stacking_weights_of_several_classes_favour_the_informative_member():
     assert weights[3:].sum() > 3 * weights[:3].sum()  # the second member's rows
 
 
+def test_balanced_stacking_finds_more_of_a_rare_class_and_is_refused_on_imdb():
+    from types import SimpleNamespace
+
+    from workflows.core.config import ConfigError
+    from workflows.sentiment.ensemble import combine_classes, fit_class_weights
+    from workflows.sentiment.ensemble_run import members_classes
+    from workflows.sentiment.family import weights_of_classes
+
+    rng = np.random.default_rng(1)
+    labels = rng.choice(3, 2000, p=[0.6, 0.35, 0.05])
+    member = rng.dirichlet(np.ones(3), 2000) + 0.6 * np.eye(3)[labels]  # a weak member
+    stacked = np.stack([member / member.sum(1, keepdims=True)] * 2, axis=1)
+    found = {}
+    for kind in ("none", "balanced"):
+        fitted = fit_class_weights(stacked, labels,
+                                   label_weights=weights_of_classes(kind, labels, 3))
+        predicted = combine_classes(stacked, *fitted).argmax(1)
+        found[kind] = np.mean(predicted[labels == 2] == 2)
+    assert found["balanced"] > found["none"] + 0.2
+    imdb_run = SimpleNamespace(data=SimpleNamespace(params={}))
+    with pytest.raises(ConfigError, match="--class-weight weighs a user's classes"):
+        members_classes([imdb_run], "none", "reviews", None, "balanced")
+
+
 def test_square_root_weights_lie_between_none_and_balanced():
     from types import SimpleNamespace
 

@@ -104,6 +104,13 @@ def test_rerun_after_the_last_epoch_trains_nothing_and_restores_the_best_weights
     assert TrainingFolder(tmp_path).load_state().finished
 
 
+def test_a_state_saved_under_the_old_name_of_best_score_resumes(tmp_path):
+    (tmp_path / "state.json").write_text(json.dumps(
+        {"epoch": 2, "best_val_loss": 0.25, "best_epoch": 2, "scores": [0.3, 0.25]}))
+    state = TrainingFolder(tmp_path).load_state()
+    assert (state.epoch, state.best_score, state.best_epoch) == (2, 0.25, 2)
+
+
 def test_early_stopping_keeps_the_best_weights(tmp_path):
     model = small_model()
     losses = iter([0.5, 0.4, 0.45, 0.6, 0.1])
@@ -115,7 +122,7 @@ def test_early_stopping_keeps_the_best_weights(tmp_path):
     state = fit_resumably(model, epoch_dataset, None, tmp_path, epochs=5, patience=2,
                           callbacks=[FakeValidationLoss()], verbose=0)
     assert len(state.history) == 4 and state.best_epoch == 2
-    assert state.best_val_loss == pytest.approx(0.4)
+    assert state.best_score == pytest.approx(0.4)
     best = small_model()
     best.optimizer.build(best.trainable_variables)
     load_values(best, tmp_path / "best.weights.npz")

@@ -421,6 +421,19 @@ def test_logged_translator_ships_only_the_code_it_needs(translation_store, tmp_p
 
 
 @pytest.mark.integration
+def test_the_docs_blocks_that_load_a_translator_run_on_one(translation_store):
+    import mlflow
+
+    from tests.test_docs import doc_blocks, run_block
+
+    blocks = doc_blocks("docs/translation.md", "runs:/") + doc_blocks("README.md",
+                                                                      "How are you?")
+    assert len(blocks) == 2
+    for block in blocks:  # the README's block follows one that imports mlflow
+        run_block(block, runs()["transformer"].info.run_id, {"mlflow": mlflow})
+
+
+@pytest.mark.integration
 def test_beam_width_param_is_declared_validated_and_reaches_the_decoder(translation_store):
     import mlflow
     from mlflow.exceptions import MlflowException

@@ -52,7 +52,7 @@ class TrainingState:
     checkpoint: str = ""  # weights + optimizer file of this state
     history: list = field(default_factory=list)  # metrics of each completed epoch
     scores: list = field(default_factory=list)  # each epoch's monitored value, lower is better
-    best_val_loss: float = math.inf
+    best_score: float = math.inf  # the best epoch's monitored value, lower is better
     best_epoch: int = 0
     epochs_without_improvement: int = 0
     run_id: str = ""
@@ -82,10 +82,18 @@ class TrainingState:
             self, epoch=epoch, step=int(match[2]), epoch_trained=bool(match[3]),
             partial=dict(self.partials.get(checkpoint, {})),
             checkpoint=checkpoint, history=self.history[:epoch], scores=scores,
-            best_val_loss=scores[best] if best >= 0 else math.inf, best_epoch=best + 1,
+            best_score=scores[best] if best >= 0 else math.inf, best_epoch=best + 1,
             epochs_without_improvement=epoch - best - 1, finished=False,
             digests={name: digest for name, digest in self.digests.items()
                      if name != BEST_WEIGHTS or best + 1 == self.best_epoch})
+
+
+def _renamed(saved):
+    """A saved state's fields under today's names (`best_val_loss` was `best_score`'s
+    name before it held monitors other than the validation loss)."""
+    if "best_val_loss" in saved:
+        saved["best_score"] = saved.pop("best_val_loss")
+    return saved
 
 
 class TrainingFolder:
@@ -136,7 +144,7 @@ class TrainingFolder:
         if not path.exists():
             return None
         try:
-            return TrainingState(**json.loads(path.read_text()))
+            return TrainingState(**_renamed(json.loads(path.read_text())))
         except (OSError, ValueError, TypeError) as error:
             if say:
                 print(f"{path} is damaged ({error}); trying the state before it.", flush=True)

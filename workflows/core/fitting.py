@@ -48,7 +48,7 @@ class _BatchGuard(keras.callbacks.Callback):
         self.decide = decide  # one decision for every process (`_decider`)
         self.alone = decide is bool
         self.first_step, self.before = state.step, dict(state.partial)
-        self.batches, self.logs = 0, {}
+        self.batches_run, self.logs = 0, {}
         self.checkpoint_seconds, self.last_checkpoint = 0.0, time.perf_counter()
         self.out_of_time = False
         self.saved_at = None  # the step of its last checkpoint
@@ -66,12 +66,12 @@ class _BatchGuard(keras.callbacks.Callback):
     def on_train_batch_end(self, batch, logs=None):
         self.call_seconds.append(time.perf_counter() - self.called)
         previous = self.state.step  # (several batches a call with `steps_per_execution`)
-        self.batches, self.logs = batch + 1, logs or {}
-        self.state.step = self.first_step + self.batches
+        self.batches_run, self.logs = batch + 1, logs or {}
+        self.state.step = self.first_step + self.batches_run
         if Stop.requested:
             raise KeyboardInterrupt
         if self.horizon and self.horizon.wants_early_pace:
-            self.horizon.early_pace(self.model, self.state, time.perf_counter(), self.batches)
+            self.horizon.early_pace(self.model, self.state, time.perf_counter(), self.batches_run)
         since = time.perf_counter() - self.last_checkpoint
         at_step = self.every and self.state.step // self.every > previous // self.every
         # one process alone checkpoints on time too: with steps of a minute (a CPU), a
@@ -109,7 +109,7 @@ class _BatchGuard(keras.callbacks.Callback):
         """The epoch's metrics over its batches so far, the resumed ones included."""
         ran = {name: float(keras.ops.convert_to_numpy(value))
                for name, value in self.logs.items()}
-        return _combined(self.before, ran, self.batches)
+        return _combined(self.before, ran, self.batches_run)
 
 
 class _CompileAhead(keras.callbacks.Callback):
@@ -270,7 +270,7 @@ class _Epoch:
         self.first_calls = 0.0  # the epoch's batches' first-call time (`_BatchGuard`)
         self.unlogged = []  # epochs checkpointed nowhere yet: logged after the next one
         self.changed = False  # trained since the last checkpoint
-        self.batches = None  # the `_BatchGuard` of the epoch's `fit` while it runs
+        self.guard = None  # the `_BatchGuard` of the epoch's `fit` while it runs
         self.last_checkpoint = self.mark = time.perf_counter()
 
     def train(self, epoch_dataset, validation_data, every, callbacks, verbose, train_examples):
@@ -278,8 +278,8 @@ class _Epoch:
         `seconds_to_first_batch` in the epoch of this command's first batch)."""
         state, model = self.state, self.model
         resumed = state.step or state.epoch_trained
-        self.batches = batches = _BatchGuard(self.folder, state, every, self.budget, self.decide,
-                                          self.horizon)
+        self.guard = batches = _BatchGuard(self.folder, state, every, self.budget,
+                                           self.decide, self.horizon)
         started = time.perf_counter()
         if not state.epoch_trained:
             dataset = untuned(epoch_dataset(state.epoch))  # `fit` ends without waiting
@@ -293,11 +293,11 @@ class _Epoch:
                 with Stop.deferred():
                     logs = model.fit(dataset, epochs=1, verbose=verbose, shuffle=False,
                                      callbacks=[ahead, batches, *callbacks]).history
-                if batches.batches:
+                if batches.batches_run:
                     state.partial = _combined(batches.before, {
                         name: float(values[-1]) for name, values in logs.items()},
-                        batches.batches)
-            state.epoch_trained, self.batches = True, None
+                        batches.batches_run)
+            state.epoch_trained, self.guard = True, None
             Stop.raise_if_requested()  # it came after the last batch's end
         seconds = time.perf_counter() - started - batches.checkpoint_seconds
         state.train_seconds += seconds
@@ -359,10 +359,10 @@ class _Epoch:
     def save(self):
         """A checkpoint of where the training is (unless the last one holds it: the one
         before stays a real fallback), then the epochs it holds are logged."""
-        held = self.batches is not None and self.batches.saved_at == self.state.step
+        held = self.guard is not None and self.guard.saved_at == self.state.step
         if self.changed and not held or self.unlogged or self.folder.unwritten:
-            if self.batches is not None and self.batches.batches:  # stopped mid-epoch
-                self.state.partial = self.batches.epoch_metrics
+            if self.guard is not None and self.guard.batches_run:  # stopped mid-epoch
+                self.state.partial = self.guard.epoch_metrics
             self.state.wall_seconds = self.budget.used()
             self.folder.checkpoint(self.model, self.state)
             self.last_checkpoint = time.perf_counter()
@@ -438,13 +438,13 @@ def _within_budget(state, budget):
 
 
 def _update_early_stopping(model, folder, state, metrics, monitor, higher_is_better):
-    """`state.best_val_loss` holds the best value of `monitor`, lower is better (a
+    """`state.best_score` holds the best value of `monitor`, lower is better (a
     metric where higher is better is kept negated); so does `state.scores`, per epoch."""
     value = metrics.get(monitor, metrics.get("loss"))
     value = -value if higher_is_better else value
     state.scores.append(value)
-    if value < state.best_val_loss:
-        state.best_val_loss, state.best_epoch = value, state.epoch + 1
+    if value < state.best_score:
+        state.best_score, state.best_epoch = value, state.epoch + 1
         state.epochs_without_improvement = 0
         folder.keep_best_weights(model)
     else:

@@ -169,7 +169,7 @@ def log_training_summary(model, state, curves, monitor="val_loss"):
                "train_minutes": state.train_seconds / 60,
                "train_wall_minutes": state.wall_seconds / 60}
     if monitor == "val_loss":  # (another monitor's best value is the best epoch's, below)
-        summary["best_val_loss"] = state.best_val_loss
+        summary["best_val_loss"] = state.best_score
     summary.update({f"best_{name}": value for name, value in best.items()
                     if name.startswith("val_") and name != "val_loss"})
     timed = [epoch for epoch in state.history if "epoch_seconds" in epoch]

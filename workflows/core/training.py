@@ -22,6 +22,7 @@ weights, export and log the model, mark the run finished.
 
 import contextlib
 import dataclasses
+import math
 import tempfile
 
 import filelock
@@ -86,7 +87,8 @@ class TrainingRun:
         self.retrain = bool(request and request.retrain)
         self.tags = dict(request.tags) if request else {}
         self.after_epoch = request and request.after_epoch
-        self.monitor = "val_loss"  # what chose the best epoch (`fit`)
+        self.monitor = "val_loss"  # what chose the best epoch (`fit`), and its sense
+        self.higher_is_better = False
         self.started = started_at()  # what a time budget counts from
         self.run_id = self.model = self.state = self.folder = None
         self.logged_epochs = set()  # epochs (1-based) the MLflow run has
@@ -188,7 +190,7 @@ class TrainingRun:
         (`validation_batches` None: `epoch_end` computes it)."""
         config, placement, chief = self.config, self.placement, self.is_chief
         self.model = model or self.model
-        self.monitor = monitor
+        self.monitor, self.higher_is_better = monitor, higher_is_better
         self.validation_batches = None if validation_batches is None else \
             placement.batches(validation_batches)
         self.epoch_end = epoch_end
@@ -241,7 +243,8 @@ class TrainingRun:
         `best_val_*`) and an `exported_weights` tag saying which won."""
         choice, metrics = _average_if_better(self.model, self.validation_batches,
                                              self.training_folder, self.state, last_epochs,
-                                             self.epoch_end)
+                                             self.epoch_end, self.monitor,
+                                             self.higher_is_better)
         if self.is_chief:
             mlflow.log_metrics({f"averaged_{name}": value for name, value in metrics.items()
                                 if name.startswith("val_")})
@@ -253,7 +256,7 @@ class TrainingRun:
         state = self.state if self.is_chief else TrainingFolder(self.folder).load_state()
         self.run_id = state.run_id  # another process's own state never had it
         if state.history:
-            best = state.history[state.best_epoch - 1].get(self.monitor, state.best_val_loss)
+            best = state.history[state.best_epoch - 1].get(self.monitor, state.best_score)
             trained = (f"best {self.monitor} {best:.4f} at epoch {state.best_epoch}, "
                        f"{state.train_seconds / 60:.1f} training minutes; ")
         else:
@@ -347,27 +350,30 @@ def _training_folder(folder, processes):
 # ## Which weights a run exports
 
 
-def _average_if_better(model, validation_batches, folder, state, last_epochs, epoch_end):
-    """Loads the average of the `last_epochs` if its validation loss beats the best
-    epoch's; returns what the model holds and the average's validation metrics.
-    `folder` is the `TrainingFolder` the run trained in."""
+def _average_if_better(model, validation_batches, folder, state, last_epochs, epoch_end,
+                       monitor="val_loss", higher_is_better=False):
+    """Loads the average of the `last_epochs` if its `monitor` beats the best epoch's;
+    returns what the model holds and the average's validation metrics. `folder` is the
+    `TrainingFolder` the run trained in."""
     epochs = folder.intact_epoch_weights(
         range(max(state.epoch - last_epochs + 1, 1), state.epoch + 1), state)
     if len(epochs) < 2:
         return f"best epoch {state.best_epoch} (fewer than two epochs to average)", {}
     average_weights(model, [folder.epoch_weights(epoch) for epoch in epochs])
-    metrics = {"val_loss": model.evaluate(validation_batches, verbose=0,
-                                          return_dict=True)["loss"]}
+    metrics = {f"val_{name}": value for name, value in model.evaluate(
+        validation_batches, verbose=0, return_dict=True).items()}
     if epoch_end:
         epoch_end(-1, metrics)  # -1: not an epoch's weights
     span = f"epochs {epochs[0]}-{epochs[-1]}"
-    if metrics["val_loss"] < state.best_val_loss:
-        print(f"Exporting the average of {span}: val_loss {metrics['val_loss']:.4f} < "
-              f"{state.best_val_loss:.4f} (best epoch {state.best_epoch})")
+    best = state.history[state.best_epoch - 1].get(monitor, math.nan)
+    averaged = metrics.get(monitor, math.nan)
+    if averaged > best if higher_is_better else averaged < best:  # (nan: never)
+        print(f"Exporting the average of {span}: {monitor} {averaged:.4f}, the best epoch "
+              f"{state.best_epoch}'s {best:.4f}")
         return f"average of {span}", metrics
     folder.load_best_weights(model, state)
-    print(f"Keeping the best epoch {state.best_epoch}: the average of {span} has val_loss "
-          f"{metrics['val_loss']:.4f} >= {state.best_val_loss:.4f}")
+    print(f"Keeping the best epoch {state.best_epoch}: {monitor} {best:.4f}, the average of "
+          f"{span}'s {averaged:.4f}")
     return f"best epoch {state.best_epoch}", metrics
 
 

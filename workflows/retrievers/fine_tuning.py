@@ -221,4 +221,5 @@ def fine_tune(run, config, data, encoder, bm25, work_dir):
                     curves=("loss", "pool_ndcg_at_10"), model=trainer,
                     monitor="val_pool_ndcg_at_10", higher_is_better=True)
     print(f"Fine-tuned on {len(made.pairs):,} pairs: best validation-pool nDCG@10 "
-          f"{-state.best_val_loss:.4f} at epoch {state.best_epoch}")
+          f"{state.history[state.best_epoch - 1]['val_pool_ndcg_at_10']:.4f} at epoch "
+          f"{state.best_epoch}")

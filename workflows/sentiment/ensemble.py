@@ -36,9 +36,10 @@ def combine_classes(probabilities, weights, bias):
     return softmax(logs @ np.asarray(weights) + np.asarray(bias))
 
 
-def fit_class_weights(probabilities, labels, l2=1e-3):
-    """(W, b) minimizing the mean log loss of `combine_classes` on these labels, with a
-    small L2 penalty on W; it starts from the mean of the members' log-probabilities."""
+def fit_class_weights(probabilities, labels, l2=1e-3, label_weights=None):
+    """(W, b) minimizing the mean log loss of `combine_classes` on these labels (each
+    text's loss weighed by its class's entry of `label_weights`, if given), with a small
+    L2 penalty on W; it starts from the mean of the members' log-probabilities."""
     from scipy.optimize import minimize
 
     from .calibration import EPSILON, softmax
@@ -47,12 +48,15 @@ def fit_class_weights(probabilities, labels, l2=1e-3):
     logs = np.log(np.clip(probabilities, EPSILON, 1)).reshape(texts, -1)
     truth = np.eye(classes)[np.asarray(labels)]
     start = np.tile(np.eye(classes) / members, (members, 1))
+    rows = np.ones(texts) if label_weights is None else np.asarray(label_weights)[np.asarray(labels)]
+    rows = rows / rows.mean()
 
     def loss_and_gradient(parameters):
         weights = parameters[:-classes].reshape(members * classes, classes)
         scores = logs @ weights + parameters[-classes:]
-        loss = np.mean(np.logaddexp.reduce(scores, axis=1) - np.sum(scores * truth, axis=1))
-        error = (softmax(scores) - truth) / texts
+        loss = np.mean(rows * (np.logaddexp.reduce(scores, axis=1)
+                               - np.sum(scores * truth, axis=1)))
+        error = rows[:, None] * (softmax(scores) - truth) / texts
         gradient = np.concatenate([(logs.T @ error + 2 * l2 * weights).ravel(),
                                    error.sum(axis=0)])
         return loss + l2 * np.sum(weights ** 2), gradient

@@ -50,13 +50,14 @@ def calibration_texts(path, text_column=None, label_column=None):
 
 
 def ensemble(experiment, run_ids, validation, input_example, lexicon="none",
-             fit_on="reviews", calibration_texts=None):
+             fit_on="reviews", calibration_texts=None, class_weight="none"):
     """The run id of the ensemble of `run_ids` (runs of `experiment`) and `lexicon`,
     fitted on `validation(runs)` = (texts, labels, data fingerprint, params to log), read
     only once the runs are checked, with a sentence slice of each text if `fit_on` says
     so, and its confidence by length fitted on `calibration_texts` = (texts, labels,
-    a name that changes with their content), if given; an ensemble of the same members
-    and settings is reused."""
+    a name that changes with their content), if given; members of a user's classes may
+    weigh the validation texts by `class_weight` (`family.CLASS_WEIGHTS`) in the fit. An
+    ensemble of the same members and settings is reused."""
     member_runs = [runs.find_run(experiment, run_id) for run_id in run_ids or ()]
     members = sorted({run.info.run_id for run in member_runs})
     if len(members) + (lexicon != "none") + (calibration_texts is not None) < 2:
@@ -65,10 +66,11 @@ def ensemble(experiment, run_ids, validation, input_example, lexicon="none",
                           "--run-id twice or more (ids from the compare step).")
     for run in member_runs:
         runs.check_has_model(run)
-    classes = members_classes(member_runs, lexicon, fit_on, calibration_texts)
+    classes = members_classes(member_runs, lexicon, fit_on, calibration_texts, class_weight)
     settings = {"ensemble_members": ",".join(members), "ensemble_lexicon": lexicon,
                 "ensemble_fit_on": fit_on,
-                "ensemble_calibrated_on": calibration_texts[2] if calibration_texts else "none"}
+                "ensemble_calibrated_on": calibration_texts[2] if calibration_texts else "none",
+                **({"ensemble_class_weight": class_weight} if class_weight != "none" else {})}
     previous = [run for run in mlflow.search_runs(
         [store.use_experiment(experiment).experiment_id], output_format="list",
         filter_string=" and ".join(f"tags.{name} = '{value}'"
@@ -99,7 +101,8 @@ def ensemble(experiment, run_ids, validation, input_example, lexicon="none",
                 shutil.copytree(local, folder / names[-1])
         if classes:
             return _class_ensemble(experiment, member_runs, names, columns, labels, classes,
-                                   folder, (fingerprint, params, settings), texts[:1])
+                                   folder, (fingerprint, params, settings), texts[:1],
+                                   class_weight)
         if lexicon != "none":
             names.append(f"lexicon_{lexicon}")
             columns.append(lexicon_probabilities(lexicon, texts))
@@ -119,9 +122,10 @@ def ensemble(experiment, run_ids, validation, input_example, lexicon="none",
                     (fingerprint, params, settings), input_example)
 
 
-def members_classes(member_runs, lexicon, fit_on, calibration_texts):
+def members_classes(member_runs, lexicon, fit_on, calibration_texts, class_weight="none"):
     """The classes of members trained on a user's texts (None: IMDB's members); refuses
-    members of different texts or classes, or IMDB's options with them."""
+    members of different texts or classes, IMDB's options with them, or a class weight
+    with IMDB's."""
     found = {(run.data.params.get("texts"), run.data.params.get("classes"))
              for run in member_runs}
     if len(found) > 1:
@@ -131,18 +135,24 @@ def members_classes(member_runs, lexicon, fit_on, calibration_texts):
     if classes and (lexicon != "none" or fit_on != "reviews" or calibration_texts):
         raise ConfigError("--lexicon, --fit-on and --calibrate-on read English sentiment; "
                           "an ensemble of your own classes takes none of them.")
+    if not classes and class_weight != "none":
+        raise ConfigError("--class-weight weighs a user's classes (members trained with "
+                          "--texts); IMDB's two classes are balanced already.")
     return json.loads(classes) if classes else None
 
 
 def _class_ensemble(experiment, member_runs, names, answers, labels, classes, folder, data,
-                    input_example):
+                    input_example, class_weight="none"):
     """The ensemble of members of a user's classes: a multinomial stacking of their
-    class probabilities fitted on the validation texts, logged with its own pyfunc."""
+    class probabilities fitted on the validation texts (weighed by `class_weight`),
+    logged with its own pyfunc."""
     from workflows.sentiment.ensemble import combine_classes, fit_class_weights
+    from workflows.sentiment.family import weights_of_classes
     from workflows.sentiment.metrics import class_matrix, class_metrics
 
     stacked = np.stack([class_matrix(column, classes) for column in answers], axis=1)
-    weights, bias = fit_class_weights(stacked, labels)
+    weights, bias = fit_class_weights(
+        stacked, labels, label_weights=weights_of_classes(class_weight, labels, len(classes)))
     (folder / "ensemble.json").write_text(json.dumps(
         {"members": names, "run_ids": [run.info.run_id for run in member_runs],
          "classes": classes, "weights": weights, "bias": bias}, ensure_ascii=False))

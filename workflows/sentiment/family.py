@@ -124,12 +124,16 @@ def class_weights(config, labels, classes):
     """Per class index, the weight of its train rows: 1 each, or with
     `class_weight="balanced"` n / (classes * count), as scikit-learn's, or its square root
     (`sqrt_balanced`: rare classes count more, less than balanced)."""
-    if config.class_weight == "none":
-        return np.ones(len(classes), "float32")
-    counts = np.bincount(np.asarray(labels), minlength=len(classes)).astype("float64")
-    weights = len(labels) / (len(classes) * np.maximum(counts, 1))
-    return (np.sqrt(weights) if config.class_weight == "sqrt_balanced" else weights
-            ).astype("float32")
+    return weights_of_classes(config.class_weight, labels, len(classes))
+
+
+def weights_of_classes(kind, labels, count):
+    """`class_weights` of `count` classes for a `CLASS_WEIGHTS` `kind` and these labels."""
+    if kind == "none":
+        return np.ones(count, "float32")
+    counts = np.bincount(np.asarray(labels), minlength=count).astype("float64")
+    weights = len(labels) / (count * np.maximum(counts, 1))
+    return (np.sqrt(weights) if kind == "sqrt_balanced" else weights).astype("float32")
 
 
 @dataclass
