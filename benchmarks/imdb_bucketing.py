@@ -77,7 +77,8 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=200, help="batches per variant per round")
     parser.add_argument("--output", default=str(RESULTS))
     args = parser.parse_args(argv)
-    config = workflow.CATALOG.make("bilstm_glove")
+    config = workflow.CATALOG.make("bilstm_glove", overrides={  # the recorded variant
+        "fine_tune_embeddings": False, "units": 32, "batch_size": 32})
     prepared = imdb.prepare(args.imdb_path, workflow.data_settings(config), args.work_dir)
     matrix, _ = glove.build_embedding_matrix(prepared.vocabulary(), glove.load_word_vectors())
     seconds, models = interleaved_runs(config, prepared, matrix, args.rounds, args.steps)

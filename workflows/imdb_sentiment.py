@@ -245,7 +245,8 @@ class SentimentLesson(Lesson):
     def fit(self, run, config, data, built):
         trainable = built.parts
         run.fit(trainable.train_batches, trainable.validation_batches,
-                trainable.train_examples)
+                trainable.train_examples, monitor=config.monitor,
+                higher_is_better=config.monitor != "val_loss")
 
     def export(self, config, data, built):
         classes = data.prepared.classes if data.files else None

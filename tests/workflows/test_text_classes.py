@@ -158,6 +158,20 @@ def test_balanced_class_weights_weigh_each_class_alike(texts_store):
 
 
 @pytest.mark.integration
+def test_the_monitored_macro_f1_chooses_the_best_epoch(texts_store):
+    path, _ = texts_store
+    assert workflow.main(["train", "--texts", str(path), "--text-column", "titular",
+                          "--label-column", "sentimiento", "--model", "bow", *TINY,
+                          "--epochs", "4", "--set", "patience=4", "--set", "hidden_units=3",
+                          "--set", "monitor=val_macro_f1"]) == 0
+    run = runs.model_run(workflow.LESSON)
+    history = mlflow.MlflowClient().get_metric_history(run.info.run_id, "val_macro_f1")
+    scores = [metric.value for metric in sorted(history, key=lambda metric: metric.step)]
+    assert len(scores) == 4
+    assert run.data.metrics["best_epoch"] == 1 + int(np.argmax(scores))
+
+
+@pytest.mark.integration
 def test_two_classes_of_a_user_s_labels_answer_with_their_names(
         texts_store, tmp_path, capsys):
     rows = [(text, "spam" if label == "positivo" else "ham") for text, label in news(120, 3)]

@@ -320,7 +320,7 @@ class LessonCLI:
         overrides = overrides_from_args(args)
         for name in self.step_shortcuts(args.step):
             value = getattr(args, name)
-            if value not in (None, False):
+            if value is not None:
                 overrides[name] = value
         catalog, preset = self.lesson.catalog, getattr(args, "preset", None)
         models = models or [getattr(args, catalog.key)]
@@ -363,7 +363,8 @@ class LessonCLI:
         for name, help_text in self.step_shortcuts(step).items():
             flag = "--" + name.replace("_", "-")
             if name in self.switches:
-                parser.add_argument(flag, action="store_true", help=help_text)
+                parser.add_argument(flag, action=argparse.BooleanOptionalAction,
+                                    help=help_text)
             else:
                 parser.add_argument(flag, metavar=name.upper(),
                                     help=help_text or f"sets the config field {name}")

@@ -29,6 +29,7 @@ from workflows.core.config import (
 OPTIMIZERS = ("rmsprop", "adam", "adamw", "sgd", "nadam", "adagrad")
 AUGMENTATIONS = ("none", "round_trip", "edit")
 CLASS_WEIGHTS = ("none", "balanced", "sqrt_balanced")
+MONITORS = ("val_loss", "val_accuracy", "val_macro_f1")
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,9 @@ class TrainConfig(TrainingOptions):
                                  "held out for validation (early stopping, calibration, "
                                  "ensemble weights); members of one ensemble must share "
                                  "it; --texts: 0.1 unless set")
+    monitor: str = option("val_loss", choices=MONITORS, help="the validation score that "
+                          "chooses the best epoch and stops early: the loss (lower is "
+                          "better), accuracy or macro-F1 (with rare classes that matter)")
     class_weight: str = option("none", choices=CLASS_WEIGHTS, help="balanced: each "
                                "class's train texts weigh n / (classes x its count) in the "
                                "loss, so a rare class counts as much as a common one; "
