@@ -1,18 +1,19 @@
-"""How every command of the kit starts, stops and fails: TensorFlow without its start-up
-noise, Ctrl-C and SIGTERM as one line, one error policy (`UserError`: one line, status 2).
+"""How every command of the kit starts and ends: TensorFlow without its start-up noise,
+stop signals handled (`stops`) and errors reported (`errors`: a `UserError` is one line,
+status 2) as `run_main` sets them up; the CPU a figure was measured on (`cpu_model`).
 """
 
-import atexit
 import contextlib
-import errno
 import importlib.util
 import os
 import platform
-import re
 import signal
 import sys
-import threading
 import time
+
+from data_prep import stops
+from data_prep.errors import run_command
+from data_prep.stops import STOP_SIGNALS, ForcedStop, Stop, exit_at_once
 
 
 def import_backend():
@@ -42,7 +43,6 @@ def import_backend():
 
 @contextlib.contextmanager
 def _stderr_muted():
-    global _unmuted_stderr
     if os.environ.get("NLPKIT_VERBOSE"):
         yield
         return
@@ -51,16 +51,13 @@ def _stderr_muted():
     devnull = os.open(os.devnull, os.O_WRONLY)
     try:
         os.dup2(devnull, 2)
-        _unmuted_stderr = saved
+        ForcedStop.unmuted_stderr = saved
         yield
     finally:
-        _unmuted_stderr = None
+        ForcedStop.unmuted_stderr = None
         os.dup2(saved, 2)
         os.close(saved)
         os.close(devnull)
-
-
-_unmuted_stderr = None  # stderr's own file descriptor while `_stderr_muted` mutes it
 
 
 def quiet_start():
@@ -81,14 +78,13 @@ def run_main(main):
     Heavy libraries (TensorFlow, Keras, MLflow) are imported inside the steps that use
     them, so `--help` and a mistyped flag answer at once.
     """
-    global command_started
-    command_started = time.monotonic()
+    stops.command_started = time.monotonic()
     quiet_start()
     for stop_signal in STOP_SIGNALS:
         # Ctrl-C too, even where it was ignored when the command started (a job started
         # with `&` by a script): the command and its workers always stop on it
-        signal.signal(stop_signal, _interrupt)
-    sys.unraisablehook = _redeliver_swallowed_stop
+        signal.signal(stop_signal, stops.interrupt)
+    sys.unraisablehook = stops.redeliver_swallowed_stop
     ForcedStop.watch()
     try:
         status = run_command(main)
@@ -105,133 +101,6 @@ def run_main(main):
     for stop_signal in STOP_SIGNALS:  # finished: a stop during the interpreter's shutdown
         signal.signal(stop_signal, signal.SIG_IGN)  # would only turn status 0 into 143
     sys.exit(status)
-
-
-def exit_at_once(status):
-    """Ends the process without the interpreter's own shutdown (JAX's and TensorFlow's
-    take seconds): the exit functions run (TensorFlow's removal of its temporary files
-    among them, quick), with stop signals ignored meanwhile (the forced stop still bounds
-    them) and their failures unsaid, then the process exits."""
-    for stop_signal in STOP_SIGNALS:
-        signal.signal(stop_signal, signal.SIG_IGN)
-    sys.unraisablehook = lambda unraisable: None
-    atexit._run_exitfuncs()  # noqa: SLF001
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(status)
-
-
-# ## Stopping: at once, or at the next batch's end while a trainer runs, never later than
-# a grace period after the signal
-
-command_started = None  # `time.monotonic()` when the command began (`run_main`)
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-STOP_GRACE_SECONDS = float(os.environ.get("NLPKIT_STOP_GRACE_SECONDS", "8"))
-
-
-class Stop:
-    """Whether a stop signal came, and who handles it: inside a `deferred` block the
-    signal only sets `requested`, checked by the block's owner (a trainer stops at the
-    end of the batch under way, where the model's real weights can be read: on JAX they
-    live outside the model during `fit` and `evaluate`; TensorFlow's import ends first);
-    elsewhere it raises `KeyboardInterrupt` at once. A second signal always raises at
-    once."""
-
-    requested = False
-    signals = 0
-    deferring = 0
-    redelivering = False
-    reported = False  # what the stop kept was said
-
-    @classmethod
-    @contextlib.contextmanager
-    def deferred(cls):
-        """Defers stop signals to the owner's own check of `requested` while it runs."""
-        cls.deferring += 1
-        try:
-            yield
-        finally:
-            cls.deferring -= 1
-
-    @classmethod
-    def raise_if_requested(cls):
-        """After a `deferred` block: the stop that came while it ran (a trainer's: once
-        no batch was left to end it)."""
-        if cls.requested:
-            raise KeyboardInterrupt
-
-
-def _interrupt(signum, frame):
-    if Stop.redelivering:  # the same stop, raised again (`_redeliver_swallowed_stop`)
-        Stop.redelivering = False
-        raise KeyboardInterrupt
-    Stop.requested = True
-    Stop.signals += 1
-    if Stop.signals == 1 and Stop.deferring:
-        return
-    raise KeyboardInterrupt
-
-
-def _redeliver_swallowed_stop(unraisable):
-    """A stop raised where Python ignores exceptions (a garbage-collector callback, such
-    as JAX's, or a `__del__`) would vanish: it is raised again as soon as the interpreter
-    is back in the command's own code."""
-    if isinstance(unraisable.exc_value, KeyboardInterrupt) and Stop.requested:
-        import _thread
-
-        Stop.redelivering = True  # from another thread, once this callback has returned
-        threading.Timer(0.02, _thread.interrupt_main).start()
-        return
-    sys.__unraisablehook__(unraisable)
-
-
-class ForcedStop:
-    """The backstop: a thread woken by the signal itself (Python's wake-up file, written
-    by the C handler even while the interpreter is held by a compilation or a device
-    call) ends the process `grace` seconds later if it is still running, saying what
-    is kept (`kept()`, set by a training: its last checkpoint). Checkpoints are written
-    atomically, so an exit at any moment leaves the last one intact."""
-
-    grace = STOP_GRACE_SECONDS
-
-    @classmethod
-    def allow(cls, seconds):
-        """A command whose stop waits for processes of its own (a tune's workers, a
-        server) is forced no sooner than `seconds` after the signal."""
-        cls.grace = max(cls.grace, seconds)
-
-    @staticmethod
-    def kept():
-        """What a stop now keeps, in words (None: nothing to say)."""
-        return None
-
-    @classmethod
-    def watch(cls):
-        read, write = os.pipe()
-        os.set_blocking(write, False)
-        try:
-            signal.set_wakeup_fd(write, warn_on_full_buffer=False)
-        except ValueError:  # not the main thread: nothing to watch from here
-            return
-        threading.Thread(target=cls._exit_after_grace, args=(read,), daemon=True,
-                         name="forced-stop").start()
-
-    @classmethod
-    def _exit_after_grace(cls, read):
-        while not set(os.read(read, 64)) & {int(number) for number in STOP_SIGNALS}:
-            pass
-        signalled = time.monotonic()
-        while (left := signalled + cls.grace - time.monotonic()) > 0:
-            time.sleep(left)  # `grace` may have grown meanwhile
-        try:
-            kept = cls.kept()
-        except Exception:  # noqa: BLE001  the exit must not wait on a broken description
-            kept = None
-        line = f"Stopped {cls.grace:.0f} s after the signal" + (f": {kept}" if kept else ".")
-        if _unmuted_stderr is not None:  # said where the user sees it
-            os.dup2(_unmuted_stderr, 2)
-        print(f"\n{line}", file=sys.stderr, flush=True)
-        os._exit(130)
 
 
 def cpu_model(cpuinfo="/proc/cpuinfo"):
@@ -261,69 +130,3 @@ def cpu_model(cpuinfo="/proc/cpuinfo"):
 VECTOR_SETS = (("avx512f", "AVX-512"), ("avx2", "AVX2"), ("avx", "AVX"))
 
 
-# ## The one exception type for mistakes a user can fix, and how every CLI reports it
-
-class UserError(Exception):
-    """Something the user gave or asked for is wrong; the message says what to do."""
-
-
-def run_command(main, argv=None):
-    """`main(argv)`'s exit status; a `UserError` is one `error:` line and status 2, and
-    so are a full disk (what to free, and that the command picks up where it stopped)
-    and a file the command may not write."""
-    try:
-        return main(argv)
-    except UserError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    except Exception as error:
-        if isinstance(error, OSError) and error.errno in (errno.EACCES, errno.EROFS, errno.EPERM):
-            print(f"error: cannot write {error.filename or 'a file'} ({error.strerror}): "
-                  "choose a work folder you can write (--work-dir or NLPKIT_WORK_DIR), or "
-                  "fix its permissions.", file=sys.stderr)
-            return 2
-        if read_only_store(error):
-            print("error: the tracking store is read-only (attempt to write a readonly "
-                  "database): make its file and folder writable, or set MLFLOW_TRACKING_URI "
-                  "to a store you can write; reading commands (compare) work as they are.",
-                  file=sys.stderr)
-            return 2
-        full = disk_full(error)
-        if full is None:
-            raise
-        if "database or disk is full" in str(full):  # the tracking store's disk
-            print("error: the disk under the tracking store is full: free some space there "
-                  "(or set MLFLOW_TRACKING_URI to a store on another disk), then rerun the "
-                  "same command; a training picks up from its last checkpoint.",
-                  file=sys.stderr)
-            return 2
-        where = f" writing {full.filename}" if getattr(full, "filename", None) else ""
-        print(f"error: no space left on the disk{where}: free some space (or point "
-              "NLPKIT_WORK_DIR elsewhere), then rerun the same command; it picks up from "
-              "its last checkpoint or cache entry.", file=sys.stderr)
-        return 2
-
-
-def read_only_store(error):
-    """Whether SQLite, somewhere in `error`'s chain, refused to write its database."""
-    while error is not None:
-        if "attempt to write a readonly database" in str(error):
-            return True
-        error = error.__cause__ or error.__context__
-    return False
-
-
-SHORT_WRITE = re.compile(r"\d+ requested and \d+ written")  # NumPy's words for it
-
-
-def disk_full(error):
-    """The error in `error`'s chain that says the disk (or a database on it) is full, or
-    None: an OSError with ENOSPC or EDQUOT, or the words h5py, SQLite and NumPy use."""
-    while error is not None:
-        if (isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT)) \
-                or "No space left on device" in str(error) \
-                or "database or disk is full" in str(error) \
-                or (isinstance(error, OSError) and SHORT_WRITE.search(str(error))):
-            return error
-        error = error.__cause__ or error.__context__
-    return None

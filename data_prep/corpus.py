@@ -23,8 +23,9 @@ import numpy as np
 from tqdm import tqdm
 
 from data_prep import cache, imdb
+from data_prep.commands import import_backend, run_main
+from data_prep.errors import UserError
 from data_prep.sources import add_location_arguments, extract
-from data_prep.commands import UserError, import_backend, run_main
 from data_prep.text import SPECIAL_TOKENS, learn_wordpiece, make_wordpiece_tokenizer
 
 ARCHIVES = (".zip", ".tar.gz", ".tgz", ".tar")

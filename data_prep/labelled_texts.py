@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from data_prep.commands import UserError
+from data_prep.errors import UserError
 from data_prep.text import text_lines
 
 LABELS = {"1": 1, "pos": 1, "positive": 1, "0": 0, "neg": 0, "negative": 0}

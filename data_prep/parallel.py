@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from data_prep import cache
-from data_prep.commands import UserError
+from data_prep.errors import UserError
 from data_prep.text import text_lines
 
 LANGUAGE_CODE = re.compile(r"[a-z]{2,3}")

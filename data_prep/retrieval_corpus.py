@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from data_prep import cache, sources
-from data_prep.commands import UserError
+from data_prep.errors import UserError
 from data_prep.text import text_lines
 
 BEIR_URL = "https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets/"

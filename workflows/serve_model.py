@@ -12,7 +12,8 @@ stops the server and its workers.
 
 import argparse
 
-from data_prep.commands import run_command, run_main
+from data_prep.commands import run_main
+from data_prep.errors import run_command
 from workflows.core.server_flags import add_model_server_flags, serving_limits
 
 

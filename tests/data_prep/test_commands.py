@@ -195,7 +195,7 @@ def test_the_cpu_model_tells_apart_machines_that_share_a_generic_name(tmp_path, 
 def test_a_read_only_tracking_store_is_one_line_and_status_2(capsys):
     import sqlite3
 
-    from data_prep.commands import run_command
+    from data_prep.errors import run_command
 
     def write_to_the_store(argv):
         try:

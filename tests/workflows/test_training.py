@@ -541,8 +541,8 @@ def test_a_stop_at_any_statement_of_an_epoch_end_keeps_each_epoch_once(tmp_path,
     import signal
     import sys
 
-    from data_prep import commands
-    from data_prep.commands import Stop
+    from data_prep import stops
+    from data_prep.stops import Stop
 
     code, line = where
     logged, delivered = [], []
@@ -555,7 +555,7 @@ def test_a_stop_at_any_statement_of_an_epoch_end_keeps_each_epoch_once(tmp_path,
             if event == "line" and frame.f_lineno == line and len(logged) == 1 \
                     and not Stop.requested:
                 delivered.append(line)
-                commands._interrupt(signal.SIGTERM, frame)  # as the handler does
+                stops.interrupt(signal.SIGTERM, frame)  # as the handler does
             return local
         return local
 

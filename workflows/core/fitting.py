@@ -13,9 +13,9 @@ import warnings
 import keras
 import numpy as np
 
-from data_prep import commands
-from data_prep.commands import ForcedStop, Stop
+from data_prep import stops
 from data_prep.pipelines import untuned
+from data_prep.stops import ForcedStop, Stop
 from workflows.core import compilation
 from workflows.core.checkpoints import TrainingFolder
 from workflows.core.horizon import ScheduleHorizon
@@ -29,7 +29,7 @@ CHECKPOINT_EVERY_SECONDS = 600.0  # within an epoch, at the latest (one process)
 
 def started_at():
     """When the command began (`time.monotonic()`), or now outside a command."""
-    return commands.command_started or time.monotonic()
+    return stops.command_started or time.monotonic()
 
 
 # ## One epoch's batches, resumable after any of them

@@ -14,7 +14,7 @@ import numpy as np
 from tqdm import tqdm
 
 from data_prep.cache import folder_digest, remove
-from data_prep.commands import UserError
+from data_prep.errors import UserError
 from workflows.core.store import PROJECT_ROOT
 
 

@@ -31,7 +31,8 @@ import mlflow
 import numpy as np
 
 from data_prep import cache
-from data_prep.commands import ForcedStop, UserError
+from data_prep.errors import UserError
+from data_prep.stops import ForcedStop
 from workflows.core import compilation, devices, store, tracking
 from workflows.core.checkpoints import (
     DamagedStateError,

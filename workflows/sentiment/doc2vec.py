@@ -11,8 +11,6 @@ both steps.
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from data_prep.pipelines import untuned
 from workflows.core.config import MAX_BATCH_SIZE, MAX_EPOCHS, option, training_option, when
 from workflows.sentiment.family import OPTIMIZERS, TrainConfig

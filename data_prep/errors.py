@@ -1,0 +1,73 @@
+"""The one exception type for mistakes a user can fix (`UserError`), and how every
+command reports it and the few outside failures a user can also fix (a full disk, a
+folder or tracking store it may not write): one `error:` line, exit status 2."""
+
+import errno
+import re
+import sys
+
+
+class UserError(Exception):
+    """Something the user gave or asked for is wrong; the message says what to do."""
+
+
+def run_command(main, argv=None):
+    """`main(argv)`'s exit status; a `UserError` is one `error:` line and status 2, and
+    so are a full disk (what to free, and that the command picks up where it stopped)
+    and a file the command may not write."""
+    try:
+        return main(argv)
+    except UserError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except Exception as error:
+        if isinstance(error, OSError) and error.errno in (errno.EACCES, errno.EROFS, errno.EPERM):
+            print(f"error: cannot write {error.filename or 'a file'} ({error.strerror}): "
+                  "choose a work folder you can write (--work-dir or NLPKIT_WORK_DIR), or "
+                  "fix its permissions.", file=sys.stderr)
+            return 2
+        if read_only_store(error):
+            print("error: the tracking store is read-only (attempt to write a readonly "
+                  "database): make its file and folder writable, or set MLFLOW_TRACKING_URI "
+                  "to a store you can write; reading commands (compare) work as they are.",
+                  file=sys.stderr)
+            return 2
+        full = disk_full(error)
+        if full is None:
+            raise
+        if "database or disk is full" in str(full):  # the tracking store's disk
+            print("error: the disk under the tracking store is full: free some space there "
+                  "(or set MLFLOW_TRACKING_URI to a store on another disk), then rerun the "
+                  "same command; a training picks up from its last checkpoint.",
+                  file=sys.stderr)
+            return 2
+        where = f" writing {full.filename}" if getattr(full, "filename", None) else ""
+        print(f"error: no space left on the disk{where}: free some space (or point "
+              "NLPKIT_WORK_DIR elsewhere), then rerun the same command; it picks up from "
+              "its last checkpoint or cache entry.", file=sys.stderr)
+        return 2
+
+
+def read_only_store(error):
+    """Whether SQLite, somewhere in `error`'s chain, refused to write its database."""
+    while error is not None:
+        if "attempt to write a readonly database" in str(error):
+            return True
+        error = error.__cause__ or error.__context__
+    return False
+
+
+SHORT_WRITE = re.compile(r"\d+ requested and \d+ written")  # NumPy's words for it
+
+
+def disk_full(error):
+    """The error in `error`'s chain that says the disk (or a database on it) is full, or
+    None: an OSError with ENOSPC or EDQUOT, or the words h5py, SQLite and NumPy use."""
+    while error is not None:
+        if (isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT)) \
+                or "No space left on device" in str(error) \
+                or "database or disk is full" in str(error) \
+                or (isinstance(error, OSError) and SHORT_WRITE.search(str(error))):
+            return error
+        error = error.__cause__ or error.__context__
+    return None
