@@ -15,6 +15,9 @@ do) and trains each family with and without `class_weight=balanced`.
     python benchmarks/text_classes.py --imdb-path ../shared/data/aclImdb_v1.tar.gz \
         --model bow --model nbsvm --model bilstm
 
+`--ensemble sqrt_balanced` then stacks the runs trained (and any `--member` runs of the
+store) with that weighting and scores the ensemble the same way.
+
 Writes `benchmarks/results/text_classes_<eight|three>.json`.
 """
 
@@ -111,6 +114,26 @@ def train_and_score(model, train, test, overrides, work_dir):
             "minutes": round((time.perf_counter() - started) / 60, 2)}
 
 
+def ensemble_and_score(run_ids, class_weight, work_dir):
+    """The ensemble of `run_ids` (stacking weighed by `class_weight`) scored on the test
+    file: an ensemble of the same members and weighting is reused."""
+    import mlflow
+
+    from workflows import imdb_sentiment as lesson
+
+    started = time.perf_counter()
+    run_id = lesson.ensemble(run_ids, work_dir=work_dir, class_weight=class_weight)
+    metrics = lesson.evaluate(run_id, work_dir=work_dir)
+    members = " + ".join(mlflow.get_run(member).data.params["model"] for member in run_ids)
+    return {"model": f"ensemble of {members} (stacking class_weight={class_weight})",
+            "run_id": run_id, "members": list(run_ids),
+            "accuracy": round(metrics["accuracy"], 4),
+            "macro_f1": round(metrics["macro_f1"], 4),
+            "weighted_f1": round(metrics["weighted_f1"], 4),
+            "expected_calibration_error": round(metrics["expected_calibration_error"], 4),
+            "minutes": round((time.perf_counter() - started) / 60, 2)}
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python benchmarks/text_classes.py",
                                      description=__doc__.split("\n")[0])
@@ -122,6 +145,11 @@ def main(argv=None):
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="a config field for every run (repeatable)")
     parser.add_argument("--skip-floor", action="store_true")
+    parser.add_argument("--member", action="append", default=[], metavar="RUN_ID",
+                        help="a run of the store trained earlier, added to the ensembles")
+    parser.add_argument("--ensemble", action="append", default=[], metavar="CLASS_WEIGHT",
+                        help="then ensemble the runs (trained here and --member) with this "
+                             "stacking weight (none, balanced, sqrt_balanced; repeatable)")
     args = parser.parse_args(argv)
     from data_prep import cache
     from data_prep.commands import import_backend
@@ -133,18 +161,27 @@ def main(argv=None):
     output = RESULTS / f"text_classes_{args.classes}.json"
     earlier = json.loads(output.read_text())["rows"] if output.exists() else []
     rows = [] if args.skip_floor else tfidf_floor(train, test)
-    for model in args.model or ["bow", "nbsvm", "bilstm"]:
+    models = args.model or ([] if args.member else ["bow", "nbsvm", "bilstm"])
+    trained = []
+
+    def record(row):
+        rows.append(row)
+        print(row)
+        measured = {row["model"] for row in rows}  # an earlier row of another model stays
+        kept = [row for row in earlier if row["model"] not in measured]
+        write_results({"machine": machine(), "classes": args.classes,
+                       "train": "official train reviews (validation: 10% of them)",
+                       "test": "official test reviews (25,000)", "rows": kept + rows},
+                      output)
+
+    for model in models:
         weightings = ("none", "balanced") if args.classes == "three" else ("none",)
         for weighting in weightings:
             extra = {**overrides, **({"class_weight": weighting} if weighting != "none" else {})}
-            rows.append(train_and_score(model, train, test, extra, args.work_dir))
-            print(rows[-1])
-            measured = {row["model"] for row in rows}  # an earlier row of another model stays
-            kept = [row for row in earlier if row["model"] not in measured]
-            write_results({"machine": machine(), "classes": args.classes,
-                           "train": "official train reviews (validation: 10% of them)",
-                           "test": "official test reviews (25,000)", "rows": kept + rows},
-                          output)
+            record(train_and_score(model, train, test, extra, args.work_dir))
+            trained.append(rows[-1]["run_id"])
+    for class_weight in args.ensemble:
+        record(ensemble_and_score(trained + args.member, class_weight, args.work_dir))
 
 
 if __name__ == "__main__":

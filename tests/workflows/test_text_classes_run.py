@@ -62,6 +62,8 @@ def test_an_ensemble_of_the_classes_stacks_them_on_validation_and_answers_like_a
                                  class_weight="balanced")
     assert weighted != run_id  # another fit, not the unweighted one reused
     assert mlflow.get_run(weighted).data.tags["ensemble_class_weight"] == "balanced"
+    assert workflow.ensemble([trained["bow"].info.run_id, trained["bilstm"].info.run_id]) \
+        == run_id  # the unweighted one, found again
     assert workflow.main(["ensemble", "--run-id", trained["bow"].info.run_id,
                           "--lexicon", "vader"]) == 2
     assert "an ensemble of your own classes takes none of them" in capsys.readouterr().err

@@ -46,9 +46,10 @@ def fit_class_weights(probabilities, labels, l2=1e-3, label_weights=None):
 
     texts, members, classes = np.shape(probabilities)
     logs = np.log(np.clip(probabilities, EPSILON, 1)).reshape(texts, -1)
-    truth = np.eye(classes)[np.asarray(labels)]
+    labels = np.asarray(labels)
+    truth = np.eye(classes)[labels]
     start = np.tile(np.eye(classes) / members, (members, 1))
-    rows = np.ones(texts) if label_weights is None else np.asarray(label_weights)[np.asarray(labels)]
+    rows = np.ones(texts) if label_weights is None else np.asarray(label_weights)[labels]
     rows = rows / rows.mean()
 
     def loss_and_gradient(parameters):

@@ -69,13 +69,14 @@ def ensemble(experiment, run_ids, validation, input_example, lexicon="none",
     classes = members_classes(member_runs, lexicon, fit_on, calibration_texts, class_weight)
     settings = {"ensemble_members": ",".join(members), "ensemble_lexicon": lexicon,
                 "ensemble_fit_on": fit_on,
-                "ensemble_calibrated_on": calibration_texts[2] if calibration_texts else "none",
-                **({"ensemble_class_weight": class_weight} if class_weight != "none" else {})}
+                "ensemble_calibrated_on": calibration_texts[2] if calibration_texts else "none"}
     previous = [run for run in mlflow.search_runs(
         [store.use_experiment(experiment).experiment_id], output_format="list",
         filter_string=" and ".join(f"tags.{name} = '{value}'"
                                    for name, value in settings.items()))
-        if run.data.tags.get("model_logged") == "true"]
+        if run.data.tags.get("model_logged") == "true"  # (ensembles before the weights had
+        and run.data.tags.get("ensemble_class_weight", "none") == class_weight]  # no tag)
+    settings["ensemble_class_weight"] = class_weight
     if previous:
         print(f"This ensemble exists: run {previous[0].info.run_id}")
         return previous[0].info.run_id
