@@ -107,11 +107,32 @@ def train_and_score(model, train, test, overrides, work_dir):
     metrics = lesson.evaluate(run_id, work_dir=work_dir)
     changed = ", ".join(f"{key}={value}" for key, value in overrides.items())
     return {"model": model + (f" ({changed})" if changed else ""), "run_id": run_id,
-            "accuracy": round(metrics["accuracy"], 4),
-            "macro_f1": round(metrics["macro_f1"], 4),
-            "weighted_f1": round(metrics["weighted_f1"], 4),
-            "expected_calibration_error": round(metrics["expected_calibration_error"], 4),
-            "minutes": round((time.perf_counter() - started) / 60, 2)}
+            **measures(metrics), "minutes": round((time.perf_counter() - started) / 60, 2)}
+
+
+def score_run(run_id, work_dir):
+    """A run of the store trained earlier (`--member`), scored on its test file; named
+    by its model and the settings it changed from the model's defaults."""
+    import dataclasses
+
+    import mlflow
+
+    from workflows import imdb_sentiment as lesson
+
+    started = time.perf_counter()
+    params = mlflow.get_run(run_id).data.params
+    defaults = dataclasses.asdict(lesson.CATALOG.make(params["model"]))
+    changed = ", ".join(f"{key}={params[key]}" for key, value in defaults.items()
+                        if key in params and params[key] != str(value)
+                        and key not in ("val_fraction", "max_train_minutes"))
+    metrics = lesson.evaluate(run_id, work_dir=work_dir)
+    return {"model": params["model"] + (f" ({changed})" if changed else ""), "run_id": run_id,
+            **measures(metrics), "minutes": round((time.perf_counter() - started) / 60, 2)}
+
+
+def measures(metrics):
+    return {name: round(metrics[name], 4) for name in
+            ("accuracy", "macro_f1", "weighted_f1", "expected_calibration_error")}
 
 
 def ensemble_and_score(run_ids, class_weight, work_dir):
@@ -126,11 +147,7 @@ def ensemble_and_score(run_ids, class_weight, work_dir):
     metrics = lesson.evaluate(run_id, work_dir=work_dir)
     members = " + ".join(mlflow.get_run(member).data.params["model"] for member in run_ids)
     return {"model": f"ensemble of {members} (stacking class_weight={class_weight})",
-            "run_id": run_id, "members": list(run_ids),
-            "accuracy": round(metrics["accuracy"], 4),
-            "macro_f1": round(metrics["macro_f1"], 4),
-            "weighted_f1": round(metrics["weighted_f1"], 4),
-            "expected_calibration_error": round(metrics["expected_calibration_error"], 4),
+            "run_id": run_id, "members": list(run_ids), **measures(metrics),
             "minutes": round((time.perf_counter() - started) / 60, 2)}
 
 
@@ -146,7 +163,8 @@ def main(argv=None):
                         help="a config field for every run (repeatable)")
     parser.add_argument("--skip-floor", action="store_true")
     parser.add_argument("--member", action="append", default=[], metavar="RUN_ID",
-                        help="a run of the store trained earlier, added to the ensembles")
+                        help="a run of the store trained earlier: scored, and added to the "
+                             "ensembles")
     parser.add_argument("--ensemble", action="append", default=[], metavar="CLASS_WEIGHT",
                         help="then ensemble the runs (trained here and --member) with this "
                              "stacking weight (none, balanced, sqrt_balanced; repeatable)")
@@ -180,6 +198,8 @@ def main(argv=None):
             extra = {**overrides, **({"class_weight": weighting} if weighting != "none" else {})}
             record(train_and_score(model, train, test, extra, args.work_dir))
             trained.append(rows[-1]["run_id"])
+    for member in args.member:
+        record(score_run(member, args.work_dir))
     for class_weight in args.ensemble:
         record(ensemble_and_score(trained + args.member, class_weight, args.work_dir))
 
