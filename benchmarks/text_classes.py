@@ -119,7 +119,10 @@ def score_run(run_id, work_dir):
 
     from workflows import imdb_sentiment as lesson
 
+    from workflows.core import store
+
     started = time.perf_counter()
+    store.use_experiment(lesson.EXPERIMENT)  # the lesson's store, where the run is
     params = mlflow.get_run(run_id).data.params
     defaults = dataclasses.asdict(lesson.CATALOG.make(params["model"]))
     changed = ", ".join(f"{key}={params[key]}" for key, value in defaults.items()
