@@ -230,14 +230,17 @@ class EndToEndClassifier:
         self.model, self.batch_size = model, batch_size
 
     def predict(self, texts):
-        """P(positive) of each text (or each text's row of class probabilities)."""
+        """P(positive) of each text (or each text's row of class probabilities), in
+        batches of one shape: the last one topped up with empty texts, dropped after."""
         import tensorflow as tf  # the model's TextVectorization reads tf.data strings
 
         from workflows.sentiment.family import class_rows
 
-        batches = untuned(tf.data.Dataset.from_tensor_slices(tf.constant(list(texts), tf.string)))
+        texts = list(texts)
+        padded = texts + [""] * (-len(texts) % self.batch_size)
+        batches = untuned(tf.data.Dataset.from_tensor_slices(tf.constant(padded, tf.string)))
         probabilities = self.model.predict(batches.batch(self.batch_size), verbose=0)
-        return class_rows(np.asarray(probabilities).reshape(len(texts), -1))
+        return class_rows(np.asarray(probabilities).reshape(len(padded), -1)[:len(texts)])
 
     def save(self, folder):
         from workflows.sentiment.family import save_folder
