@@ -3,7 +3,7 @@
 A lesson is one module of `workflows/` that declares `LESSON`, an instance of a
 `Lesson` subclass. Its hooks follow the order a lesson reads in:
 
-    load_data(config, place)          -> the data, with a `fingerprint`
+    load_data(config, place)          -> the data (`LessonData`: its `fingerprint`)
     datasets(config, data, place)     -> the `RunDataset`s it trains and validates on
     build(config, data, place)        -> `Built`: the model (or retriever) and what the
                                          run logs when it starts
@@ -25,9 +25,12 @@ import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from workflows.core.config import NOT_IN_RUN_FOLDER, Catalog, ConfigError
+from workflows.core.config import NOT_IN_RUN_FOLDER, Catalog, ConfigError, TrainingOptions
+
+if TYPE_CHECKING:  # (the training core imports Keras; the contract does not)
+    from workflows.core.training import TrainingRun
 
 WORKFLOWS = Path(__file__).resolve().parents[1]  # the folder of the lesson modules
 
@@ -41,6 +44,12 @@ class DataPlace:
     path: str | None = None
     work_dir: str | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
+
+
+class LessonData(Protocol):
+    """What `load_data` returns, as the core reads it (the rest is the lesson's own)."""
+
+    fingerprint: str  # changes with the data: part of the run folder's name, logged
 
 
 @dataclass(frozen=True)
@@ -144,28 +153,31 @@ class Lesson(abc.ABC):
         return config
 
     @abc.abstractmethod
-    def load_data(self, config, place: DataPlace):
+    def load_data(self, config: TrainingOptions, place: DataPlace) -> LessonData:
         """Prepares (or finds prepared) what `config` trains on; it has a `fingerprint`."""
 
-    def data_identity(self, config, data, place: DataPlace) -> str:
+    def data_identity(self, config: TrainingOptions, data: LessonData,
+                      place: DataPlace) -> str:
         """What the run trained on, part of its folder's name: the data's fingerprint,
         and anything else it reads (a pretrained encoder's weights)."""
         return data.fingerprint
 
     @abc.abstractmethod
-    def datasets(self, config, data, place: DataPlace) -> list[RunDataset]:
+    def datasets(self, config: TrainingOptions, data: LessonData,
+                 place: DataPlace) -> list[RunDataset]:
         """What a run of `config` trains and validates on (logged with the run)."""
 
     @abc.abstractmethod
-    def build(self, config, data, place: DataPlace) -> Built:
+    def build(self, config: TrainingOptions, data: LessonData, place: DataPlace) -> Built:
         """The model of `config` and what a new run logs when it starts."""
 
     @abc.abstractmethod
-    def fit(self, run, config, data, built: Built) -> None:
+    def fit(self, run: "TrainingRun", config: TrainingOptions, data: LessonData,
+            built: Built) -> None:
         """Trains `built` through `run.fit` (a custom trainer: `run.fit(..., model=)`)."""
 
     @abc.abstractmethod
-    def export(self, config, data, built: Built) -> ModelExport:
+    def export(self, config: TrainingOptions, data: LessonData, built: Built) -> ModelExport:
         """How the trained model is saved and logged."""
 
     def train(self, config, place: DataPlace | None = None,
