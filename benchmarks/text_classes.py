@@ -118,7 +118,6 @@ def score_run(run_id, work_dir):
     import mlflow
 
     from workflows import imdb_sentiment as lesson
-
     from workflows.core import store
 
     started = time.perf_counter()

@@ -29,6 +29,7 @@ from workflows.core.lesson import Built, Lesson, ModelExport, RunDataset, datase
 from workflows.sentiment.family import CLASS_WEIGHTS
 from workflows.sentiment.user_texts import (  # noqa: F401  (the lesson's API)
     check_augmentation,
+    leaderboard_budget,
     print_leaderboard,
     scored_texts,
     texts_files,
@@ -455,16 +456,6 @@ def run_lesson(args):
     else:
         compare()
     runs.print_where_results_are(LESSON, args.work_dir)
-
-
-def leaderboard_budget(minutes, index, count, evaluation_seconds):
-    """The train budget of the `index`-th of `count` models of a leaderboard whose whole
-    command has `minutes` (every budget counts from the command's start, so a model that
-    stops early leaves the rest its time, and each evaluation is in the next model's):
-    its share of what is left after the last model's evaluation and predictions, held
-    at twice the slowest measured so far (a tenth of the budget before any)."""
-    reserve = 2 * max(evaluation_seconds) / 60 if evaluation_seconds else 0.1 * minutes
-    return round(max(minutes - reserve, 0.05 * minutes) * (index + 1) / count, 3)
 
 
 CLI = LessonCLI(LESSON, "workflows.imdb_sentiment", __doc__.split("\n")[0], imdb.ACL_IMDB,

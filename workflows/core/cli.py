@@ -364,8 +364,7 @@ class LessonCLI:
         for name, help_text in self.step_shortcuts(step).items():
             flag = "--" + name.replace("_", "-")
             if name in self.switches:
-                parser.add_argument(flag, action=argparse.BooleanOptionalAction,
-                                    help=help_text)
+                parser.add_argument(flag, action=argparse.BooleanOptionalAction, help=help_text)
             else:
                 parser.add_argument(flag, metavar=name.upper(),
                                     help=help_text or f"sets the config field {name}")

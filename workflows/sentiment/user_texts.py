@@ -76,3 +76,13 @@ def print_leaderboard(board):
     for model, metrics, minutes, run_id in sorted(board, key=lambda row: -row[1]["macro_f1"]):
         print(f"{model:16} {metrics['macro_f1']:8.4f} {metrics['accuracy']:8.4f} "
               f"{minutes:8.1f}  {run_id}")
+
+
+def leaderboard_budget(minutes, index, count, evaluation_seconds):
+    """The train budget of the `index`-th of `count` models of a leaderboard whose whole
+    command has `minutes` (every budget counts from the command's start, so a model that
+    stops early leaves the rest its time, and each evaluation is in the next model's):
+    its share of what is left after the last model's evaluation and predictions, held
+    at twice the slowest measured so far (a tenth of the budget before any)."""
+    reserve = 2 * max(evaluation_seconds) / 60 if evaluation_seconds else 0.1 * minutes
+    return round(max(minutes - reserve, 0.05 * minutes) * (index + 1) / count, 3)
