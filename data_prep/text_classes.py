@@ -120,10 +120,13 @@ def check_counts(path, labels, classes):
     counts = Counter(labels)
     rare = [label for label in classes if counts[label] < MIN_PER_CLASS]
     if rare:
+        header = counts[rare[0]] == 1 and list(labels)[:1] == [rare[0]]
         raise LabelledTextsError(
             f"{path}: class {rare[0]!r} has {counts[rare[0]]} text(s) (at least "
             f"{MIN_PER_CLASS} of each class are needed, one to train on and one to "
-            "validate on); add texts of it or leave it out.")
+            "validate on); add texts of it or leave it out" + (
+                ". It is the first line's: if that line names the columns, say which "
+                "they are with --text-column and --label-column." if header else "."))
 
 
 def grouped_split(texts, labels, fractions, seed):

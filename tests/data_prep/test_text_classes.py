@@ -101,6 +101,8 @@ def test_a_class_of_two_texts_is_trained_and_validated_on(tmp_path):
 @pytest.mark.parametrize("rows, message", [
     ([("uno", "a"), ("dos", "a"), ("tres", "a")], "every text has the label 'a'"),
     ([("uno", "a"), ("dos", "a"), ("tres", "b")], "class 'b' has 1 text"),
+    ([("review", "rating"), ("uno", "a"), ("dos", "a"), ("tres", "b"), ("cuatro", "b")],
+     "class 'rating' has 1 text.* the first line's: .* --label-column"),  # a header unnamed
 ])
 def test_one_class_or_a_class_of_one_text_is_refused_before_anything_is_written(
         tmp_path, rows, message):
