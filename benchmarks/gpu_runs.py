@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from benchmarks.reporting import write_results  # noqa: E402
+from workflows.core.metric_groups import ungrouped  # noqa: E402
 
 # Dense bf16 tensor-core peaks (FLOP/s) from the vendors' data sheets (SXM parts).
 BF16_PEAKS = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L4": 121e12}
@@ -40,7 +40,7 @@ SETTINGS = ("batch_tokens", "scan_blocks", "steps_per_execution", "random_genera
 
 def summary(run, lesson):
     """The figures of one run, as the README reports them."""
-    metrics, tags, params = run.data.metrics, run.data.tags, run.data.params
+    metrics, tags, params = ungrouped(run.data.metrics), run.data.tags, run.data.params
     rate = TOKEN_RATES.get(lesson)
     tokens = metrics.get(f"steady_{rate}", metrics.get(f"mean_{rate}")) if rate else None
     parameters = metrics.get("parameters") or float(params.get("parameters", 0)) or None

@@ -24,8 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 from data_prep import cache  # noqa: E402  (after the path is set)
+from workflows.core.metric_groups import ungrouped  # noqa: E402
 
 RESULTS = Path(__file__).with_name("results")
 SHORT_REVIEWS = Path(__file__).with_name("data") / "short_reviews.tsv"
@@ -96,7 +96,7 @@ def measured_runs(texts):
     newest = {}
     for run in runs:
         newest.setdefault(label(run, workflow, by_id), run)
-    minutes = {run.info.run_id: training_minutes(run.data.metrics) for run in every}
+    minutes = {run.info.run_id: training_minutes(ungrouped(run.data.metrics)) for run in every}
     key = texts_key(texts)
     rows = {}
     digest = cache.sha256_of(texts)
@@ -104,7 +104,7 @@ def measured_runs(texts):
         if scored_file_digest(run, key) != digest:  # never scored, or on another version
             workflow.evaluate(run.info.run_id, texts_file=texts)
             run = mlflow.get_run(run.info.run_id)
-        metrics = run.data.metrics
+        metrics = ungrouped(run.data.metrics)
         members = run.data.params["members"].split(",") if "members" in run.data.params \
             else []
         rows[model] = {

@@ -24,6 +24,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
 from reporting import machine, write_results  # noqa: E402  (benchmarks/, beside this file)
 
+from workflows.core.metric_groups import ungrouped  # noqa: E402
+
 RESULTS = Path(__file__).with_name("results") / "language_model.json"
 PROMPTS = ["The movie was", "The film is", "This movie was", "The acting was"]
 
@@ -72,7 +74,7 @@ def main(argv=None):
         by_length.setdefault(len(generator.tokenizer([prompt])[0]), []).append(prompt)
     prompts = max(by_length.values(), key=len)[:args.prompts]
     generation, cached = generation_speed(generator, generator.tokenize(prompts), args.tokens)
-    metrics, params = run.data.metrics, run.data.params
+    metrics, params = ungrouped(run.data.metrics), run.data.params
     results = {
         "run_id": run.info.run_id, "preset": params.get("preset"),
         "parameters": int(params.get("parameters", 0)),

@@ -40,8 +40,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from benchmarks.reporting import machine, write_results  # noqa: E402
+from workflows.core.metric_groups import ungrouped  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 REVIEW = re.compile(r"aclImdb/(train|test)/(pos|neg|unsup)/(\d+_\d+)\.txt$")
@@ -152,7 +152,7 @@ def latest_metrics(env, retriever):
     runs = mlflow.search_runs(experiment_names=["retrieval"], output_format="list",
                               filter_string=f"params.retriever = '{retriever}'",
                               order_by=["attributes.start_time DESC"], max_results=1)
-    return runs[0].data.metrics if runs else {}
+    return ungrouped(runs[0].data.metrics) if runs else {}
 
 
 def stages_of(names, args, folder):

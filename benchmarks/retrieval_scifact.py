@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from benchmarks.reporting import write_results  # noqa: E402
+from workflows.core.metric_groups import ungrouped  # noqa: E402
 
 SETTINGS = ("k1", "b", "encoder", "encoder_run", "epochs", "batch_size", "learning_rate",
             "depth", "fusion", "document_length", "chunk_size", "pseudo_queries",
@@ -35,7 +35,7 @@ ANCHORS = {"bm25": "Lucene/Anserini BM25 0.679 (recall@100 0.913 on this file)",
 def summary(run, params_of):
     """One run's row; `params_of` maps run ids to params (a fused run's encoder is its
     `encoder_run`'s: fine-tuned on judgements, or a cold start)."""
-    metrics, tags, params = run.data.metrics, run.data.tags, run.data.params
+    metrics, tags, params = ungrouped(run.data.metrics), run.data.tags, run.data.params
     tuned = params.get("epochs", "0") not in ("0", "None") or params.get("encoder_run")
     source = params_of.get(params.get("encoder_run"), params).get("pseudo_queries", "none")
     kind = f"cold-start ({source})" if source != "none" else "fine-tuned"

@@ -20,6 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from workflows.core.metric_groups import ungrouped  # noqa: E402
 
 RESULTS = Path(__file__).with_name("results") / "tuning.json"
 ROOT = Path(__file__).resolve().parents[1]
@@ -60,7 +61,7 @@ def run_search(args, workers):
         evaluate += ["--imdb-path", args.imdb_path]
     subprocess.run(evaluate, cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
     best_run = mlflow.MlflowClient().get_run(best)
-    metrics = parent.data.metrics
+    metrics = ungrouped(parent.data.metrics)
     return {"workers": workers, "wall_minutes": round(wall / 60, 2),
             "trials_complete": int(metrics["trials_complete"]),
             "trials_pruned": int(metrics["trials_pruned"]),

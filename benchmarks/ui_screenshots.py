@@ -1,8 +1,9 @@
 """What the MLflow UI shows of the lessons' runs, seen rather than described: each
 lesson's tiny runs (generated data, a minute or two in all) in a store of their own,
 the UI started on it, and headless Chromium's screenshots of each lesson's runs table
-(its Dataset column), of one run's page (its datasets) and of its system metrics,
-saved in `docs/images/` for the docs.
+(its Dataset column), of the sentiment runs' chart view and one run's charts (scores
+first, timings in a section of their own), of one run's page (its datasets) and of its
+system metrics, saved in `docs/images/` for the docs.
 
     python benchmarks/ui_screenshots.py --folder /tmp/ui   # needs chromium
 """
@@ -62,6 +63,10 @@ def screenshots(url):
         experiment = mlflow.get_experiment_by_name(name)
         page = f"{url}/#/experiments/{experiment.experiment_id}/runs"
         shots = {f"{name}_runs.png": page}
+        if name == "imdb_sentiment":  # the charts open on the scores, timings apart
+            run = mlflow.search_runs([experiment.experiment_id], output_format="list")[0]
+            shots["runs_chart_view.png"] = f"{page}?compareRunsMode=CHART"
+            shots["run_model_metrics.png"] = f"{page}/{run.info.run_id}/model-metrics"
         if name == "translation":
             run = mlflow.search_runs([experiment.experiment_id], output_format="list")[0]
             shots["run_datasets.png"] = f"{page}/{run.info.run_id}"

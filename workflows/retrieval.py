@@ -203,8 +203,7 @@ class RetrievalLesson(Lesson):
         return Built(None, parts, tags=tags, metrics=metrics)
 
     def fit(self, run, config, data, built):
-        import mlflow
-
+        from workflows.core import tracking
         from workflows.retrievers import fine_tuning
 
         parts = built.parts
@@ -214,14 +213,14 @@ class RetrievalLesson(Lesson):
             fine_tuning.fine_tune(run, config, data, parts.encoder, parts.bm25, run.work_dir)
         started = time.perf_counter()
         parts.searcher = make_searcher(config, data, parts.bm25, parts.encoder, run.work_dir)
-        mlflow.log_metric("index_seconds", time.perf_counter() - started)
+        tracking.log_metrics({"index_seconds": time.perf_counter() - started})
         evaluation.log_index_recall(parts.searcher, data)
         weight = evaluation.choose_hybrid_weight(config, data, parts.searcher)
         parts.searcher.settings = dataclasses.replace(parts.searcher.settings,
                                                       hybrid_weight=weight)
-        mlflow.log_metric("hybrid_weight_used", weight)
+        tracking.log_metrics({"hybrid_weight_used": weight})
         validation = evaluation.score(parts.searcher, data, "validation")
-        mlflow.log_metrics({f"val_{name}": value for name, value in validation.items()})
+        tracking.log_metrics({f"val_{name}": value for name, value in validation.items()})
         if validation:
             print(f"Validation nDCG@10 {validation['ndcg_at_10']:.4f}, recall@100 "
                   f"{validation['recall_at_100']:.4f}")

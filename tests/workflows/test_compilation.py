@@ -54,7 +54,7 @@ def test_jax_compiles_a_step_per_bucket_once_per_machine(tmp_path, new_store):
     # at most one program per length bucket (8, 16, 24, 32, 40), whatever the lengths
     assert 1 <= programs(first, "jit(train_step)") <= 5
     assert 1 <= programs(first, "jit(test_step)") <= 5
-    assert first["metrics"]["train_step_programs"] == programs(first, "jit(train_step)")
+    assert first["metrics"]["timing/train_step_programs"] == programs(first, "jit(train_step)")
     # decoding: two source lengths x two batch sizes per mode (greedy; beam 4)
     assert 1 <= programs(first, "jit(decode_beam1)") <= 4
     assert 1 <= programs(first, "jit(decode_beam4)") <= 4

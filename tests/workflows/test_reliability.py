@@ -41,7 +41,7 @@ def test_metrics_of_an_epoch_checkpointed_before_a_crash_are_logged_on_resume(
     assert workflow.main(argv) == 0
     experiment = mlflow.get_experiment_by_name(workflow.EXPERIMENT)
     (run,) = mlflow.search_runs([experiment.experiment_id], output_format="list")
-    for name in ("loss", "val_loss", "val_accuracy", "learning_rate"):
+    for name in ("loss", "val_loss", "val_accuracy", "training/learning_rate"):
         assert metric_steps(run.info.run_id, name) == [1, 2, 3], name  # complete, no repeats
 
 

@@ -9,8 +9,9 @@ import mlflow
 
 from data_prep import cache
 from data_prep.errors import UserError
-from workflows.core import models
+from workflows.core import models, tracking
 from workflows.core.config import ConfigError
+from workflows.core.metric_groups import ungrouped_columns
 from workflows.core.store import (
     existing_experiment,
     opened_store,
@@ -96,7 +97,8 @@ def runs_table(experiment_name, columns, sort_by, ascending=False, filter_string
     experiment = mlflow.get_experiment_by_name(experiment_name)  # reading creates nothing
     if experiment is None:
         return []
-    frame = mlflow.search_runs([experiment.experiment_id], filter_string=filter_string)
+    frame = ungrouped_columns(mlflow.search_runs([experiment.experiment_id],
+                                                 filter_string=filter_string))
     if frame.empty:
         return []
     if sort_by in frame:
@@ -173,7 +175,7 @@ def log_evaluation(run_id, metrics, dicts=None, figures=None, tables=None):
     import matplotlib.pyplot as plt  # not for the launchers' --help
 
     with mlflow.start_run(run_id=run_id):
-        mlflow.log_metrics(metrics)
+        tracking.log_metrics(metrics)
         for name, content in (dicts or {}).items():
             mlflow.log_dict(content, name)
         for name, figure in (figures or {}).items():

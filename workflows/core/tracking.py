@@ -11,6 +11,7 @@ import sys
 import warnings
 
 from data_prep.commands import cpu_model
+from workflows.core.metric_groups import grouped, ungrouped
 from workflows.core.store import PROJECT_ROOT
 
 
@@ -90,6 +91,14 @@ def flat_params(config):
     return {key: str(value) for key, value in dataclasses.asdict(config).items()}
 
 
+def log_metrics(metrics, step=None):
+    """Logs `metrics` to the active run, each under its section of the MLflow UI
+    (`metric_groups`): the scores first, the timings apart."""
+    import mlflow
+
+    mlflow.log_metrics(grouped(metrics), step=step)
+
+
 def log_compilations(compiled):
     """What XLA compiled for this session's `fit` calls (JAX): train and test steps, and
     the seconds spent compiling or loading them from the persistent cache."""
@@ -101,7 +110,7 @@ def log_compilations(compiled):
                "test_step_programs": compiled.of("jit(test_step)"),
                "compile_seconds": compiled.seconds,
                "compile_cache_hits": sum(compiled.cache_hits.values())}
-    mlflow.log_metrics(metrics)
+    log_metrics(metrics)
     print(f"Compiled {metrics['train_step_programs']} train step and "
           f"{metrics['test_step_programs']} test step programs in {compiled.seconds:.1f} s "
           f"({metrics['compile_cache_hits']} from the compilation cache)")
@@ -120,7 +129,7 @@ def child_tags(parent_run_id):
 def log_epoch(epoch, metrics, after_epoch=None):
     import mlflow
 
-    mlflow.log_metrics(metrics, step=epoch + 1)
+    log_metrics(metrics, step=epoch + 1)
     if after_epoch:
         after_epoch(epoch, metrics)
 
@@ -138,7 +147,7 @@ def log_run_setup(config, params, tags, artifacts, metrics, folder, fingerprint)
     for name, content in artifacts.items():
         (mlflow.log_dict if isinstance(content, dict) else mlflow.log_text)(content, name)
     if metrics:
-        mlflow.log_metrics(metrics)
+        log_metrics(metrics)
 
 
 def log_missing_epochs(run_id, history):
@@ -150,7 +159,7 @@ def log_missing_epochs(run_id, history):
     logged = {m.step for m in mlflow.MlflowClient().get_metric_history(run_id, "loss")}
     for epoch, metrics in enumerate(history, start=1):
         if epoch not in logged:
-            mlflow.log_metrics(metrics, step=epoch)
+            log_metrics(metrics, step=epoch)
     return logged | set(range(1, len(history) + 1))
 
 
@@ -180,9 +189,9 @@ def log_training_summary(model, state, curves, monitor="val_loss"):
             summary[f"mean_{name}"] = float(np.mean(values))
         if len(values) > 1 and timed[0] is state.history[0]:  # epoch 1 compiled the steps
             summary[f"steady_{name}"] = float(np.mean(values[1:]))
-    logged = mlflow.get_run(mlflow.active_run().info.run_id).data.metrics
-    mlflow.log_metrics({name: value for name, value in summary.items()  # once per run:
-                        if logged.get(name) != value})  # a rerun after a stop adds none
+    logged = ungrouped(mlflow.get_run(mlflow.active_run().info.run_id).data.metrics)
+    log_metrics({name: value for name, value in summary.items()  # once per run:
+                 if logged.get(name) != value})  # a rerun after a stop adds none
     figure = figures.learning_curves(state.history, curves)
     mlflow.log_figure(figure, "learning_curves.png")
     plt.close(figure)

@@ -247,7 +247,7 @@ class TrainingRun:
                                              self.epoch_end, self.monitor,
                                              self.higher_is_better)
         if self.is_chief:
-            mlflow.log_metrics({f"averaged_{name}": value for name, value in metrics.items()
+            tracking.log_metrics({f"averaged_{name}": value for name, value in metrics.items()
                                 if name.startswith("val_")})
             mlflow.set_tag("exported_weights", choice)
 

@@ -34,6 +34,7 @@ from data_prep import cache
 from data_prep.stops import STOP_GRACE_SECONDS, ForcedStop
 from workflows.core import servers, store, tracking
 from workflows.core.config import ConfigError, apply_overrides, describe
+from workflows.core.metric_groups import ungrouped
 from workflows.core.tuning_summary import describe_values, summarize
 
 HEARTBEAT_SECONDS = 20
@@ -211,7 +212,7 @@ class EpochReport:
 
 def final_value(run_id, metric):
     """The trial's value: `metric` at the epoch whose weights the run kept (lowest val_loss)."""
-    metrics = mlflow.MlflowClient().get_run(run_id).data.metrics
+    metrics = ungrouped(mlflow.MlflowClient().get_run(run_id).data.metrics)
     return metrics.get(f"best_{metric}", metrics.get(metric))
 
 

@@ -6,6 +6,8 @@ import matplotlib.pyplot as plt
 import mlflow
 import optuna
 
+from workflows.core.metric_groups import grouped_name
+
 
 def summarize(study, parent_id, settings, wall_seconds, status="FINISHED"):
     """Logs the study's state to its parent run and prints it; returns the summary dict."""
@@ -23,7 +25,7 @@ def summarize(study, parent_id, settings, wall_seconds, status="FINISHED"):
         best = study.best_trial
         summary.update(best_value=best.value, best_params=best.params,
                        best_trial=best.number, best_run_id=best.user_attrs.get("mlflow_run_id"))
-        client.log_metric(parent_id, f"best_{settings.metric}", best.value)
+        client.log_metric(parent_id, grouped_name(f"best_{settings.metric}"), best.value)
         client.set_tag(parent_id, "best_child_run_id", summary["best_run_id"])
         client.set_tag(parent_id, "best_trial", str(best.number))
         client.log_dict(parent_id, best.params, "best_params.json")

@@ -63,12 +63,12 @@ def log_index_recall(searcher, data):
 
     if not getattr(searcher.index, "approximate", False):
         return
-    import mlflow
+    from workflows.core import tracking
 
     _, texts, _ = data.split("validation")
     texts = texts or data.split("train")[1] or data.searchable()[:1000]
     recall = recall_against_exact(searcher.index, searcher.encode_queries(texts))
-    mlflow.log_metrics({"approximate_index": 1, "index_recall_at_10": recall})
+    tracking.log_metrics({"approximate_index": 1, "index_recall_at_10": recall})
     print(f"Approximate index (HNSW): recall@10 {recall:.4f} against exact search on "
           f"{len(texts)} queries")
 

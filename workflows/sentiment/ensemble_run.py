@@ -224,7 +224,7 @@ def _log(experiment, member_runs, names, metrics, fitted, folder, data, input_ex
                            "weights": json.dumps([round(w, 4) for w in weights]),
                            "bias": json.dumps(np.round(bias, 4).tolist()), **params})
         mlflow.set_tags(tracking.run_tags(fingerprint, model_family="ensemble", **settings))
-        mlflow.log_metrics(metrics)
+        tracking.log_metrics(metrics)
         lexicon = settings["ensemble_lexicon"]
         requirements = models.model_requirements(
             *members_packages(member_runs),
