@@ -115,7 +115,7 @@ class EpochClock:
 
 def fit_ms(pairs, steps_per_execution, random_generator, loop, epochs=3):
     """Steady ms per step of `epochs` epochs, the first left out."""
-    from workflows.core.fitting import fit_resumably
+    from workflows.core.fitting import Checkpointing, Stopping, fit_resumably
 
     config, model = tiny_model(steps_per_execution, random_generator)
     batches = epochs_of(config, pairs)
@@ -126,8 +126,8 @@ def fit_ms(pairs, steps_per_execution, random_generator, loop, epochs=3):
             model.fit(batches(epoch), epochs=1, verbose=0, callbacks=[clock.callback])
         seconds = clock.seconds[1:]
     else:
-        state = fit_resumably(model, batches, None, tempfile.mkdtemp(), epochs=epochs,
-                              verbose=0, checkpoint_every_steps=0)
+        state = fit_resumably(model, batches, None, tempfile.mkdtemp(), Stopping(epochs),
+                              checkpointing=Checkpointing(every_steps=0), verbose=0)
         seconds = [epoch["epoch_seconds"] for epoch in state.history[1:]]
     return {"loop": loop, "steps_per_execution": steps_per_execution,
             "random_generator": random_generator, "steps_per_epoch": steps,

@@ -54,7 +54,7 @@ def test_jax_compiles_a_step_per_bucket_once_per_machine(tmp_path, new_store):
     # at most one program per length bucket (8, 16, 24, 32, 40), whatever the lengths
     assert 1 <= programs(first, "jit(train_step)") <= 5
     assert 1 <= programs(first, "jit(test_step)") <= 5
-    assert first["metrics"]["timing/train_step_programs"] == programs(first, "jit(train_step)")
+    assert first["metrics"]["system/train_step_programs"] == programs(first, "jit(train_step)")
     # decoding: two source lengths x two batch sizes per mode (greedy; beam 4)
     assert 1 <= programs(first, "jit(decode_beam1)") <= 4
     assert 1 <= programs(first, "jit(decode_beam4)") <= 4
@@ -67,7 +67,7 @@ def test_jax_compiles_a_step_per_bucket_once_per_machine(tmp_path, new_store):
 
 @pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="counts TensorFlow traces")
 def test_tensorflow_traces_each_step_once_whatever_the_lengths(tmp_path):
-    from workflows.core.fitting import fit_resumably
+    from workflows.core.fitting import Checkpointing, Stopping, fit_resumably
 
     rng = np.random.default_rng(0)
     config = make_config("transformer", "cpu", {
@@ -93,8 +93,8 @@ def test_tensorflow_traces_each_step_once_whatever_the_lengths(tmp_path):
 
     model.train_step, model.test_step = traced("train", train_step), traced("test", test_step)
     validation = PairBatches(source[:40], target[:40], pair_plan(40, 512))
-    fit_resumably(model, epoch, for_backend(validation), tmp_path, epochs=2, verbose=0,
-                  checkpoint_every_steps=0)
+    fit_resumably(model, epoch, for_backend(validation), tmp_path, Stopping(2),
+                  checkpointing=Checkpointing(every_steps=0), verbose=0)
     # once: the lifecycle builds the optimizer and metrics first (a first trace that
     # creates variables is traced again)
     assert traces == {"train": 1, "test": 1}
@@ -160,7 +160,7 @@ import keras, numpy as np
 from workflows import translation
 from workflows.core import compilation, devices
 from workflows.core.batches import for_backend
-from workflows.core.fitting import fit_resumably
+from workflows.core.fitting import Checkpointing, EpochHooks, Stopping, fit_resumably
 from workflows.seq2seq.presets import make_config
 from workflows.seq2seq.translator import PairBatches, pair_plan
 
@@ -184,8 +184,9 @@ class FirstBatch(keras.callbacks.Callback):
             at_first_batch.append(compiled.of("jit(train_step)"))
 
 with compilation.Compilations() as compiled:
-    state = fit_resumably(model, train, validation, tempfile.mkdtemp(), epochs=2,
-                          callbacks=[FirstBatch()], verbose=0, checkpoint_every_steps=0)
+    state = fit_resumably(model, train, validation, tempfile.mkdtemp(), Stopping(2),
+                          Checkpointing(every_steps=0), EpochHooks(callbacks=[FirstBatch()]),
+                          verbose=0)
 print(json.dumps({"train_shapes": len(train(0).shapes), "test_shapes": len(validation.shapes),
                   "at_first_batch": at_first_batch[0], "counts": compiled.counts,
                   "hits": compiled.cache_hits, "epochs": len(state.history),

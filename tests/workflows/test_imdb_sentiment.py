@@ -46,7 +46,7 @@ def test_the_family_table_names_each_model_of_each_family_once():
 def test_run_logs_params_metrics_tags_and_artifacts(store):
     run = runs_by_model()["bilstm"]
     assert run.data.params["epochs"] == "2" and run.data.params["units"] == "4"
-    for metric in ("val_accuracy", "timing/epoch_seconds", "timing/examples_per_second",
+    for metric in ("val_accuracy", "system/epoch_seconds", "system/examples_per_second",
                    "best_val_accuracy", "test_accuracy", "test_roc_auc", "test_f1"):
         assert np.isfinite(run.data.metrics[metric]), metric
     history = mlflow.MlflowClient().get_metric_history(run.info.run_id, "val_loss")
@@ -318,8 +318,8 @@ def test_stops_during_the_export_leave_one_summary_and_one_logged_model(
     experiment_id = mlflow.get_experiment_by_name(workflow.EXPERIMENT).experiment_id
     (run,) = mlflow.search_runs([experiment_id], output_format="list")
     client = mlflow.MlflowClient()
-    for name in ("training/best_epoch", "best_val_loss", "training/trained_epochs",
-                 "timing/mean_epoch_seconds"):
+    for name in ("best_epoch", "best_val_loss", "trained_epochs",
+                 "system/mean_epoch_seconds"):
         assert len(client.get_metric_history(run.info.run_id, name)) == 1, name
     logged = mlflow.search_logged_models([experiment_id], output_format="list",
                                          filter_string=f"source_run_id = '{run.info.run_id}'")
@@ -573,7 +573,7 @@ def test_doc2vec_learns_from_unlabelled_and_train_reviews_and_scores_any_text_al
     stages = [run.data.metrics[f"{stage}_minutes"]
               for stage in ("doc2vec_train", "train_inference", "val_inference")]
     assert all(minutes > 0 for minutes in stages)
-    assert sum(stages) <= run.data.metrics["timing/train_minutes"]  # parts of the training time
+    assert sum(stages) <= run.data.metrics["system/train_minutes"]  # parts of the training time
     config = runs.config_of(workflow.LESSON, run)
     prepared = workflow.load_data(config).prepared
     vectors, _ = paragraph_vectors.load_or_train(prepared,

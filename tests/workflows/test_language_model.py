@@ -78,7 +78,7 @@ def test_run_logs_perplexities_samples_and_a_model(lm_store):
     client = mlflow.MlflowClient()
     assert [m.step for m in client.get_metric_history(run.info.run_id, "val_perplexity")] \
         == [1, 2]
-    metrics = ungrouped(run.data.metrics)  # (mean_tokens_per_second: timing/)
+    metrics = ungrouped(run.data.metrics)  # (mean_tokens_per_second: under system/)
     for name in ("test_perplexity", "test_word_perplexity", "best_val_perplexity",
                  "mean_tokens_per_second"):
         assert metrics[name] > 0, name

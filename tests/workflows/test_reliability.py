@@ -11,7 +11,7 @@ from tests.workflows.conftest import BOW, COMMON
 from tests.workflows.test_training import epoch_dataset, small_model
 from workflows import imdb_sentiment as workflow
 from workflows.core.checkpoints import TrainingFolder
-from workflows.core.fitting import fit_resumably
+from workflows.core.fitting import Checkpointing, Stopping, fit_resumably
 
 
 def metric_steps(run_id, name):
@@ -41,7 +41,7 @@ def test_metrics_of_an_epoch_checkpointed_before_a_crash_are_logged_on_resume(
     assert workflow.main(argv) == 0
     experiment = mlflow.get_experiment_by_name(workflow.EXPERIMENT)
     (run,) = mlflow.search_runs([experiment.experiment_id], output_format="list")
-    for name in ("loss", "val_loss", "val_accuracy", "training/learning_rate"):
+    for name in ("loss", "val_loss", "val_accuracy", "learning_rate"):
         assert metric_steps(run.info.run_id, name) == [1, 2, 3], name  # complete, no repeats
 
 
@@ -79,13 +79,13 @@ def test_ctrl_c_during_a_checkpoint_save_still_saves_a_checkpoint(tmp_path, monk
 
     monkeypatch.setattr(np, "savez", interrupted_save)
     with pytest.raises(KeyboardInterrupt):
-        fit_resumably(model, epoch_dataset, epoch_dataset(99), tmp_path, epochs=2, patience=9,
-                      checkpoint_every_steps=3, verbose=0)
+        fit_resumably(model, epoch_dataset, epoch_dataset(99), tmp_path, Stopping(2, patience=9),
+                      checkpointing=Checkpointing(every_steps=3), verbose=0)
     state = TrainingFolder(tmp_path).load_state()
     assert (state.epoch, state.step) == (0, 3) and (tmp_path / state.checkpoint).exists()
     monkeypatch.setattr(np, "savez", savez)
-    resumed = fit_resumably(small_model(), epoch_dataset, epoch_dataset(99), tmp_path, epochs=2,
-                            patience=9, verbose=0)
+    resumed = fit_resumably(small_model(), epoch_dataset, epoch_dataset(99), tmp_path,
+                            Stopping(2, patience=9), verbose=0)
     assert len(resumed.history) == 2
 
 

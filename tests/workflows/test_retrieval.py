@@ -267,7 +267,7 @@ def test_bm25_finds_the_planted_answers_and_evaluates(lesson, capsys):
     assert retrieval.main(["evaluate"]) == 0
     run = latest_run("bm25")
     assert run.data.metrics["test_ndcg_at_10"] == pytest.approx(1.0)
-    assert run.data.metrics["timing/test_queries_per_second"] > 0
+    assert run.data.metrics["system/test_queries_per_second"] > 0
     assert retrieval.main(["search", "topic3 study", "-k", "2"]) == 0
     assert "d3  topic3 paper" in capsys.readouterr().out
 
@@ -537,7 +537,7 @@ def test_a_catalogue_alone_validates_on_held_out_pseudo_queries(lesson, capsys):
     assert retrieval.main(["train", "--retriever", "hybrid", *common, "--set",
                            f"encoder_run={run.info.run_id}"]) == 0
     assert "it is 0.5" in capsys.readouterr().out
-    assert latest_run("hybrid").data.metrics["training/hybrid_weight_used"] == 0.5
+    assert latest_run("hybrid").data.metrics["hybrid_weight_used"] == 0.5
     assert retrieval.main(["evaluate", "--retriever", "hybrid"]) == 2
     assert "no test judgements" in capsys.readouterr().err
 
@@ -811,7 +811,7 @@ def test_fused_retrievers_find_the_planted_answers(lesson, retriever, fusion):
     assert run.data.metrics["test_recall_at_100"] == pytest.approx(1.0)
     if retriever == "hybrid":
         assert run.data.params["fusion"] == fusion
-        assert run.data.metrics["training/hybrid_weight_used"] <= 0.5
+        assert run.data.metrics["hybrid_weight_used"] <= 0.5
         assert run.data.metrics["test_ndcg_at_10"] > 0.8
 
 
@@ -1177,8 +1177,8 @@ def test_an_approximate_index_above_the_exact_limit_logs_its_recall(lesson):
     assert retrieval.main(["train", "--retriever", "dense", "--set",
                            f"encoder={lesson['encoder']}", "--set", "exact_limit=10"]) == 0
     run = latest_run("dense")
-    assert run.data.metrics["data/approximate_index"] == 1
-    assert 0.5 <= run.data.metrics["data/index_recall_at_10"] <= 1.0
+    assert run.data.metrics["approximate_index"] == 1
+    assert 0.5 <= run.data.metrics["index_recall_at_10"] <= 1.0
     assert retrieval.main(["evaluate", "--run-id", run.info.run_id]) == 0
     assert latest_run("dense").data.metrics["test_recall_at_100"] == pytest.approx(1.0)
     # the graph is cached with the embeddings: another retriever reading them reuses it
@@ -1186,7 +1186,7 @@ def test_an_approximate_index_above_the_exact_limit_logs_its_recall(lesson):
     built = [graph.stat().st_mtime_ns for graph in graphs]
     assert retrieval.main(["train", "--retriever", "hybrid", "--set",
                            f"encoder={lesson['encoder']}", "--set", "exact_limit=10"]) == 0
-    assert latest_run("hybrid").data.metrics["data/approximate_index"] == 1
+    assert latest_run("hybrid").data.metrics["approximate_index"] == 1
     assert len(graphs) == 1 and [graph.stat().st_mtime_ns for graph in graphs] == built
 
 
@@ -1199,8 +1199,8 @@ def test_a_passage_retriever_above_the_exact_limit_saves_its_graph(lesson, tmp_p
                            "--set", f"encoder={lesson['encoder']}", "--set", "exact_limit=10",
                            "--set", "passage_sentences=1"]) == 0
     run = latest_run("hybrid")
-    assert run.data.metrics["data/approximate_index"] == 1
-    assert 0.5 <= run.data.metrics["data/index_recall_at_10"] <= 1.0
+    assert run.data.metrics["approximate_index"] == 1
+    assert 0.5 <= run.data.metrics["index_recall_at_10"] <= 1.0
     folder = next(graph.parent for graph in (lesson["root"] / "work" / "runs").rglob(
         f"*/{retrieval.EXPORTED}/index.faiss") if (graph.parent / "owners.npy").is_file())
     searcher = Searcher.load(folder)

@@ -168,7 +168,7 @@ def test_the_monitored_macro_f1_chooses_the_best_epoch(texts_store):
     history = mlflow.MlflowClient().get_metric_history(run.info.run_id, "val_macro_f1")
     scores = [metric.value for metric in sorted(history, key=lambda metric: metric.step)]
     assert len(scores) == 4
-    assert run.data.metrics["training/best_epoch"] == 1 + int(np.argmax(scores))
+    assert run.data.metrics["best_epoch"] == 1 + int(np.argmax(scores))
 
 
 @pytest.mark.integration

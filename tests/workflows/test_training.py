@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 from workflows.core.checkpoints import TrainingFolder, average_weights, load_values
-from workflows.core.fitting import fit_resumably
+from workflows.core.fitting import Checkpointing, EpochHooks, Stopping, fit_resumably
 
 STEPS = 8  # batches per epoch
 
@@ -44,17 +44,17 @@ class CountBatches(keras.callbacks.Callback):
 def test_interrupted_training_resumes_mid_epoch_without_redoing_batches(tmp_path):
     validation = epoch_dataset(99)
     with pytest.raises(KeyboardInterrupt):
-        fit_resumably(small_model(), epoch_dataset, validation, tmp_path, epochs=3, patience=9,
-                      checkpoint_every_steps=3, callbacks=[InterruptAt(epoch=1, batch=4)],
-                      verbose=0)
+        fit_resumably(small_model(), epoch_dataset, validation, tmp_path, Stopping(3, patience=9),
+                      checkpointing=Checkpointing(every_steps=3),
+                      hooks=EpochHooks(callbacks=[InterruptAt(epoch=1, batch=4)]), verbose=0)
     state = TrainingFolder(tmp_path).load_state()
     assert (state.epoch, state.step, len(state.history)) == (1, 5, 1)
     assert not state.finished and (tmp_path / state.checkpoint).exists()
 
     model = small_model()
     CountBatches.count = 0
-    state = fit_resumably(model, epoch_dataset, validation, tmp_path, epochs=3, patience=9,
-                          callbacks=[CountBatches()], verbose=0)
+    state = fit_resumably(model, epoch_dataset, validation, tmp_path, Stopping(3, patience=9),
+                          hooks=EpochHooks(callbacks=[CountBatches()]), verbose=0)
     assert CountBatches.count == (STEPS - 5) + STEPS  # the rest of epoch 2, then epoch 3
     assert int(model.optimizer.iterations.numpy()) == 3 * STEPS  # optimizer state restored
     assert len(state.history) == 3 and not state.finished  # the caller marks it finished
@@ -74,26 +74,28 @@ def test_an_interruption_in_the_epoch_end_work_checkpoints_the_trained_batches(
 
     validation = epoch_dataset(99)
     with pytest.raises(KeyboardInterrupt):
-        fit_resumably(small_model(), epoch_dataset, validation, tmp_path, epochs=3, patience=9,
-                      epoch_metrics=stop_after_the_second_epoch, verbose=0)
+        fit_resumably(small_model(), epoch_dataset, validation, tmp_path, Stopping(3, patience=9),
+                      hooks=EpochHooks(epoch_metrics=stop_after_the_second_epoch), verbose=0)
     assert capsys.readouterr().out.endswith(
         "Interrupted: checkpoint saved (epoch 2, all its batches trained). Rerun the same "
         "command to resume.\n")
     CountBatches.count = 0
-    state = fit_resumably(small_model(), epoch_dataset, validation, tmp_path, epochs=3,
-                          patience=9, callbacks=[CountBatches()], verbose=0)
+    state = fit_resumably(small_model(), epoch_dataset, validation, tmp_path,
+                          Stopping(3, patience=9), hooks=EpochHooks(callbacks=[CountBatches()]),
+                          verbose=0)
     assert CountBatches.count == STEPS and len(state.history) == 3  # only epoch 3's batches
     assert all("loss" in epoch and "val_loss" in epoch for epoch in state.history)
 
 
 def test_rerun_after_the_last_epoch_trains_nothing_and_restores_the_best_weights(tmp_path):
     trained = small_model()
-    fit_resumably(trained, epoch_dataset, epoch_dataset(99), tmp_path, epochs=2, patience=9,
+    fit_resumably(trained, epoch_dataset, epoch_dataset(99), tmp_path, Stopping(2, patience=9),
                   verbose=0)
     CountBatches.count = 0
     rerun = small_model()
-    state = fit_resumably(rerun, epoch_dataset, epoch_dataset(99), tmp_path, epochs=2, patience=9,
-                          callbacks=[CountBatches()], verbose=0)
+    state = fit_resumably(rerun, epoch_dataset, epoch_dataset(99), tmp_path,
+                          Stopping(2, patience=9), hooks=EpochHooks(callbacks=[CountBatches()]),
+                          verbose=0)
     assert CountBatches.count == 0 and len(state.history) == 2
     best = small_model()
     best.optimizer.build(best.trainable_variables)
@@ -119,8 +121,8 @@ def test_early_stopping_keeps_the_best_weights(tmp_path):
         def on_epoch_end(self, epoch, logs=None):
             logs["val_loss"] = next(losses)
 
-    state = fit_resumably(model, epoch_dataset, None, tmp_path, epochs=5, patience=2,
-                          callbacks=[FakeValidationLoss()], verbose=0)
+    state = fit_resumably(model, epoch_dataset, None, tmp_path, Stopping(5, patience=2),
+                          hooks=EpochHooks(callbacks=[FakeValidationLoss()]), verbose=0)
     assert len(state.history) == 4 and state.best_epoch == 2
     assert state.best_score == pytest.approx(0.4)
     best = small_model()
@@ -138,14 +140,14 @@ class SlowEpochs(keras.callbacks.Callback):
 
 
 def test_time_budget_stops_before_an_epoch_that_would_not_fit(tmp_path):
-    state = fit_resumably(small_model(), epoch_dataset, epoch_dataset(99), tmp_path, epochs=5,
-                          patience=9, callbacks=[SlowEpochs()], verbose=0,
-                          time_budget_seconds=0.5)
+    state = fit_resumably(small_model(), epoch_dataset, epoch_dataset(99), tmp_path,
+                          Stopping(5, patience=9, budget_seconds=0.5),
+                          hooks=EpochHooks(callbacks=[SlowEpochs()]), verbose=0)
     # Epoch 1 takes > 0.3 s, so a second one (as slow as the slowest) would pass 0.5 s.
     assert len(state.history) == 1
     assert state.train_seconds >= 0.3
-    resumed = fit_resumably(small_model(), epoch_dataset, epoch_dataset(99), tmp_path, epochs=5,
-                            patience=9, verbose=0, time_budget_seconds=0.5)
+    resumed = fit_resumably(small_model(), epoch_dataset, epoch_dataset(99), tmp_path,
+                            Stopping(5, patience=9, budget_seconds=0.5), verbose=0)
     assert len(resumed.history) == 1  # the budget counts the time already spent
 
 
@@ -178,11 +180,11 @@ def test_time_budget_measures_epochs_without_their_compiling(tmp_path, monkeypat
 
     monkeypatch.setattr(compilation, "Compilations", TimedCompilations)
     model = small_model()  # its steps traced first: the budget is about epochs here
-    fit_resumably(model, epoch_dataset, epoch_dataset(99), tmp_path / "warm-up", epochs=1,
+    fit_resumably(model, epoch_dataset, epoch_dataset(99), tmp_path / "warm-up", Stopping(1),
                   verbose=0)
     state = fit_resumably(model, epoch_dataset, epoch_dataset(99), tmp_path / "run",
-                          epochs=50, patience=50, verbose=0, time_budget_seconds=2.5,
-                          callbacks=[CompilingFirstEpoch(opened)])
+                          Stopping(50, patience=50, budget_seconds=2.5),
+                          hooks=EpochHooks(callbacks=[CompilingFirstEpoch(opened)]), verbose=0)
     # epoch 1 took over a second, most of it compiling: the next ones fit in what is left
     assert state.history[0]["epoch_compile_seconds"] == pytest.approx(1.0)
     assert state.history[0]["epoch_wall_seconds"] > 1.0 and len(state.history) >= 2
@@ -207,19 +209,19 @@ class SlowFirstCall(keras.callbacks.Callback):
 
 def test_time_budget_leaves_out_the_batches_first_calls_on_any_backend(tmp_path):
     model = small_model()  # its steps traced first: the slow call is the test's own
-    fit_resumably(model, epoch_dataset, epoch_dataset(99), tmp_path / "warm-up", epochs=1,
+    fit_resumably(model, epoch_dataset, epoch_dataset(99), tmp_path / "warm-up", Stopping(1),
                   verbose=0)
     state = fit_resumably(model, epoch_dataset, epoch_dataset(99), tmp_path / "run",
-                          epochs=50, patience=50, verbose=0, time_budget_seconds=2.5,
-                          callbacks=[SlowFirstCall()])
+                          Stopping(50, patience=50, budget_seconds=2.5),
+                          hooks=EpochHooks(callbacks=[SlowFirstCall()]), verbose=0)
     assert state.history[0]["epoch_compile_seconds"] == pytest.approx(0.9, abs=0.2)
     assert len(state.history) >= 2
 
 
 def test_epoch_weights_are_kept_for_the_last_epochs_and_average_to_their_mean(tmp_path):
     model = small_model()
-    fit_resumably(model, epoch_dataset, epoch_dataset(99), tmp_path, epochs=4, patience=9,
-                  verbose=0, keep_epoch_weights=3)
+    fit_resumably(model, epoch_dataset, epoch_dataset(99), tmp_path, Stopping(4, patience=9),
+                  checkpointing=Checkpointing(keep_epoch_weights=3), verbose=0)
     folder = TrainingFolder(tmp_path)
     kept = sorted(path.name for path in tmp_path.glob("epoch-*.weights.npz"))
     assert kept == ["epoch-2.weights.npz", "epoch-3.weights.npz", "epoch-4.weights.npz"]
@@ -235,9 +237,9 @@ def test_epoch_weights_are_kept_for_the_last_epochs_and_average_to_their_mean(tm
 
 def interrupted_run(folder):
     with pytest.raises(KeyboardInterrupt):
-        fit_resumably(small_model(), epoch_dataset, epoch_dataset(99), folder, epochs=3,
-                      patience=9, checkpoint_every_steps=3,
-                      callbacks=[InterruptAt(epoch=1, batch=4)], verbose=0)
+        fit_resumably(small_model(), epoch_dataset, epoch_dataset(99), folder,
+                      Stopping(3, patience=9), checkpointing=Checkpointing(every_steps=3),
+                      hooks=EpochHooks(callbacks=[InterruptAt(epoch=1, batch=4)]), verbose=0)
     return TrainingFolder(folder).load_state()
 
 
@@ -254,8 +256,9 @@ def test_a_damaged_checkpoint_is_reported_and_the_run_resumes_from_the_one_befor
     assert (state.epoch, state.step) == (1, 5)
     damage(tmp_path / state.checkpoint)
     model, CountBatches.count = small_model(), 0
-    state = fit_resumably(model, epoch_dataset, epoch_dataset(99), tmp_path, epochs=3,
-                          patience=9, callbacks=[CountBatches()], verbose=0)
+    state = fit_resumably(model, epoch_dataset, epoch_dataset(99), tmp_path,
+                          Stopping(3, patience=9), hooks=EpochHooks(callbacks=[CountBatches()]),
+                          verbose=0)
     assert "is damaged" in capsys.readouterr().out
     assert CountBatches.count == (STEPS - 3) + STEPS  # from the checkpoint after batch 3
     assert int(model.optimizer.iterations.numpy()) == 3 * STEPS and state.epoch == 3
@@ -269,8 +272,8 @@ def test_a_truncated_checkpoint_with_no_intact_one_before_restarts_the_run_and_s
     previous = json.loads((tmp_path / "state.previous.json").read_text())["checkpoint"]
     (tmp_path / previous).unlink()
     model = small_model()
-    state = fit_resumably(model, epoch_dataset, epoch_dataset(99), tmp_path, epochs=2,
-                          patience=9, verbose=0)
+    state = fit_resumably(model, epoch_dataset, epoch_dataset(99), tmp_path,
+                          Stopping(2, patience=9), verbose=0)
     out = capsys.readouterr().out
     assert "no earlier one is intact: training this run again from its first epoch" in out
     assert state.epoch == 2 and len(state.history) == 2
@@ -286,8 +289,9 @@ def test_a_damaged_newest_checkpoint_and_a_truncated_previous_state_fall_back_to
     previous = tmp_path / "state.previous.json"
     previous.write_text(previous.read_text()[:20])  # the state that named it, cut short
     model, CountBatches.count = small_model(), 0
-    state = fit_resumably(model, epoch_dataset, epoch_dataset(99), tmp_path, epochs=3,
-                          patience=9, callbacks=[CountBatches()], verbose=0)
+    state = fit_resumably(model, epoch_dataset, epoch_dataset(99), tmp_path,
+                          Stopping(3, patience=9), hooks=EpochHooks(callbacks=[CountBatches()]),
+                          verbose=0)
     assert f"resuming from {older} (epoch 2, after batch 3)" in capsys.readouterr().out
     assert CountBatches.count == (STEPS - 3) + STEPS and len(state.history) == 3
     assert int(model.optimizer.iterations.numpy()) == 3 * STEPS
@@ -302,14 +306,15 @@ def test_a_checkpoint_after_an_epochs_last_batch_resumes_at_its_validation(tmp_p
         raise FailAfterTraining  # a crash, not a stop: no checkpoint at the moment
 
     with pytest.raises(FailAfterTraining):
-        fit_resumably(small_model(), epoch_dataset, epoch_dataset(99), tmp_path, epochs=3,
-                      patience=9, checkpoint_every_steps=STEPS, verbose=0,
-                      epoch_metrics=crash_in_the_epoch_end_work)
+        fit_resumably(small_model(), epoch_dataset, epoch_dataset(99), tmp_path,
+                      Stopping(3, patience=9), checkpointing=Checkpointing(every_steps=STEPS),
+                      hooks=EpochHooks(epoch_metrics=crash_in_the_epoch_end_work), verbose=0)
     state = TrainingFolder(tmp_path).load_state()
     assert (state.epoch, state.step, state.epoch_trained) == (0, STEPS, False)
     CountBatches.count = 0
-    state = fit_resumably(small_model(), epoch_dataset, epoch_dataset(99), tmp_path, epochs=3,
-                          patience=9, callbacks=[CountBatches()], verbose=0)
+    state = fit_resumably(small_model(), epoch_dataset, epoch_dataset(99), tmp_path,
+                          Stopping(3, patience=9), hooks=EpochHooks(callbacks=[CountBatches()]),
+                          verbose=0)
     assert CountBatches.count == 2 * STEPS and len(state.history) == 3  # epoch 1 validated
     assert all({"loss", "accuracy", "val_loss"} <= set(epoch) for epoch in state.history)
 
@@ -317,11 +322,11 @@ def test_a_checkpoint_after_an_epochs_last_batch_resumes_at_its_validation(tmp_p
 def test_a_resumed_epoch_logs_the_loss_of_all_its_batches(tmp_path):
     keras.utils.set_random_seed(3)
     plain = fit_resumably(small_model(), epoch_dataset, epoch_dataset(99), tmp_path / "plain",
-                          epochs=2, patience=9, verbose=0)
+                          Stopping(2, patience=9), verbose=0)
     keras.utils.set_random_seed(3)
     interrupted_run(tmp_path / "stopped")  # stopped after batch 5 of epoch 2
-    resumed = fit_resumably(small_model(), epoch_dataset, epoch_dataset(99),
-                            tmp_path / "stopped", epochs=2, patience=9, verbose=0)
+    resumed = fit_resumably(small_model(), epoch_dataset, epoch_dataset(99), tmp_path / "stopped",
+                            Stopping(2, patience=9), verbose=0)
     # the same batches and weights: the epoch's loss is the mean over all 8 batches
     assert resumed.history[1]["loss"] == pytest.approx(plain.history[1]["loss"], rel=0.05)
     assert resumed.history[1]["val_loss"] == pytest.approx(plain.history[1]["val_loss"],
@@ -336,12 +341,12 @@ def test_a_wall_time_budget_counts_the_epoch_end_work_and_ends_an_epoch_that_run
         time.sleep(0.4)
 
     model = small_model()  # its steps traced first: the budget is about epochs here
-    fit_resumably(model, epoch_dataset, epoch_dataset(99), tmp_path / "warm-up", epochs=1,
+    fit_resumably(model, epoch_dataset, epoch_dataset(99), tmp_path / "warm-up", Stopping(1),
                   verbose=0)
     started = time.monotonic()
     state = fit_resumably(model, epoch_dataset, epoch_dataset(99), tmp_path / "run",
-                          epochs=50, patience=50, verbose=0, time_budget_seconds=2.0,
-                          epoch_metrics=slow_epoch_end, started=started - 1.0)
+                          Stopping(50, patience=50, budget_seconds=2.0, started=started - 1.0),
+                          hooks=EpochHooks(epoch_metrics=slow_epoch_end), verbose=0)
     # a second had gone before `fit_resumably` (imports, data): one second left
     assert time.monotonic() - started < 2.0 and 1 <= len(state.history) <= 3
     assert state.wall_seconds == pytest.approx(time.monotonic() - started + 1.0, abs=0.3)
@@ -350,8 +355,8 @@ def test_a_wall_time_budget_counts_the_epoch_end_work_and_ends_an_epoch_that_run
 
 def test_damaged_best_weights_are_reported_and_never_loaded(tmp_path, capsys):
     folder = TrainingFolder(tmp_path)
-    fit_resumably(small_model(), epoch_dataset, epoch_dataset(99), folder, epochs=2,
-                  patience=9, verbose=0)
+    fit_resumably(small_model(), epoch_dataset, epoch_dataset(99), folder, Stopping(2, patience=9),
+                  verbose=0)
     state = folder.load_state()
     damage(folder.best_weights)
     model = small_model()
@@ -395,9 +400,9 @@ def test_long_steps_are_checkpointed_on_time_before_their_step_count(
     # steps of a minute on a CPU: a kill must not lose every batch since the epoch began
     monkeypatch.setattr("workflows.core.fitting.CHECKPOINT_EVERY_SECONDS", seconds)
     with pytest.raises(RuntimeError):
-        fit_resumably(small_model(), epoch_dataset, epoch_dataset(99), tmp_path, epochs=2,
-                      patience=9, checkpoint_every_steps=1000,
-                      callbacks=[CrashAt(epoch=0, batch=4)], verbose=0)
+        fit_resumably(small_model(), epoch_dataset, epoch_dataset(99), tmp_path,
+                      Stopping(2, patience=9), checkpointing=Checkpointing(every_steps=1000),
+                      hooks=EpochHooks(callbacks=[CrashAt(epoch=0, batch=4)]), verbose=0)
     assert TrainingFolder(tmp_path).load_state().step == resumed_at
 
 
@@ -414,8 +419,8 @@ def cosine_model():
 
 def test_a_run_without_budget_sizes_its_schedule_to_its_epochs(tmp_path):
     model, schedule = cosine_model()
-    state = fit_resumably(model, epoch_dataset, epoch_dataset(99), tmp_path, epochs=3,
-                          patience=9, verbose=0)
+    state = fit_resumably(model, epoch_dataset, epoch_dataset(99), tmp_path,
+                          Stopping(3, patience=9), verbose=0)
     assert [epoch["horizon_steps"] for epoch in state.history] == [3 * STEPS] * 3
     assert float(keras.ops.convert_to_numpy(model.optimizer.learning_rate)) == 0.0  # its end
 
@@ -453,8 +458,8 @@ def test_a_budget_measures_its_pace_early_in_the_first_epoch(tmp_path, monkeypat
 
     monkeypatch.setattr(ScheduleHorizon, "size", record)
     model, schedule = cosine_model()
-    fit_resumably(model, epoch_dataset, epoch_dataset(99), tmp_path, epochs=2, patience=9,
-                  verbose=0, time_budget_seconds=3600)
+    fit_resumably(model, epoch_dataset, epoch_dataset(99), tmp_path,
+                  Stopping(2, patience=9, budget_seconds=3600), verbose=0)
     # at the start (every epoch), at the second batch's end (its pace), after each epoch
     assert [(epoch, step) for epoch, step, _ in sized] == [(0, 0), (0, 2), (1, 0), (2, 0)]
     assert sized[0][2] is None and all(pace > 0 for _, _, pace in sized[1:])
@@ -473,14 +478,15 @@ def test_several_steps_a_call_checkpoint_and_resume_without_losing_or_redoing_a_
         return built
 
     with pytest.raises(KeyboardInterrupt):
-        fit_resumably(model(), epoch_dataset, epoch_dataset(99), tmp_path, epochs=3,
-                      patience=9, checkpoint_every_steps=4, verbose=0,
-                      callbacks=[InterruptAfter()])
+        fit_resumably(model(), epoch_dataset, epoch_dataset(99), tmp_path, Stopping(3, patience=9),
+                      checkpointing=Checkpointing(every_steps=4),
+                      hooks=EpochHooks(callbacks=[InterruptAfter()]), verbose=0)
     state = TrainingFolder(tmp_path).load_state()
     assert (state.epoch, state.step) == (1, 6)  # calls of 3 steps: 3, 6 (past 4), stopped
     resumed = model()
-    state = fit_resumably(resumed, epoch_dataset, epoch_dataset(99), tmp_path, epochs=3,
-                          patience=9, checkpoint_every_steps=4, verbose=0)
+    state = fit_resumably(resumed, epoch_dataset, epoch_dataset(99), tmp_path,
+                          Stopping(3, patience=9), checkpointing=Checkpointing(every_steps=4),
+                          verbose=0)
     assert int(resumed.optimizer.iterations.numpy()) == 3 * STEPS and len(state.history) == 3
 
 
@@ -491,7 +497,7 @@ def test_a_fallback_to_an_older_checkpoint_keeps_that_epochs_metrics(tmp_path, s
     its batches, as the run that was never stopped does."""
     keras.utils.set_random_seed(3)
     plain = fit_resumably(small_model(), epoch_dataset, epoch_dataset(99), tmp_path / "plain",
-                          epochs=2, patience=9, verbose=0)
+                          Stopping(2, patience=9), verbose=0)
     keras.utils.set_random_seed(3)
     folder = tmp_path / "stopped"
     if stop == "mid-epoch":
@@ -501,17 +507,17 @@ def test_a_fallback_to_an_older_checkpoint_keeps_that_epochs_metrics(tmp_path, s
             raise KeyboardInterrupt            # then one at the stop in its epoch-end work
 
         with pytest.raises(KeyboardInterrupt):
-            fit_resumably(small_model(), epoch_dataset, epoch_dataset(99), folder, epochs=2,
-                          patience=9, checkpoint_every_steps=STEPS, verbose=0,
-                          epoch_metrics=lambda epoch, metrics: epoch and crash_then_stop(
-                              epoch, metrics))
+            fit_resumably(small_model(), epoch_dataset, epoch_dataset(99), folder,
+                          Stopping(2, patience=9), Checkpointing(every_steps=STEPS),
+                          EpochHooks(epoch_metrics=lambda epoch, metrics: epoch
+                                     and crash_then_stop(epoch, metrics)), verbose=0)
     state = TrainingFolder(folder).load_state()
     older = json.loads((folder / "state.previous.json").read_text())["checkpoint"]
     damage(folder / state.checkpoint)
     previous = folder / "state.previous.json"
     previous.write_text(previous.read_text()[:20])
-    resumed = fit_resumably(small_model(), epoch_dataset, epoch_dataset(99), folder, epochs=2,
-                            patience=9, verbose=0)
+    resumed = fit_resumably(small_model(), epoch_dataset, epoch_dataset(99), folder,
+                            Stopping(2, patience=9), verbose=0)
     assert older != state.checkpoint and len(resumed.history) == 2
     for name in ("loss", "accuracy"):
         assert resumed.history[1][name] == pytest.approx(plain.history[1][name], rel=0.05)
@@ -566,16 +572,16 @@ def test_a_stop_at_any_statement_of_an_epoch_end_keeps_each_epoch_once(tmp_path,
     sys.settrace(tracer)
     stopped = False
     try:
-        fit_resumably(small_model(), epoch_dataset, validation, tmp_path, epochs=3,
-                      patience=9, on_epoch_end=log, verbose=0)
+        fit_resumably(small_model(), epoch_dataset, validation, tmp_path, Stopping(3, patience=9),
+                      hooks=EpochHooks(on_epoch_end=log), verbose=0)
     except KeyboardInterrupt:
         stopped = True
     finally:
         sys.settrace(None)
         Stop.requested, Stop.signals, Stop.reported = False, 0, False
     assert stopped == bool(delivered)
-    state = fit_resumably(small_model(), epoch_dataset, validation, tmp_path, epochs=3,
-                          patience=9, on_epoch_end=log, verbose=0)
+    state = fit_resumably(small_model(), epoch_dataset, validation, tmp_path,
+                          Stopping(3, patience=9), hooks=EpochHooks(on_epoch_end=log), verbose=0)
     assert [epoch for epoch, _ in logged] == [0, 1, 2]
     assert len(state.history) == 3 and len(state.scores) == 3 and state.epoch == 3
     assert [loss for _, loss in logged] == [epoch["loss"] for epoch in state.history]

@@ -7,8 +7,10 @@ validation's) is handled at the end of the batch under way, with the model's rea
 weights; elsewhere at once. Either way the command checkpoints what it has and exits.
 """
 
+import dataclasses
 import time
 import warnings
+from collections.abc import Callable
 
 import keras
 import numpy as np
@@ -172,39 +174,68 @@ class WallBudget:
         return self.seconds is None or self.used() + seconds + self.reserve <= self.seconds
 
 
-def fit_resumably(model, epoch_dataset, validation_data, folder, epochs, patience=2,
-                  checkpoint_every_steps=200, train_examples=None, on_epoch_end=None,
-                  callbacks=(), verbose="auto", time_budget_seconds=None, epoch_metrics=None,
-                  keep_epoch_weights=0, processes=None, monitor="val_loss", higher_is_better=False,
-                  started=None):
-    """Trains `model` for up to `epochs`, resuming from `folder` (a path or a
-    `TrainingFolder`) if it holds a checkpoint.
+@dataclasses.dataclass(frozen=True)
+class Stopping:
+    """When a training ends: after `epochs`; after `patience` epochs without a better
+    `monitor` (an epoch metric, higher or lower as `higher_is_better` says); or when
+    `budget_seconds` of wall time from `started` (default: now) run out, summed over
+    resumptions."""
+
+    epochs: int
+    patience: int = 2
+    monitor: str = "val_loss"
+    higher_is_better: bool = False
+    budget_seconds: float | None = None
+    started: float | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Checkpointing:
+    """A checkpoint every `every_steps` batches (0: none within an epoch); the weights of
+    the last `keep_epoch_weights` epochs kept to average (`epoch-N.weights.npz`)."""
+
+    every_steps: int = 200
+    keep_epoch_weights: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class EpochHooks:
+    """What a lesson adds to each epoch: `epoch_metrics(epoch, metrics)` adds to its
+    metrics before they are checkpointed; `on_epoch_end(epoch, metrics)` sees them once a
+    checkpoint holds them (so a rerun never logs an epoch twice); `callbacks`, Keras's,
+    for its batches."""
+
+    epoch_metrics: Callable | None = None
+    on_epoch_end: Callable | None = None
+    callbacks: tuple = ()
+
+
+def fit_resumably(model, epoch_dataset, validation_data, folder, stopping,
+                  checkpointing=Checkpointing(), hooks=EpochHooks(), train_examples=None,
+                  verbose="auto", processes=None):
+    """Trains `model` until `stopping` (a `Stopping`) says, resuming from `folder` (a
+    path or a `TrainingFolder`) if it holds a checkpoint.
 
     `epoch_dataset(epoch)` returns that epoch's batches, the same ones on every call
     (seed the shuffle with the epoch) so a resumed epoch skips exactly what was done.
-    Stops after `patience` epochs without a lower validation loss (or a better
-    `monitor`, an epoch metric, higher or lower as `higher_is_better` says) and leaves
-    the model with its best weights. `epoch_metrics(epoch, metrics)` may add to an epoch's
-    metrics (plus `epoch_seconds`, the training batches' time, `examples_per_second`,
-    `validation_seconds`, `epoch_end_seconds`, `checkpoint_seconds`, `epoch_wall_seconds`,
-    `training_share`, the batches' share of the epoch's wall time, and
-    `epoch_compile_seconds`, its time compiling: JAX's own timing, or the batches' first
-    calls, whichever is more) before they are
-    checkpointed with the state; `on_epoch_end(epoch, metrics)` sees them once a
-    checkpoint holds them (so a rerun never logs an epoch twice). Checkpoints: every
-    `checkpoint_every_steps` batches (0: none within an epoch) or, in one process, every
-    `CHECKPOINT_EVERY_SECONDS` if that comes first, and at each epoch's end, each skipped
-    while it would cost over 5% of the time since the last; always at a stop and at the
-    end. A stop lands at the end of the batch under way, or ends the command a few
-    seconds after it (`ForcedStop`): it loses at most the batches since the last.
+    Early stopping leaves the model with its best weights. `hooks` (`EpochHooks`) see
+    each epoch's metrics: `loss` and the model's, the validation's `val_*`, and
+    `epoch_seconds`, the training batches' time, `examples_per_second` (of
+    `train_examples`), `validation_seconds`, `epoch_end_seconds`, `checkpoint_seconds`,
+    `epoch_wall_seconds`, `training_share`, the batches' share of the epoch's wall time,
+    and `epoch_compile_seconds`, its time compiling: JAX's own timing, or the batches'
+    first calls, whichever is more. Checkpoints (`checkpointing`): every
+    `every_steps` batches or, in one process, every `CHECKPOINT_EVERY_SECONDS` if that
+    comes first, and at each epoch's end, each skipped while it would cost over 5% of
+    the time since the last; always at a stop and at the end. A stop lands at the end of
+    the batch under way, or ends the command a few seconds after it (`ForcedStop`): it
+    loses at most the batches since the last.
 
-    `time_budget_seconds` is wall time from `started` (default: now), summed over
-    resumptions: no epoch starts that would not end in it with time left for the export
-    (an epoch's length is measured without its compiling), and an epoch that runs over
-    ends at that batch. `keep_epoch_weights`: keep the weights
-    of the last that many epochs (`epoch-N.weights.npz`) to average. `processes` (a
-    `devices.Processes`, with several processes) makes each decision to train on, to
-    checkpoint or to stop the chief's, for every process.
+    The time budget: no epoch starts that would not end in it with time left for the
+    export (an epoch's length is measured without its compiling), and an epoch that runs
+    over ends at that batch. `processes` (a `devices.Processes`, with several processes)
+    makes each decision to train on, to checkpoint or to stop the chief's, for every
+    process.
 
     A stop signal (Ctrl-C, SIGTERM; `Stop`) checkpoints where the training is and raises
     `KeyboardInterrupt`. Returns the final state, not yet marked finished: the caller does
@@ -214,30 +245,32 @@ def fit_resumably(model, epoch_dataset, validation_data, folder, epochs, patienc
     folder = folder if isinstance(folder, TrainingFolder) else TrainingFolder(folder)
     folder.output.mkdir(parents=True, exist_ok=True)
     validation_data = untuned(validation_data)  # `evaluate` ends without waiting on tf.data
+    epochs, started = stopping.epochs, stopping.started
 
     state = folder.restore(model, folder.load_state())
-    budget = WallBudget(time_budget_seconds, started, state.wall_seconds)
+    budget = WallBudget(stopping.budget_seconds, started, state.wall_seconds)
     decide = processes.chiefs_word if processes else bool
     horizon = ScheduleHorizon(model, budget, epochs, processes is None)
-    epoch = _Epoch(model, folder, state, budget, on_epoch_end, decide, compilation.Compilations(),
-                   started, horizon)
+    epoch = _Epoch(model, folder, state, budget, hooks.on_epoch_end, decide,
+                   compilation.Compilations(), started, horizon)
     kept_before, ForcedStop.kept = ForcedStop.kept, epoch.kept
     try:
         with epoch.compiled:
-            while decide(state.epoch < epochs and state.epochs_without_improvement < patience
-                        and _within_budget(state, budget)):
+            while decide(state.epoch < epochs
+                         and state.epochs_without_improvement < stopping.patience
+                         and _within_budget(state, budget)):
                 print(f"Epoch {state.epoch + 1}/{epochs}"
                       + (f" (resuming: {state.where})" if state.step or state.epoch_trained
                          else ""), flush=True)
-                metrics = epoch.train(epoch_dataset, validation_data, checkpoint_every_steps,
-                                      callbacks, verbose, train_examples)
-                epoch.validate(validation_data, metrics, epoch_metrics)
+                metrics = epoch.train(epoch_dataset, validation_data, checkpointing.every_steps,
+                                      hooks.callbacks, verbose, train_examples)
+                epoch.validate(validation_data, metrics, hooks.epoch_metrics)
                 with Stop.deferred():  # the epoch's end is one step: a stop waits for it
-                    _update_early_stopping(model, folder, state, metrics, monitor,
-                                           higher_is_better)
-                    if keep_epoch_weights:
-                        folder.keep_epoch_weights(model, state.epoch + 1, keep_epoch_weights,
-                                                  state)
+                    _update_early_stopping(model, folder, state, metrics, stopping.monitor,
+                                           stopping.higher_is_better)
+                    if checkpointing.keep_epoch_weights:
+                        folder.keep_epoch_weights(model, state.epoch + 1,
+                                                  checkpointing.keep_epoch_weights, state)
                     if horizon:
                         metrics["horizon_steps"] = horizon.schedule.horizon_steps
                     epoch.end(metrics, last=state.epoch + 1 >= epochs or budget.exhausted())

@@ -1,40 +1,33 @@
-"""Where a metric sits in the MLflow UI: the losses and scores a learner compares keep
-their names, so a run's charts open on them; the operational figures go under a prefix
-that MLflow groups into a section of its own (as it does `system/`):
+"""Where a metric sits in the MLflow UI, so that a run's charts open on its scores.
 
-- `timing/`: durations, rates and shares of time, and what compiled (`epoch_seconds`,
-  `train_minutes`, `examples_per_second`, `training_share`, `train_step_programs`);
-- `training/`: how the training went (`best_epoch`, `trained_epochs`, `learning_rate`);
-- `data/`: what the data and index held (`embedding_coverage`, vocabulary sizes).
+MLflow groups a run's charts into sections by the prefix before `/`. Its chart views
+(a run's "Model metrics" tab, the runs' chart view) put each prefix's section first,
+sorted by name, then the metrics without a prefix ("Model metrics"), then `system/`
+("System metrics", which a run's page shows in a tab of its own). A `timing/` section
+would come before the losses. So the losses, the scores and how the training went
+(`best_epoch`, `learning_rate`, `embedding_coverage`) keep their plain names, and the
+timings (durations, rates, shares of time and what compiled: `epoch_seconds`,
+`train_minutes`, `examples_per_second`, `training_share`, `train_step_programs`) are
+logged under `system/`, beside MLflow's own samples of the machine (CPU, memory, GPU).
 
-Everything logs through `grouped`; everything that reads a run's metrics by name
-reads through `ungrouped` (or `ungrouped_columns`), so runs logged before the prefixes
-existed read the same as new ones.
+Everything logs through `grouped`; whatever reads a run's metrics by name reads
+through `ungrouped` (or `ungrouped_columns`), so runs logged before the timings moved
+read the same as new ones.
 """
 
-TRAINING = frozenset({"best_epoch", "trained_epochs", "learning_rate", "horizon_steps",
-                      "hybrid_weight_used"})
-DATA = frozenset({"embedding_coverage", "approximate_index", "index_recall_at_10"})
+TIMINGS = "system/"
 TIMING_ENDINGS = ("_seconds", "_minutes", "_per_second", "_per_sentence", "training_share",
                   "_programs", "compile_cache_hits")
-GROUPS = ("timing", "training", "data")
 
 
-def group_of(name):
-    """The section of the metric `name`: a prefix of `GROUPS`, or None for a score."""
-    if name in TRAINING:
-        return "training"
-    if name in DATA or name.endswith("vocabulary_size"):
-        return "data"
-    if name.endswith(TIMING_ENDINGS) or name.startswith("seconds_"):
-        return "timing"
-    return None
+def is_timing(name):
+    """Whether the plain metric `name` is a duration, a rate or a count of compilations."""
+    return name.endswith(TIMING_ENDINGS) or name.startswith("seconds_")
 
 
 def grouped_name(name):
-    """`name` as it is logged: under its section's prefix (a name with one is kept)."""
-    group = None if "/" in name else group_of(name)
-    return f"{group}/{name}" if group else name
+    """`name` as it is logged: a timing under `system/`, any other metric as it is."""
+    return TIMINGS + name if "/" not in name and is_timing(name) else name
 
 
 def grouped(metrics):
@@ -43,9 +36,9 @@ def grouped(metrics):
 
 
 def ungrouped_name(name):
-    """A logged metric's name without its section (`system/` metrics keep theirs)."""
-    group, _, rest = name.partition("/")
-    return rest if group in GROUPS and rest else name
+    """A logged metric's plain name (MLflow's own `system/` samples keep theirs)."""
+    plain = name.removeprefix(TIMINGS)
+    return plain if plain != name and "/" not in plain and is_timing(plain) else name
 
 
 def ungrouped(metrics):
@@ -54,8 +47,8 @@ def ungrouped(metrics):
 
 
 def ungrouped_columns(frame):
-    """A `mlflow.search_runs` frame whose `metrics.<group>/<name>` columns are read as
-    `metrics.<name>` too (filled in where a run logged the plain name)."""
+    """A `mlflow.search_runs` frame whose `metrics.system/<timing>` columns are read as
+    `metrics.<timing>` too (filled in where a run logged the plain name)."""
     for column in list(frame.columns):
         if not column.startswith("metrics."):
             continue

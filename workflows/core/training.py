@@ -42,7 +42,14 @@ from workflows.core.checkpoints import (
     starting_state,
 )
 from workflows.core.config import NOT_IN_RUN_FOLDER, describe
-from workflows.core.fitting import fit_resumably, kept_in, started_at
+from workflows.core.fitting import (
+    Checkpointing,
+    EpochHooks,
+    Stopping,
+    fit_resumably,
+    kept_in,
+    started_at,
+)
 from workflows.core.models import export_and_log_model
 from workflows.core.runs import RunNotFoundError, stored_run
 
@@ -206,15 +213,13 @@ class TrainingRun:
         with compilation.Compilations() as compiled:
             self.state = fit_resumably(
                 self.model, lambda epoch: placement.batches(train_batches(epoch)),
-                self.validation_batches, self.training_folder, config.epochs,
-                config.patience, config.checkpoint_every_steps, train_examples=train_examples,
-                epoch_metrics=epoch_metrics,
-                on_epoch_end=self._log_epoch if chief else None,
-                verbose=tracking.progress_verbosity() if chief else 0,
-                time_budget_seconds=minutes and minutes * 60, started=self.started,
-                keep_epoch_weights=config.average_epochs,
-                processes=self.processes if self.processes.count > 1 else None,
-                monitor=monitor, higher_is_better=higher_is_better)
+                self.validation_batches, self.training_folder,
+                Stopping(config.epochs, config.patience, monitor, higher_is_better,
+                         minutes and minutes * 60, self.started),
+                Checkpointing(config.checkpoint_every_steps, config.average_epochs),
+                EpochHooks(epoch_metrics, self._log_epoch if chief else None),
+                train_examples, verbose=tracking.progress_verbosity() if chief else 0,
+                processes=self.processes if self.processes.count > 1 else None)
         if chief:
             tracking.log_training_summary(self.model, self.state, curves, monitor)
             tracking.log_compilations(compiled)
