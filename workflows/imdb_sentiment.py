@@ -243,11 +243,11 @@ class SentimentLesson(Lesson):
                                 data.augmentation} if data.augmentation else {})},
                      metrics={**trainable.metrics, **added})
 
-    def fit(self, run, config, data, built):
+    def fit(self, training, config, data, built):
         trainable = built.parts
-        run.fit(trainable.train_batches, trainable.validation_batches,
-                trainable.train_examples, monitor=config.monitor,
-                higher_is_better=config.monitor != "val_loss")
+        training.fit(trainable.train_batches, trainable.validation_batches,
+                     trainable.train_examples, monitor=config.monitor,
+                     higher_is_better=config.monitor != "val_loss")
 
     def export(self, config, data, built):
         classes = data.prepared.classes if data.files else None

@@ -230,14 +230,14 @@ class LanguageModelLesson(Lesson):
                                    if data.extension else {})},
                      metrics=starting_perplexities(data, model, validation))
 
-    def fit(self, run, config, data, built):
+    def fit(self, training, config, data, built):
         from workflows.core import batches
 
         generator, validation = built.parts
-        run.fit(lambda epoch: batches.for_backend(data.batches(config, "train", epoch)),
-                validation, config.steps_per_epoch * config.batch_size,
-                epoch_end=epoch_scores(config, data, generator),
-                curves=("loss", "perplexity"))
+        training.fit(lambda epoch: batches.for_backend(data.batches(config, "train", epoch)),
+                     validation, config.steps_per_epoch * config.batch_size,
+                     epoch_end=epoch_scores(config, data, generator),
+                     curves=("loss", "perplexity"))
 
     def export(self, config, data, built):
         return ModelExport("generator", built.parts[0].save, PYFUNC_FILE, PROMPTS[:1],

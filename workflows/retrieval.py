@@ -202,17 +202,18 @@ class RetrievalLesson(Lesson):
         tags = retrieval_corpus.data_flags({"beir_path": place.path, **place.options})
         return Built(None, parts, tags=tags, metrics=metrics)
 
-    def fit(self, run, config, data, built):
+    def fit(self, training, config, data, built):
         from workflows.core import tracking
         from workflows.retrievers import fine_tuning
 
         parts = built.parts
         if reads_encoder(config):
-            parts.encoder = load_encoder(config, run.work_dir, run.folder)
+            parts.encoder = load_encoder(config, training.work_dir, training.folder)
         if config.epochs and fine_tunes(config):
-            fine_tuning.fine_tune(run, config, data, parts.encoder, parts.bm25, run.work_dir)
+            fine_tuning.fine_tune(training, config, data, parts.encoder, parts.bm25,
+                                  training.work_dir)
         started = time.perf_counter()
-        parts.searcher = make_searcher(config, data, parts.bm25, parts.encoder, run.work_dir)
+        parts.searcher = make_searcher(config, data, parts.bm25, parts.encoder, training.work_dir)
         tracking.log_metrics({"index_seconds": time.perf_counter() - started})
         evaluation.log_index_recall(parts.searcher, data)
         weight = evaluation.choose_hybrid_weight(config, data, parts.searcher)

@@ -223,14 +223,14 @@ class TranslationLesson(Lesson):
                            "direction": config.direction, "corpus": data.prepared.name},
                      artifacts=vocabulary_artifacts(data.tokenizer))
 
-    def fit(self, run, config, data, built):
+    def fit(self, training, config, data, built):
         from workflows.core import batches
 
-        run.fit(lambda epoch: batches.for_backend(data.batches(config, "train", epoch)),
-                batches.for_backend(data.batches(config, "val", limit=config.validation_pairs)),
-                len(data.arrays["train"][0]),
-                epoch_end=validation_sample_scores(config, data, built.parts),
-                curves=("loss", "accuracy", "normalized_bleu"))
+        validation = data.batches(config, "val", limit=config.validation_pairs)
+        training.fit(lambda epoch: batches.for_backend(data.batches(config, "train", epoch)),
+                     batches.for_backend(validation), len(data.arrays["train"][0]),
+                     epoch_end=validation_sample_scores(config, data, built.parts),
+                     curves=("loss", "accuracy", "normalized_bleu"))
 
     def export(self, config, data, built):
         from workflows.seq2seq.translator import PYFUNC_PARAMS

@@ -78,9 +78,9 @@ class ToyLesson(Lesson):
         model.compile("adam", "binary_crossentropy", metrics=["accuracy"])
         return Built(model, params={"parameters": model.count_params()})
 
-    def fit(self, run, config, data, built):
-        run.fit(lambda epoch: data.batches("train", epoch), data.batches("val"),
-                len(data.texts["train"]))
+    def fit(self, training, config, data, built):
+        training.fit(lambda epoch: data.batches("train", epoch), data.batches("val"),
+                     len(data.texts["train"]))
 
     def export(self, config, data, built):
         def save(folder):

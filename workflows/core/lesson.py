@@ -7,7 +7,7 @@ A lesson is one module of `workflows/` that declares `LESSON`, an instance of a
     datasets(config, data, place)     -> the `RunDataset`s it trains and validates on
     build(config, data, place)        -> `Built`: the model (or retriever) and what the
                                          run logs when it starts
-    fit(run, config, data, built)     -> trains through `run` (a `training.TrainingRun`)
+    fit(training, config, data, built) -> trains through `training` (a `TrainingRun`)
     export(config, data, built)       -> `ModelExport`: how the trained model leaves
 
 `Lesson.train` runs them through the one lifecycle (`training.train_lesson`): the run
@@ -172,9 +172,11 @@ class Lesson(abc.ABC):
         """The model of `config` and what a new run logs when it starts."""
 
     @abc.abstractmethod
-    def fit(self, run: "TrainingRun", config: TrainingOptions, data: LessonData,
+    def fit(self, training: "TrainingRun", config: TrainingOptions, data: LessonData,
             built: Built) -> None:
-        """Trains `built` through `run.fit` (a custom trainer: `run.fit(..., model=)`)."""
+        """Trains `built` through `training.fit` (a custom trainer:
+        `training.fit(..., model=)`); `training` is the lifecycle's `TrainingRun`, not an
+        MLflow run."""
 
     @abc.abstractmethod
     def export(self, config: TrainingOptions, data: LessonData, built: Built) -> ModelExport:

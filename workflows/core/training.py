@@ -2,14 +2,15 @@
 
 `train_lesson` runs a lesson's hooks (`core/lesson.py`) in order:
 
-    with TrainingRun(lesson.experiment, name, config, work_dir, request) as run:
-        data = run.load(lambda: lesson.load_data(config, place))  # the chief process first
-        if run.open(lesson.data_identity(config, data, place), data.fingerprint):  # False: already trained
+    with TrainingRun(lesson.experiment, name, config, work_dir, request) as training:
+        data = training.load(lambda: lesson.load_data(config, place))  # the chief first
+        # False: already trained (its run folder is finished)
+        if training.open(lesson.data_identity(config, data, place), data.fingerprint):
             built = lesson.build(config, data, place)
-            run.start(built, lesson.datasets(config, data, place))                     # the MLflow run, new or resumed
-            lesson.fit(run, config, data, built)  # run.fit(train_batches, ...)
-            run.export(lesson.export(config, data, built))
-    return run.run_id
+            training.start(built, lesson.datasets(config, data, place))  # the MLflow run
+            lesson.fit(training, config, data, built)  # training.fit(train_batches, ...)
+            training.export(lesson.export(config, data, built))
+    return training.run_id
 
 `TrainingRun` does what is the same everywhere: join the other processes and place the
 model on the devices (`devices.py`), find the run folder and lock it, start or
@@ -58,14 +59,14 @@ def train_lesson(lesson, config, place, request):
     """Trains `config` of `lesson` (or resumes it, or finds it trained) from the data at
     `place` (a `DataPlace`), as `request` (a `TrainRequest`) says; returns the run id."""
     with TrainingRun(lesson.experiment, lesson.run_name(config), config, place.work_dir,
-                     request, label=lesson.run_label(config)) as run:
-        data = run.load(lambda: lesson.load_data(config, place))
-        if run.open(lesson.data_identity(config, data, place), data.fingerprint):
+                     request, label=lesson.run_label(config)) as training:
+        data = training.load(lambda: lesson.load_data(config, place))
+        if training.open(lesson.data_identity(config, data, place), data.fingerprint):
             built = lesson.build(config, data, place)
-            run.start(built, lesson.datasets(config, data, place))
-            lesson.fit(run, config, data, built)
-            run.export(lesson.export(config, data, built))
-    return run.run_id
+            training.start(built, lesson.datasets(config, data, place))
+            lesson.fit(training, config, data, built)
+            training.export(lesson.export(config, data, built))
+    return training.run_id
 
 
 def run_folder(lesson, config, fingerprint, work_dir=None):

@@ -170,8 +170,8 @@ def compile_trainer(encoder, learning_rate, scale, chunk_size=0):
     return trainer
 
 
-def fine_tune(run, config, data, encoder, bm25, work_dir):
-    """Fine-tunes `encoder` in place through `run` (a `training.TrainingRun`): pairs and
+def fine_tune(training, config, data, encoder, bm25, work_dir):
+    """Fine-tunes `encoder` in place through `training` (a `training.TrainingRun`): pairs and
     hard negatives made once, then resumable epochs, the best by validation nDCG@10
     (of the validation pool: `evaluation.validation_ndcg`)."""
     import mlflow
@@ -215,11 +215,11 @@ def fine_tune(run, config, data, encoder, bm25, work_dir):
     run_id = mlflow.active_run().info.run_id
     if not mlflow.MlflowClient().get_metric_history(run_id, "val_pool_ndcg_at_10"):
         tracking.log_epoch(-1, {"val_pool_ndcg_at_10": validate()})  # step 0: before training
-    state = run.fit(epoch_batches, None, len(made.pairs),
-                    epoch_end=lambda epoch, metrics: metrics.update(
-                        val_pool_ndcg_at_10=validate()),
-                    curves=("loss", "pool_ndcg_at_10"), model=trainer,
-                    monitor="val_pool_ndcg_at_10", higher_is_better=True)
+    state = training.fit(epoch_batches, None, len(made.pairs),
+                         epoch_end=lambda epoch, metrics: metrics.update(
+                             val_pool_ndcg_at_10=validate()),
+                         curves=("loss", "pool_ndcg_at_10"), model=trainer,
+                         monitor="val_pool_ndcg_at_10", higher_is_better=True)
     print(f"Fine-tuned on {len(made.pairs):,} pairs: best validation-pool nDCG@10 "
           f"{state.history[state.best_epoch - 1]['val_pool_ndcg_at_10']:.4f} at epoch "
           f"{state.best_epoch}")
