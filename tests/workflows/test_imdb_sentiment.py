@@ -570,7 +570,7 @@ def test_doc2vec_learns_from_unlabelled_and_train_reviews_and_scores_any_text_al
     assert workflow.main(["train", "--model", "doc2vec", "--epochs", "2", *settings]) == 0
     run = runs_by_model()["doc2vec"]
     assert run.data.tags["model_family"] == "paragraph_vectors"
-    stages = [run.data.metrics[f"{stage}_minutes"]
+    stages = [run.data.metrics[f"system/{stage}_minutes"]
               for stage in ("doc2vec_train", "train_inference", "val_inference")]
     assert all(minutes > 0 for minutes in stages)
     assert sum(stages) <= run.data.metrics["system/train_minutes"]  # parts of the training time

@@ -116,6 +116,10 @@ def test_browser_shows_the_experiment_and_compares_its_runs(store, tmp_path):
         page = headless(mlflow_store.runs_table_url(experiment.experiment_id, run_ids[0], url),
                         "--dump-dom")  # the run page, as a run's end-of-training line links it
         assert "val_accuracy" in page and "best_val_loss" in page  # with its metrics
+        charts = headless(mlflow_store.runs_table_url(experiment.experiment_id, run_ids[0], url)
+                          + "/model-metrics", "--dump-dom")  # its charts open on the scores:
+        assert "Model metrics" in charts and "accuracy" in charts
+        assert "epoch_seconds" not in charts and "timing" not in charts  # timings: system/
         compare = (f"{url}/#/compare-runs?runs={json.dumps(run_ids)}"
                    f"&experiments={json.dumps([experiment.experiment_id])}")
         page = headless(compare, "--dump-dom")

@@ -76,7 +76,7 @@ def paragraph_vector_settings(config):
 def build(config, data):
     """Doc2Vec (trained once), the vectors of the train and validation reviews inferred
     as the served model infers them, and the model on them. The minutes those took are
-    logged (`doc2vec_train_minutes`, `*_inference_minutes`)."""
+    logged (`system/doc2vec_train_minutes`, `system/*_inference_minutes`)."""
     import tensorflow as tf  # doc2vec (gensim) runs where TensorFlow does
 
     from data_prep import paragraph_vectors
