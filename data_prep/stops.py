@@ -103,8 +103,15 @@ class ForcedStop:
             signal.set_wakeup_fd(write, warn_on_full_buffer=False)
         except ValueError:  # not the main thread: nothing to watch from here
             return
-        threading.Thread(target=cls._exit_after_grace, args=(read,), daemon=True,
-                         name="forced-stop").start()
+        # started with the stop signals blocked (a thread inherits its starter's mask): the
+        # kernel hands a process's signal to any thread that does not block it, and one
+        # delivered to this thread would not interrupt the main thread's sleep or read
+        unblocked = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        try:
+            threading.Thread(target=cls._exit_after_grace, args=(read,), daemon=True,
+                             name="forced-stop").start()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, unblocked)
 
     @classmethod
     def _exit_after_grace(cls, read):

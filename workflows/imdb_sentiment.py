@@ -244,10 +244,12 @@ class SentimentLesson(Lesson):
                      metrics={**trainable.metrics, **added})
 
     def fit(self, training, config, data, built):
+        from workflows.core.fitting import Monitor
+
         trainable = built.parts
+        monitor = Monitor(config.monitor, higher_is_better=config.monitor != "val_loss")
         training.fit(trainable.train_batches, trainable.validation_batches,
-                     trainable.train_examples, monitor=config.monitor,
-                     higher_is_better=config.monitor != "val_loss")
+                     trainable.train_examples, monitor=monitor)
 
     def export(self, config, data, built):
         classes = data.prepared.classes if data.files else None

@@ -175,16 +175,35 @@ class WallBudget:
 
 
 @dataclasses.dataclass(frozen=True)
+class Monitor:
+    """The epoch metric that chooses the best epoch and stops early, and its sense."""
+
+    name: str = "val_loss"
+    higher_is_better: bool = False
+
+    def score(self, metrics):
+        """The epoch's `metrics` as a score where lower is better (the training `loss`
+        where the epoch has no `name`)."""
+        value = metrics.get(self.name, metrics.get("loss"))
+        return -value if self.higher_is_better else value
+
+    def beats(self, value, best):
+        """Whether `value` of the metric beats `best` (nan beats nothing)."""
+        return value > best if self.higher_is_better else value < best
+
+
+VALIDATION_LOSS = Monitor()  # the default: the lowest validation loss is the best epoch
+
+
+@dataclasses.dataclass(frozen=True)
 class Stopping:
     """When a training ends: after `epochs`; after `patience` epochs without a better
-    `monitor` (an epoch metric, higher or lower as `higher_is_better` says); or when
-    `budget_seconds` of wall time from `started` (default: now) run out, summed over
-    resumptions."""
+    `monitor` (a `Monitor`); or when `budget_seconds` of wall time from `started`
+    (default: now) run out, summed over resumptions."""
 
     epochs: int
     patience: int = 2
-    monitor: str = "val_loss"
-    higher_is_better: bool = False
+    monitor: Monitor = VALIDATION_LOSS
     budget_seconds: float | None = None
     started: float | None = None
 
@@ -266,8 +285,7 @@ def fit_resumably(model, epoch_dataset, validation_data, folder, stopping,
                                       hooks.callbacks, verbose, train_examples)
                 epoch.validate(validation_data, metrics, hooks.epoch_metrics)
                 with Stop.deferred():  # the epoch's end is one step: a stop waits for it
-                    _update_early_stopping(model, folder, state, metrics, stopping.monitor,
-                                           stopping.higher_is_better)
+                    _update_early_stopping(model, folder, state, metrics, stopping.monitor)
                     if checkpointing.keep_epoch_weights:
                         folder.keep_epoch_weights(model, state.epoch + 1,
                                                   checkpointing.keep_epoch_weights, state)
@@ -470,11 +488,10 @@ def _within_budget(state, budget):
     return False
 
 
-def _update_early_stopping(model, folder, state, metrics, monitor, higher_is_better):
-    """`state.best_score` holds the best value of `monitor`, lower is better (a
-    metric where higher is better is kept negated); so does `state.scores`, per epoch."""
-    value = metrics.get(monitor, metrics.get("loss"))
-    value = -value if higher_is_better else value
+def _update_early_stopping(model, folder, state, metrics, monitor):
+    """`state.best_score` holds the best `monitor.score` (lower is better: a metric
+    where higher is better is kept negated); so does `state.scores`, per epoch."""
+    value = monitor.score(metrics)
     state.scores.append(value)
     if value < state.best_score:
         state.best_score, state.best_epoch = value, state.epoch + 1

@@ -44,6 +44,7 @@ from workflows.core.checkpoints import (
 )
 from workflows.core.config import NOT_IN_RUN_FOLDER, describe
 from workflows.core.fitting import (
+    VALIDATION_LOSS,
     Checkpointing,
     EpochHooks,
     Stopping,
@@ -96,8 +97,7 @@ class TrainingRun:
         self.retrain = bool(request and request.retrain)
         self.tags = dict(request.tags) if request else {}
         self.after_epoch = request and request.after_epoch
-        self.monitor = "val_loss"  # what chose the best epoch (`fit`), and its sense
-        self.higher_is_better = False
+        self.monitor = VALIDATION_LOSS  # what chose the best epoch (`fit`)
         self.started = started_at()  # what a time budget counts from
         self.run_id = self.model = self.state = self.folder = None
         self.logged_epochs = set()  # epochs (1-based) the MLflow run has
@@ -184,8 +184,7 @@ class TrainingRun:
         TrainingFolder(self.folder).save_state(self.state)
 
     def fit(self, train_batches, validation_batches, train_examples, *, epoch_end=None,
-            curves=("loss", "accuracy"), model=None, monitor="val_loss",
-            higher_is_better=False):
+            curves=("loss", "accuracy"), model=None, monitor=VALIDATION_LOSS):
         """Fits the model resumably (`fit_resumably`) on `train_batches(epoch)`
         (the same batches on every call), as the config's training options say: epochs,
         patience, checkpoints, `max_train_minutes` (from the command's start, summed over
@@ -195,11 +194,11 @@ class TrainingRun:
         `epoch_end(epoch, metrics)` adds the lesson's own metrics to each epoch's (and
         to the averaged weights', as epoch -1); the summary draws `curves`. `model`: a
         custom trainer to fit instead of the built model (the dual encoder's cached
-        loss); `monitor`: the epoch metric that chooses the best epoch and stops early
-        (`validation_batches` None: `epoch_end` computes it)."""
+        loss); `monitor`: the `Monitor` that chooses the best epoch and stops early
+        (`validation_batches` None: `epoch_end` computes its metric)."""
         config, placement, chief = self.config, self.placement, self.is_chief
         self.model = model or self.model
-        self.monitor, self.higher_is_better = monitor, higher_is_better
+        self.monitor = monitor
         self.validation_batches = None if validation_batches is None else \
             placement.batches(validation_batches)
         self.epoch_end = epoch_end
@@ -215,14 +214,14 @@ class TrainingRun:
             self.state = fit_resumably(
                 self.model, lambda epoch: placement.batches(train_batches(epoch)),
                 self.validation_batches, self.training_folder,
-                Stopping(config.epochs, config.patience, monitor, higher_is_better,
+                Stopping(config.epochs, config.patience, monitor,
                          minutes and minutes * 60, self.started),
                 Checkpointing(config.checkpoint_every_steps, config.average_epochs),
                 EpochHooks(epoch_metrics, self._log_epoch if chief else None),
                 train_examples, verbose=tracking.progress_verbosity() if chief else 0,
                 processes=self.processes if self.processes.count > 1 else None)
         if chief:
-            tracking.log_training_summary(self.model, self.state, curves, monitor)
+            tracking.log_training_summary(self.model, self.state, curves, monitor.name)
             tracking.log_compilations(compiled)
         if config.average_epochs > 1 and self.validation_batches is not None:
             self._choose_averaged_weights(config.average_epochs)
@@ -250,8 +249,7 @@ class TrainingRun:
         `best_val_*`) and an `exported_weights` tag saying which won."""
         choice, metrics = _average_if_better(self.model, self.validation_batches,
                                              self.training_folder, self.state, last_epochs,
-                                             self.epoch_end, self.monitor,
-                                             self.higher_is_better)
+                                             self.epoch_end, self.monitor)
         if self.is_chief:
             tracking.log_metrics({f"averaged_{name}": value for name, value in metrics.items()
                                 if name.startswith("val_")})
@@ -263,8 +261,9 @@ class TrainingRun:
         state = self.state if self.is_chief else TrainingFolder(self.folder).load_state()
         self.run_id = state.run_id  # another process's own state never had it
         if state.history:
-            best = state.history[state.best_epoch - 1].get(self.monitor, state.best_score)
-            trained = (f"best {self.monitor} {best:.4f} at epoch {state.best_epoch}, "
+            best = state.history[state.best_epoch - 1].get(self.monitor.name,
+                                                           state.best_score)
+            trained = (f"best {self.monitor.name} {best:.4f} at epoch {state.best_epoch}, "
                        f"{state.train_seconds / 60:.1f} training minutes; ")
         else:
             trained = "nothing to fit; "
@@ -358,7 +357,7 @@ def _training_folder(folder, processes):
 
 
 def _average_if_better(model, validation_batches, folder, state, last_epochs, epoch_end,
-                       monitor="val_loss", higher_is_better=False):
+                       monitor=VALIDATION_LOSS):
     """Loads the average of the `last_epochs` if its `monitor` beats the best epoch's;
     returns what the model holds and the average's validation metrics. `folder` is the
     `TrainingFolder` the run trained in."""
@@ -372,14 +371,14 @@ def _average_if_better(model, validation_batches, folder, state, last_epochs, ep
     if epoch_end:
         epoch_end(-1, metrics)  # -1: not an epoch's weights
     span = f"epochs {epochs[0]}-{epochs[-1]}"
-    best = state.history[state.best_epoch - 1].get(monitor, math.nan)
-    averaged = metrics.get(monitor, math.nan)
-    if averaged > best if higher_is_better else averaged < best:  # (nan: never)
-        print(f"Exporting the average of {span}: {monitor} {averaged:.4f}, the best epoch "
+    best = state.history[state.best_epoch - 1].get(monitor.name, math.nan)
+    averaged = metrics.get(monitor.name, math.nan)
+    if monitor.beats(averaged, best):
+        print(f"Exporting the average of {span}: {monitor.name} {averaged:.4f}, the best epoch "
               f"{state.best_epoch}'s {best:.4f}")
         return f"average of {span}", metrics
     folder.load_best_weights(model, state)
-    print(f"Keeping the best epoch {state.best_epoch}: {monitor} {best:.4f}, the average of "
+    print(f"Keeping the best epoch {state.best_epoch}: {monitor.name} {best:.4f}, the average of "
           f"{span}'s {averaged:.4f}")
     return f"best epoch {state.best_epoch}", metrics
 

@@ -177,6 +177,7 @@ def fine_tune(training, config, data, encoder, bm25, work_dir):
     import mlflow
 
     from workflows.core import tracking
+    from workflows.core.fitting import Monitor
     from workflows.retrievers import evaluation, pseudo_queries
 
     made = pairs.training_pairs(config, data, pairs.hybrid_answers(
@@ -219,7 +220,7 @@ def fine_tune(training, config, data, encoder, bm25, work_dir):
                          epoch_end=lambda epoch, metrics: metrics.update(
                              val_pool_ndcg_at_10=validate()),
                          curves=("loss", "pool_ndcg_at_10"), model=trainer,
-                         monitor="val_pool_ndcg_at_10", higher_is_better=True)
+                         monitor=Monitor("val_pool_ndcg_at_10", higher_is_better=True))
     print(f"Fine-tuned on {len(made.pairs):,} pairs: best validation-pool nDCG@10 "
           f"{state.history[state.best_epoch - 1]['val_pool_ndcg_at_10']:.4f} at epoch "
           f"{state.best_epoch}")
