@@ -97,6 +97,9 @@ def test_the_settings_step_lists_what_applies_with_its_help(capsys):
     assert "  units = 7  [>= 1]\n      units of each cell (each direction)" in out
     assert "  epochs = " in out.split("this model's own")[0]  # the shared ones first
     assert "glove_dim" not in out  # (applies to GloVe embeddings only)
+    with pytest.raises(SystemExit):  # and train --help says where they are
+        imdb_sentiment.main(["train", "--help"])
+    assert "settings step lists every field" in " ".join(capsys.readouterr().out.split())
 
 
 def test_a_field_with_a_flag_of_its_own_shows_the_help_its_option_declares():

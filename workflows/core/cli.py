@@ -416,7 +416,8 @@ def add_config_arguments(parser):
     parser.add_argument("--config", metavar="FILE.yaml",
                         help="YAML mapping of config fields to override")
     parser.add_argument("--set", metavar="KEY=VALUE", action="append", default=[],
-                        dest="overrides", help="override one config field (repeatable), "
+                        dest="overrides", help="override one config field (repeatable; the "
+                        "settings step lists every field of a --model, with its help), "
                         "e.g. --set epochs=3 --set dropout=0.3")
     parser.add_argument("--sweep", metavar="KEY=V1,V2", action="append", default=[],
                         help="train: one child run per value (repeatable: every combination), "

@@ -93,7 +93,8 @@ class TrainingOptions:
                            "before stopping early")
     max_train_minutes: float | None = option(None, above=0, help=MAX_TRAIN_MINUTES_HELP)
     average_epochs: int = option(0, at_least=0, help="checkpoint averaging: export the mean "
-                                 "of the last N epochs' weights if its val loss is lower")
+                                 "of the last N epochs' weights if its monitored "
+                                 "validation score is better")
     checkpoint_every_steps: int = option(200, at_least=0, help="checkpoint every N batches "
                                          "too (0: only at the end of epochs)")
     seed: int = option(1337, at_least=0, at_most=2**32 - 1, help="the random seed of the "
