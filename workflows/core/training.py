@@ -189,7 +189,7 @@ class TrainingRun:
         (the same batches on every call), as the config's training options say: epochs,
         patience, checkpoints, `max_train_minutes` (from the command's start, summed over
         resumptions) and `average_epochs` (the mean of the last epochs' weights replaces
-        the best epoch's if its validation loss is lower).
+        the best epoch's if `monitor` scores it better).
 
         `epoch_end(epoch, metrics)` adds the lesson's own metrics to each epoch's (and
         to the averaged weights', as epoch -1); the summary draws `curves`. `model`: a
