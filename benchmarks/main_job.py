@@ -3,13 +3,16 @@ runs it: `python -m workflows.imdb_sentiment run` in a fresh clone of HEAD, with
 work folder and store (the archive extracted and prepared, GloVe read, both models
 trained, scored on the 25,000 test reviews, tried and compared), alone on the machine.
 
-    python benchmarks/main_job.py --imdb-path ../shared/data/aclImdb_v1.tar.gz
+    python benchmarks/main_job.py --imdb-path ../shared/data/aclImdb_v1.tar.gz [--keep DIR]
 
 Writes `benchmarks/results/main_job.json`: the wall time, and each run's test accuracy
 beside the book figures the issue set (bag of bigrams 0.901, GloVe BiLSTM 0.891).
+`--keep DIR` runs it in DIR and leaves the clone there, with its store
+(`DIR/clone/mlflow/mlflow.db`, which `ui_screenshots.py --store` photographs).
 """
 
 import argparse
+import contextlib
 import subprocess
 import sys
 import tempfile
@@ -55,10 +58,12 @@ def main(argv=None):
                                      description=__doc__.split("\n")[0])
     parser.add_argument("--imdb-path", required=True, help="aclImdb_v1.tar.gz")
     parser.add_argument("--output", default=str(RESULTS))
+    parser.add_argument("--keep", metavar="DIR", help="an empty folder to run in and keep")
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="main-job-") as scratch:
-        seconds, accuracies, commit = timed_main_job(Path(args.imdb_path).resolve(),
-                                                     Path(scratch))
+    with contextlib.ExitStack() as stack:
+        scratch = Path(args.keep) if args.keep else Path(
+            stack.enter_context(tempfile.TemporaryDirectory(prefix="main-job-")))
+        seconds, accuracies, commit = timed_main_job(Path(args.imdb_path).resolve(), scratch)
     write_results({"command": "python -m workflows.imdb_sentiment run", "commit": commit,
                    "machine": machine(), "wall_minutes": round(seconds / 60, 2),
                    "test_accuracy": accuracies, "targets": TARGETS,

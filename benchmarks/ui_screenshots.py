@@ -6,6 +6,10 @@ first, timings in a section of their own), of one run's page (its datasets) and 
 system metrics, saved in `docs/images/` for the docs.
 
     python benchmarks/ui_screenshots.py --folder /tmp/ui   # needs chromium
+
+`--store PATH/mlflow.db` photographs the runs of that store instead of making tiny ones:
+the lessons it holds, under the same names (the main job's store, which
+`main_job.py --keep` leaves, gives the sentiment pictures of two real runs).
 """
 
 import argparse
@@ -63,6 +67,8 @@ def screenshots(url):
     saved = []
     for name in ("imdb_sentiment", "translation", "language_model", "retrieval"):
         experiment = mlflow.get_experiment_by_name(name)
+        if experiment is None:  # a store of some lessons only
+            continue
         page = f"{url}/#/experiments/{experiment.experiment_id}/runs"
         shots = {f"{name}_runs.png": page}
         if name == "imdb_sentiment":  # the charts open on the scores, timings apart
@@ -81,17 +87,23 @@ def screenshots(url):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--folder", required=True, help="where the runs and store go")
+    parser.add_argument("--folder", help="where the tiny runs and their store go")
+    parser.add_argument("--store", type=Path, help="an existing store's mlflow.db instead")
     parser.add_argument("--port", type=int, default=5077)
     args = parser.parse_args(argv)
+    if (args.folder is None) == (args.store is None):
+        parser.error("give --folder (tiny runs) or --store (runs already made)")
     if BROWSER is None:
         print("error: headless Chromium is not installed (apt-get install chromium)")
         return 2
-    folder = Path(args.folder).resolve()
-    folder.mkdir(parents=True, exist_ok=True)
-    os.environ.update({"NLPKIT_WORK_DIR": str(folder / "work"),
-                       "MLFLOW_TRACKING_URI": f"sqlite:///{folder / 'mlflow.db'}"})
-    tiny_runs(folder)
+    if args.store:
+        os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{args.store.resolve()}"
+    else:
+        folder = Path(args.folder).resolve()
+        folder.mkdir(parents=True, exist_ok=True)
+        os.environ.update({"NLPKIT_WORK_DIR": str(folder / "work"),
+                           "MLFLOW_TRACKING_URI": f"sqlite:///{folder / 'mlflow.db'}"})
+        tiny_runs(folder)
     ui = subprocess.Popen([sys.executable, "-m", "workflows.mlflow_ui", "--port",
                            str(args.port)], cwd=ROOT, stdout=subprocess.DEVNULL,
                           stderr=subprocess.DEVNULL, start_new_session=True)
