@@ -50,13 +50,23 @@ def tiny_runs(folder):
             assert module.main(["evaluate"]) == 0
 
 
-def headless(url, *flags):
-    with tempfile.TemporaryDirectory() as profile:
-        subprocess.run([BROWSER, "--headless", "--disable-gpu", "--no-sandbox",
-                        "--no-first-run", "--disable-background-networking",
-                        f"--user-data-dir={profile}", "--virtual-time-budget=25000",
-                        "--window-size=1500,900", "--hide-scrollbars", *flags, url],
-                       capture_output=True, timeout=240, check=False)
+def photograph(url, file, shows, tries=4):
+    """Chromium's screenshot of `url` in `file`, once its page shows the text `shows`.
+
+    The UI's script fetches runs and metric histories after the page loads, and
+    Chromium's virtual time does not always wait for them: each try dumps the page with
+    the screenshot, and a page that does not show `shows` yet is taken again."""
+    for _ in range(tries):
+        with tempfile.TemporaryDirectory() as profile:
+            page = subprocess.run(
+                [BROWSER, "--headless", "--disable-gpu", "--no-sandbox", "--no-first-run",
+                 "--disable-background-networking", f"--user-data-dir={profile}",
+                 "--virtual-time-budget=25000", "--window-size=1500,900", "--hide-scrollbars",
+                 "--dump-dom", f"--screenshot={file}", url],
+                capture_output=True, text=True, timeout=240, check=False).stdout
+        if shows in page:
+            return
+    print(f"warning: {file.name} never showed {shows!r}; kept the last try", file=sys.stderr)
 
 
 def screenshots(url):
@@ -70,17 +80,18 @@ def screenshots(url):
         if experiment is None:  # a store of some lessons only
             continue
         page = f"{url}/#/experiments/{experiment.experiment_id}/runs"
-        shots = {f"{name}_runs.png": page}
+        run = mlflow.search_runs([experiment.experiment_id], output_format="list")[0]
+        shots = {f"{name}_runs.png": (page, run.info.run_name)}
         if name == "imdb_sentiment":  # the charts open on the scores, timings apart
-            run = mlflow.search_runs([experiment.experiment_id], output_format="list")[0]
-            shots["runs_chart_view.png"] = f"{page}?compareRunsMode=CHART"
-            shots["run_model_metrics.png"] = f"{page}/{run.info.run_id}/model-metrics"
+            shots["runs_chart_view.png"] = (f"{page}?compareRunsMode=CHART", "best_epoch")
+            shots["run_model_metrics.png"] = (f"{page}/{run.info.run_id}/model-metrics",
+                                              "best_epoch")
         if name == "translation":
-            run = mlflow.search_runs([experiment.experiment_id], output_format="list")[0]
-            shots["run_datasets.png"] = f"{page}/{run.info.run_id}"
-            shots["run_system_metrics.png"] = f"{page}/{run.info.run_id}/system-metrics"
-        for file, address in shots.items():
-            headless(address, f"--screenshot={IMAGES / file}")
+            shots["run_datasets.png"] = (f"{page}/{run.info.run_id}", "git_commit")
+            shots["run_system_metrics.png"] = (f"{page}/{run.info.run_id}/system-metrics",
+                                               "cpu_utilization")
+        for file, (address, shows) in shots.items():
+            photograph(address, IMAGES / file, shows)
             saved.append(str((IMAGES / file).relative_to(ROOT)))
     return saved
 
