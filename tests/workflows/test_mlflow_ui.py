@@ -76,6 +76,12 @@ def headless(url, *flags):
         return subprocess.run(command, capture_output=True, text=True, timeout=180).stdout
 
 
+def visible_text(page):
+    """The words a dumped page shows, without its scripts, styles and tags."""
+    page = re.sub(r"<(script|style)\b.*?</\1>", "", page, flags=re.S)
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]*>", " ", page)).strip()
+
+
 def rendered(url, *expected, tries=4):
     """Chromium's DOM of `url` once it shows every `expected` text.
 
@@ -87,9 +93,7 @@ def rendered(url, *expected, tries=4):
         page = headless(url, "--dump-dom")
         if all(text in page for text in expected):
             return page
-    visible = re.sub(r"\s+", " ", re.sub(r"<[^>]*>", " ", re.sub(
-        r"<(script|style)\b.*?</\1>", "", page, flags=re.S)))
-    raise AssertionError(f"{url} never showed {expected}; it shows: {visible[:2000]}")
+    raise AssertionError(f"{url} never showed {expected}; it shows: {visible_text(page)[:2000]}")
 
 
 def printed_link(launcher, prefix):
@@ -129,7 +133,9 @@ def test_browser_shows_the_experiment_and_compares_its_runs(store, tmp_path):
         rendered(table, "imdb_sentiment", "bow", "bilstm")
         run_page = mlflow_store.runs_table_url(experiment.experiment_id, run_ids[0], url)
         rendered(run_page, "val_accuracy", "best_val_loss")  # as a run's last line links it
-        charts = rendered(run_page + "/model-metrics", "Model metrics", "accuracy")  # the scores
+        charts = rendered(run_page + "/model-metrics", "Model metrics", "accuracy")
+        first_section = visible_text(charts).split("Auto-refresh", 1)[1].strip()
+        assert first_section.startswith("Model metrics ("), first_section[:200]  # the scores
         assert "epoch_seconds" not in charts and "timing" not in charts  # timings: system/
         compare = (f"{url}/#/compare-runs?runs={json.dumps(run_ids)}"
                    f"&experiments={json.dumps([experiment.experiment_id])}")
