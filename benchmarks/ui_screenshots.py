@@ -14,20 +14,17 @@ the lessons it holds, under the same names (the main job's store, which
 
 import argparse
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.workflows.browser import CHROMIUM, rendered  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 IMAGES = ROOT / "docs" / "images"
-BROWSER = next(filter(None, map(shutil.which, ("chromium", "chromium-browser",
-                                               "google-chrome"))), None)
 
 
 def tiny_runs(folder):
@@ -50,23 +47,14 @@ def tiny_runs(folder):
             assert module.main(["evaluate"]) == 0
 
 
-def photograph(url, file, shows, tries=4):
-    """Chromium's screenshot of `url` in `file`, once its page shows the text `shows`.
-
-    The UI's script fetches runs and metric histories after the page loads, and
-    Chromium's virtual time does not always wait for them: each try dumps the page with
-    the screenshot, and a page that does not show `shows` yet is taken again."""
-    for _ in range(tries):
-        with tempfile.TemporaryDirectory() as profile:
-            page = subprocess.run(
-                [BROWSER, "--headless", "--disable-gpu", "--no-sandbox", "--no-first-run",
-                 "--disable-background-networking", f"--user-data-dir={profile}",
-                 "--virtual-time-budget=25000", "--window-size=1500,900", "--hide-scrollbars",
-                 "--dump-dom", f"--screenshot={file}", url],
-                capture_output=True, text=True, timeout=240, check=False).stdout
-        if shows in page:
-            return
-    print(f"warning: {file.name} never showed {shows!r}; kept the last try", file=sys.stderr)
+def photograph(url, file, shows):
+    """Chromium's screenshot of `url` in `file`, taken with a load that shows `shows`
+    (8 loads at most: the main job's chart page showed its charts in fewer than half)."""
+    try:
+        rendered(url, shows, flags=("--hide-scrollbars", f"--screenshot={file}"),
+                 window="1500,900", tries=8)
+    except AssertionError:
+        print(f"warning: {file.name} never showed {shows!r}; kept the last try", file=sys.stderr)
 
 
 def screenshots(url):
@@ -104,7 +92,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if (args.folder is None) == (args.store is None):
         parser.error("give --folder (tiny runs) or --store (runs already made)")
-    if BROWSER is None:
+    if CHROMIUM is None:
         print("error: headless Chromium is not installed (apt-get install chromium)")
         return 2
     if args.store:

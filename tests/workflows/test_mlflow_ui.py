@@ -2,12 +2,9 @@
 
 import json
 import os
-import re
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import urllib.request
@@ -15,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.workflows.browser import CHROMIUM, headless, rendered, visible_text
 from tests.workflows.conftest import first_runs_by_model
 from tests.workflows.serving import free_port, group_members, server_group, stop_launcher
 from workflows import mlflow_ui
@@ -57,43 +55,6 @@ def test_ui_starts_on_loopback_and_ctrl_c_stops_every_worker(tmp_path, stop_sign
         assert group_members(group) == []  # workers included
     finally:
         stop_launcher(launcher)
-
-
-CHROMIUM = next(filter(None, map(shutil.which, (
-    "chromium", "chromium-browser", "google-chrome", "chrome-headless-shell"))), None)
-
-
-def headless(url, *flags):
-    """Chromium's rendering of `url` after its scripts ran (`--dump-dom`) or other output.
-
-    A fresh profile, and no background traffic: a closed network refuses it noisily.
-    """
-    with tempfile.TemporaryDirectory() as profile:
-        command = [CHROMIUM, "--headless", "--disable-gpu", "--no-sandbox", "--disable-quic",
-                   "--no-first-run", "--disable-background-networking",
-                   "--disable-component-update", "--disable-sync", f"--user-data-dir={profile}",
-                   "--virtual-time-budget=20000", "--window-size=1400,1000", *flags, url]
-        return subprocess.run(command, capture_output=True, text=True, timeout=180).stdout
-
-
-def visible_text(page):
-    """The words a dumped page shows, without its scripts, styles and tags."""
-    page = re.sub(r"<(script|style)\b.*?</\1>", "", page, flags=re.S)
-    return re.sub(r"\s+", " ", re.sub(r"<[^>]*>", " ", page)).strip()
-
-
-def rendered(url, *expected, tries=4):
-    """Chromium's DOM of `url` once it shows every `expected` text.
-
-    The UI's script fetches the run and then each chart's history after the page loads; on
-    loaded cores a dump can come before they arrive (CI once saw the chart view empty, and
-    here its tab bar without its charts), so the page is loaded again, `tries` times at most.
-    """
-    for _ in range(tries):
-        page = headless(url, "--dump-dom")
-        if all(text in page for text in expected):
-            return page
-    raise AssertionError(f"{url} never showed {expected}; it shows: {visible_text(page)[:2000]}")
 
 
 def printed_link(launcher, prefix):
