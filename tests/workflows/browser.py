@@ -28,7 +28,7 @@ def visible_text(page):
     return re.sub(r"\s+", " ", re.sub(r"<[^>]*>", " ", page)).strip()
 
 
-def rendered(url, *expected, flags=(), window="1400,1000", tries=4):
+def rendered(url, *expected, flags=(), window="1400,1000", tries=6):
     """Chromium's DOM of `url` once it shows every `expected` text (`flags`, such as a
     screenshot, are taken with that same load).
 
