@@ -1,6 +1,7 @@
 """The one exception type for mistakes a user can fix (`UserError`), and how every
 command reports it and the few outside failures a user can also fix (a full disk, a
-folder or tracking store it may not write): one `error:` line, exit status 2."""
+folder or tracking store it may not write): one `error:` line, exit status 2. A failure
+that keeps finished work (`KeptWorkError`) is one line too, with status 1."""
 
 import errno
 import re
@@ -9,6 +10,11 @@ import sys
 
 class UserError(Exception):
     """Something the user gave or asked for is wrong; the message says what to do."""
+
+
+class KeptWorkError(Exception):
+    """A failure after work that is kept (a finished training whose export failed): one
+    `error:` line saying what is kept and how to go on, exit status 1."""
 
 
 def run_command(main, argv=None):
@@ -20,6 +26,9 @@ def run_command(main, argv=None):
     except UserError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    except KeptWorkError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
     except Exception as error:
         if isinstance(error, OSError) and error.errno in (errno.EACCES, errno.EROFS, errno.EPERM):
             print(f"error: cannot write {error.filename or 'a file'} ({error.strerror}): "
@@ -46,6 +55,14 @@ def run_command(main, argv=None):
               "NLPKIT_WORK_DIR elsewhere), then rerun the same command; it picks up from "
               "its last checkpoint or cache entry.", file=sys.stderr)
         return 2
+
+
+def reported_in_one_line(error):
+    """Whether `run_command` reports `error` in a line of its own: a `UserError`, a full
+    disk, a store or a file it may not write."""
+    return isinstance(error, (UserError, KeptWorkError)) or disk_full(error) is not None \
+        or read_only_store(error) or (isinstance(error, OSError) and error.errno in (
+            errno.EACCES, errno.EROFS, errno.EPERM))
 
 
 def read_only_store(error):

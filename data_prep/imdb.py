@@ -32,6 +32,7 @@ from data_prep.sources import (
 from data_prep.commands import import_backend, run_main
 from data_prep.pipelines import untuned
 from data_prep.text import (
+    CONTROLS,
     clean_html,
     register_standardizations,
     sentence_slices,
@@ -154,6 +155,7 @@ class ReviewVectorizer:
         return ids
 
     def tokens(self, text):
+        text = CONTROLS.sub(" ", text).replace("\ufeff", " ")  # as `without_controls`
         if self.standardize == "any_language":
             text = "".join(character for character in self._MARKUP.sub(" ", text.lower())
                            if not unicodedata.category(character).startswith("P"))

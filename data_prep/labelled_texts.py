@@ -11,7 +11,10 @@ Three formats:
 `read_classes` reads labels as any strings (the classes of a dataset);
 `read_labelled_texts` reads a binary sentiment file: `1`/`0`, `pos`/`neg` or
 `positive`/`negative` (any case). A bad line is reported with its number, never
-skipped in silence.
+skipped in silence. Every text and label is normalized as it is read
+(`data_prep.text.normalize_text`: controls and line separators become spaces,
+Windows-1252 quotes are repaired, NFC), so any Unicode a file holds trains, saves and
+reloads.
 """
 
 import csv
@@ -22,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from data_prep.errors import UserError
-from data_prep.text import text_lines
+from data_prep.text import normalize_text, text_lines
 
 LABELS = {"1": 1, "pos": 1, "positive": 1, "0": 0, "neg": 0, "negative": 0}
 TEXT_COLUMNS = ("text", "review", "sentence", "content")
@@ -88,13 +91,14 @@ def _rows(path, text_column, label_column):
     suffix = path.suffix.lower()
     rows = _csv_rows if suffix == ".csv" else _json_rows if suffix in JSON_LINES \
         else _tsv_rows
-    return rows(path, content, text_column, label_column)
+    for line, text, label in rows(path, content, text_column, label_column):
+        yield line, normalize_text(text), normalize_text(label)
 
 
 def _read(path):
     try:
         head = path.read_bytes()[:8192] if path.is_file() else b""
-        if b"\0" in head:
+        if looks_binary(head):
             raise LabelledTextsError(f"{path} is a binary file, not text: give a .tsv, .csv "
                                      "or .jsonl file of texts and labels, saved as UTF-8.")
         return path.read_text(encoding="utf-8-sig")
@@ -106,6 +110,13 @@ def _read(path):
                                  f"{error.start}); save it as UTF-8.") from None
     except OSError as error:
         raise LabelledTextsError(f"Cannot read {path}: {error.strerror}.") from None
+
+
+def looks_binary(head):
+    """Whether a file's first bytes are not UTF-8 text: a UTF-16 or UTF-32 byte-order mark,
+    or NUL bytes past a tenth of them (UTF-16 without a mark, an archive, an image). A
+    NUL here and there is a control character a text may hold."""
+    return head.startswith((b"\xff\xfe", b"\xfe\xff")) or head.count(b"\0") > len(head) // 10
 
 
 def _tsv_rows(path, content, text_column, label_column):

@@ -1,5 +1,7 @@
 """From text to token ids, in few fixed shapes; importing it loads no TensorFlow.
 
+- `normalize_text`: the one normalization of every text the kit reads from a user's
+  file, and the controls every `TextVectorization` standardization turns into spaces.
 - Cleaning (HTML tags and entities) and sentence slices of reviews, in plain Python.
 - The standardizations of the kit's `TextVectorization` layers (TensorFlow ops run
   inside the layer; registered with Keras on first use, so saved models load).
@@ -13,6 +15,7 @@ import html
 import random
 import re
 import string
+import unicodedata
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,6 +25,44 @@ from data_prep.pipelines import untuned
 HTML_TAG = re.compile(r"<[^>]+>")
 WHITESPACE = re.compile(r"\s+")
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+# ## Texts as they really come
+# A user's file may hold any Unicode. Two kinds of character break a vocabulary: line
+# breaks that Python's `str.splitlines` honours inside one line of a vocabulary file
+# (U+0085, U+2028, U+2029, U+001C-U+001E, vertical tab, form feed; Keras's
+# `TextVectorization` reloads its vocabulary with it) and controls that TensorFlow's
+# string ops cut a text at (NUL). Texts scraped through Windows-1252 carry that code
+# page's quotes, dashes and ellipsis as C1 controls (U+0091 for a left quote, U+0085
+# for "..."): they are repaired, not dropped.
+
+_CP1252_REPAIRS = {code: bytes([code]).decode("cp1252", errors="replace")
+                   for code in range(0x80, 0xA0)}
+_TEXT_REPAIRS = str.maketrans({**{code: (" " if text == "\ufffd" else text)
+                                  for code, text in _CP1252_REPAIRS.items()},
+                               0xFEFF: None})  # a byte-order mark
+CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")  # Unicode's Cc, Zl and Zp
+TF_CONTROLS = r"[\p{Cc}\p{Zl}\p{Zp}\x{FEFF}]"  # the same in RE2, for TensorFlow's ops
+
+
+def normalize_text(text):
+    """`text` as the kit keeps it: C1 controls read as Windows-1252 (U+0085 -> "…",
+    U+0092 -> "’"), byte-order marks dropped, every other control character and line
+    or paragraph separator (tabs and line breaks too; CRLF is one) a space, then NFC (an
+    accent typed as a combining mark and a precomposed one are one letter). Letters,
+    marks, emoji, zero-width joiners and every script are kept as they are."""
+    text = CONTROLS.sub(" ", text.replace("\r\n", "\n").translate(_TEXT_REPAIRS))
+    return unicodedata.normalize("NFC", text)
+
+
+def without_controls(texts):
+    """TensorFlow op: every control character, line or paragraph separator and
+    byte-order mark of `texts` a space. The first step of every standardization here, so
+    a raw string given to a saved model can never put a line break (or a NUL, which
+    TensorFlow's string ops end a text at) into a token of its vocabulary."""
+    import tensorflow as tf  # only inside TextVectorization: this module loads without TF
+
+    return tf.strings.regex_replace(texts, TF_CONTROLS, " ")
 
 
 def sentences_of(text):
@@ -78,7 +119,7 @@ def standardize_review(texts):
     """
     import tensorflow as tf  # only inside TextVectorization: this module loads without TF
 
-    texts = tf.strings.lower(texts)
+    texts = tf.strings.lower(without_controls(texts))
     texts = tf.strings.regex_replace(texts, r"<[^>]+>|&[a-z]+;|&#[0-9]+;", " ")
     return tf.strings.regex_replace(texts, f"[{PUNCTUATION}]", "")
 
@@ -88,7 +129,7 @@ def separate_review_punctuation(texts):
     ("great!" -> "great !"): n-gram models use "!" and "?" as evidence."""
     import tensorflow as tf  # likewise
 
-    texts = tf.strings.lower(texts)
+    texts = tf.strings.lower(without_controls(texts))
     texts = tf.strings.regex_replace(texts, r"<[^>]+>|&[a-z]+;|&#[0-9]+;", " ")
     return tf.strings.regex_replace(texts, f"([{PUNCTUATION}])", r" \1 ")
 
@@ -103,7 +144,7 @@ def standardize_spanish(texts):
     """
     import tensorflow as tf  # likewise
 
-    texts = tf.strings.lower(texts)
+    texts = tf.strings.lower(without_controls(texts))
     return tf.strings.regex_replace(texts, f"[{SPANISH_PUNCTUATION}]", "")
 
 
@@ -113,7 +154,7 @@ def standardize_any_language(texts):
     Unicode punctuation mark; accents and non-Latin scripts are kept as they are."""
     import tensorflow as tf  # likewise
 
-    texts = tf.strings.lower(texts, encoding="utf-8")
+    texts = tf.strings.lower(without_controls(texts), encoding="utf-8")
     texts = tf.strings.regex_replace(texts, r"<[^>]+>|&[a-z]+;|&#[0-9]+;", " ")
     return tf.strings.regex_replace(texts, r"\p{P}", "")
 
@@ -124,7 +165,7 @@ def standardize_sentence(texts):
     markers survive); accents and non-Latin scripts kept."""
     import tensorflow as tf  # likewise
 
-    texts = tf.strings.lower(texts, encoding="utf-8")
+    texts = tf.strings.lower(without_controls(texts), encoding="utf-8")
     return tf.strings.regex_replace(texts, r"[^\P{P}\[\]]", "")
 
 

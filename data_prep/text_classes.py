@@ -2,7 +2,9 @@
 language.
 
 A file of texts and labels (`labelled_texts.read_classes`: TSV, CSV or JSON lines) is
-split 80/10/10 into train, validation and test by a seeded shuffle stratified by class,
+split 72/18/10 into train, validation and test (10% for test, then `val_fraction`, 0.2,
+of the rest, as IMDB holds out a share of its train reviews) by a seeded shuffle
+stratified by class,
 with every copy of a text in one split (a duplicate never lets a model see a test text
 in training); a validation or test file, when given, is used as that split instead.
 The classes are the labels' strings, sorted (numerically when every label is a
@@ -29,6 +31,7 @@ from data_prep.imdb import PreparedImdb, make_vectorizer, vectorize
 from data_prep.labelled_texts import LabelledTextsError, read_classes
 
 MIN_PER_CLASS = 2  # examples of each class: one to train on, one to validate on
+TEXT_NORMALIZATION = "normalize_text-1"  # in the cache key: texts read before it differ
 
 
 @dataclass(frozen=True)
@@ -37,7 +40,7 @@ class TextsSettings:
 
     max_tokens: int = 20000
     sequence_length: int = 600
-    val_fraction: float = 0.1
+    val_fraction: float = 0.2  # of the texts left after the test split (IMDB's meaning)
     test_fraction: float = 0.1
     seed: int = 1337
     standardize: str = "any_language"  # `ReviewVectorizer`'s and the layer's
@@ -68,7 +71,8 @@ def prepare(files, settings=TextsSettings(), root=None, verbose=True):
         if not Path(path).is_file():
             raise LabelledTextsError(f"{path} is not a file; give a .tsv, .csv or .jsonl "
                                      "file of texts and labels.")
-    keyed = {"dataset": "texts", **asdict(settings), "columns": [files.text_column,
+    keyed = {"dataset": "texts", **asdict(settings), "text": TEXT_NORMALIZATION,
+             "columns": [files.text_column,
              files.label_column], "files": {split: cache.source_digest(path, root)
                                             for split, path in given.items()}}
     directory = cache.prepared_dir("texts", keyed, root)
@@ -87,11 +91,16 @@ def read_splits(files, settings):
     texts, labels = read.pop("texts")
     classes = class_names(labels)
     check_counts(files.texts, labels, classes)
-    fractions = {split: 0.0 if split in read else getattr(settings, f"{split}_fraction")
-                 for split in ("val", "test")}
+    fractions = held_out_shares(settings, given=read)
     indices = grouped_split(texts, labels, fractions, settings.seed)
     splits = {split: ([texts[i] for i in rows], [labels[i] for i in rows])
               for split, rows in indices.items() if len(rows)}
+    if "val" not in splits and "val" not in read:
+        raise LabelledTextsError(
+            f"{files.texts} holds too few different texts to hold any out for validation "
+            f"({len(set(texts))} different in {len(texts)} rows; every copy of a text stays "
+            "in one split): add texts, or give the validation texts with "
+            "--validation-texts.")
     for split, (split_texts, split_labels) in read.items():
         unknown = sorted(set(split_labels) - set(classes))
         if unknown:
@@ -101,6 +110,15 @@ def read_splits(files, settings):
                 f"learn the classes {files.texts} holds ({', '.join(classes[:10])}).")
         splits[split] = (split_texts, split_labels)
     return splits, classes
+
+
+def held_out_shares(settings, given=()):
+    """`{"val", "test": share of the file's texts}`: none for a split whose file is
+    `given`; the validation share is of the texts the test split leaves (72/18/10 by
+    default, 80/20 beside a test file), as IMDB's is of its train reviews."""
+    test = 0.0 if "test" in given else settings.test_fraction
+    return {"val": 0.0 if "val" in given else settings.val_fraction * (1 - test),
+            "test": test}
 
 
 def class_names(labels):

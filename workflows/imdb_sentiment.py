@@ -34,7 +34,6 @@ from workflows.sentiment.user_texts import (  # noqa: F401  (the lesson's API)
     scored_texts,
     texts_files,
     texts_params,
-    texts_val_fraction,
 )
 
 EXPERIMENT = "imdb_sentiment"
@@ -95,15 +94,13 @@ def complete_config(config):
 def data_settings(config=None, texts=False):
     """The prepared-data settings a config needs: the vocabulary size and length of the
     token ids if it reads them, its validation share (the unlabelled reviews feed
-    Word2Vec and Doc2Vec). `texts`: a user's texts' (`TextsSettings`), whose validation
-    share is 0.1 unless the config sets another."""
+    Word2Vec and Doc2Vec). `texts`: a user's texts' (`TextsSettings`)."""
     fields = {name: getattr(config, name) for name in ("max_tokens", "sequence_length")}  \
         if hasattr(config, "max_tokens") and hasattr(config, "sequence_length") else {}
-    if texts:
-        return text_classes.TextsSettings(**fields, val_fraction=texts_val_fraction(
-            None if config is None else config.val_fraction))
     if config is not None:
         fields["val_fraction"] = config.val_fraction
+    if texts:
+        return text_classes.TextsSettings(**fields)
     return imdb.ImdbSettings(include_unlabelled=True, **fields)
 
 
@@ -342,7 +339,7 @@ def trained_on(run, config, imdb_path=None, work_dir=None):
         return imdb.prepare(imdb_path, data_settings(config), work_dir, verbose=False)
     files = texts_files({**params})
     settings = data_settings(config, texts=True) if config else text_classes.TextsSettings(
-        val_fraction=texts_val_fraction(params.get("val_fraction")))  # an ensemble's
+        val_fraction=float(params.get("val_fraction", text_classes.TextsSettings.val_fraction)))
     prepared = text_classes.prepare(files, settings, work_dir, verbose=False)
     trained = run.data.tags.get("dataset_fingerprint", "").split(":")[0]
     if trained and trained != prepared.directory.name:
@@ -405,8 +402,8 @@ def ensemble(run_ids, imdb_path=None, work_dir=None, lexicon="none", fit_on="rev
             params = {key: member_runs[0].data.params[key] for key in TEXTS_PARAMS
                       if key in member_runs[0].data.params}
             prepared = text_classes.prepare(
-                texts_files(params), text_classes.TextsSettings(
-                    val_fraction=texts_val_fraction(fraction)), work_dir, verbose=False)
+                texts_files(params), text_classes.TextsSettings(val_fraction=fraction),
+                work_dir, verbose=False)
             return (prepared.texts("val"), prepared.labels("val"), prepared.directory.name,
                     {"val_fraction": fraction, **params})
         settings = dataclasses.replace(data_settings(), val_fraction=fraction)

@@ -103,6 +103,8 @@ def test_a_class_of_two_texts_is_trained_and_validated_on(tmp_path):
     ([("uno", "a"), ("dos", "a"), ("tres", "b")], "class 'b' has 1 text"),
     ([("review", "rating"), ("uno", "a"), ("dos", "a"), ("tres", "b"), ("cuatro", "b")],
      "class 'rating' has 1 text.* the first line's: .* --label-column"),  # a header unnamed
+    ([("uno", "a"), ("uno", "a"), ("uno", "b"), ("uno", "b")],  # one text, copied
+     "too few different texts .* \\(1 different in 4 rows.* --validation-texts"),
 ])
 def test_one_class_or_a_class_of_one_text_is_refused_before_anything_is_written(
         tmp_path, rows, message):

@@ -114,3 +114,16 @@ def test_a_field_with_a_flag_of_its_own_shows_the_help_its_option_declares():
 
     assert translation.CLI.shortcuts["batch_tokens"].startswith(
         "with bucketing, the token budget of a batch")
+
+
+@pytest.mark.parametrize("argv", [
+    ["train", "--model", "bow", "--set", "model=nonsense"],  # a KeyError at 13fd371
+    ["train", "--model", "bow", "--set", "model=gru"],  # an AttributeError at 13fd371
+    ["run", "--model", "bow", "--model", "nbsvm", "--set", "model=gru"],
+])
+def test_the_model_is_chosen_by_its_flag_and_never_by_an_override(argv, capsys):
+    from workflows import imdb_sentiment
+
+    assert imdb_sentiment.main(argv) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "choose the model with --model" in error

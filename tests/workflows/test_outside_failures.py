@@ -16,9 +16,10 @@ from tests.workflows.conftest import BOW, COMMON
 from tests.workflows.test_tuning import SPACE
 from workflows import imdb_sentiment as workflow
 from workflows import mlflow_ui
-from workflows.core import runs, servers, tracking
+from workflows.core import fitting, runs, servers, tracking
 from workflows.core import store as mlflow_store
 from workflows.core.servers import check_can_serve
+from workflows.sentiment import ngrams
 
 BOW_ONE_EPOCH = ["train", "--model", "bow", *COMMON, *BOW, "--epochs", "1"]
 
@@ -387,3 +388,36 @@ def test_each_sqlite_store_keeps_its_own_study_file(tmp_path, monkeypatch):
     one = tuning.default_storage()
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mine.db'}")
     assert one == f"sqlite:///{tmp_path / 'team.optuna.db'}" != tuning.default_storage()
+
+
+@pytest.mark.parametrize("step", ["export", "log"])
+def test_a_failure_after_training_is_one_line_and_the_rerun_trains_nothing_again(
+        own_store, monkeypatch, capsys, step):
+    """The end of a training (saving the model, logging it) failing for any reason keeps
+    the training: one line says so, and the same command exports without an epoch
+    trained again."""
+    from workflows.core import models
+
+    failing = {"export": (ngrams.EndToEndClassifier, "save"),
+               "log": (models, "log_pyfunc_model")}[step]
+    original = getattr(*failing)
+
+    def fails_once(*args, **kwargs):
+        monkeypatch.setattr(*failing, original)
+        raise ValueError("A total of 2 objects could not be loaded\nthe second line")
+
+    monkeypatch.setattr(*failing, fails_once)
+    argv = [*BOW_ONE_EPOCH[:-1], "2", "--set", "hidden_units=6"]
+    assert workflow.main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert "training is kept" in err and "ValueError: A total of 2 objects" in err
+    assert "rerun the same command" in err
+    fits, train = [], fitting._Epoch.train
+    monkeypatch.setattr(fitting._Epoch, "train",
+                        lambda *args, **kwargs: fits.append(1) or train(*args, **kwargs))
+    assert workflow.main(argv) == 0
+    assert not fits  # no epoch trained again
+    (run,) = runs_of(os.environ["MLFLOW_TRACKING_URI"])
+    assert run.info.status == "FINISHED"
+    assert models.load_pyfunc(run).predict(["a fine film"])

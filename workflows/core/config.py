@@ -152,8 +152,15 @@ class Catalog:
         return config
 
     def make(self, model, preset=None, overrides=None):
-        """The named config with `overrides` applied; each must apply to it and be valid."""
-        return apply_overrides(self.base(model, preset), overrides or {})
+        """The named config with `overrides` applied; each must apply to it and be valid.
+        The model itself is chosen by name, never by an override."""
+        overrides = dict(overrides or {})
+        named = overrides.pop(self.key, model)
+        if str(named) != model:
+            raise ConfigError(f"{self.key}={named} in --set or --config: choose the "
+                              f"{self.key} with --{self.key} {named} (this command trains "
+                              f"{model}).")
+        return apply_overrides(self.base(model, preset), overrides)
 
     def applicable_overrides(self, model, preset, overrides):
         """The subset of `overrides` that `model` has and that apply to it."""

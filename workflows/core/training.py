@@ -25,6 +25,7 @@ import contextlib
 import dataclasses
 import math
 import tempfile
+import traceback
 
 import filelock
 import keras
@@ -32,7 +33,7 @@ import mlflow
 import numpy as np
 
 from data_prep import cache
-from data_prep.errors import UserError
+from data_prep.errors import KeptWorkError, UserError, reported_in_one_line
 from data_prep.stops import ForcedStop
 from workflows.core import compilation, devices, store, tracking
 from workflows.core.checkpoints import (
@@ -238,11 +239,28 @@ class TrainingRun:
         marks the run finished."""
         if self.model is not None:
             check_finite(self.model, getattr(self, "validation_batches", None))
-        export_and_log_model(export, self.training_folder.output, log=self.is_chief)
+        try:
+            export_and_log_model(export, self.training_folder.output, log=self.is_chief)
+        except Exception as error:
+            if reported_in_one_line(error) or store.is_store_failure(error):
+                raise
+            raise self._export_failed(error) from error
         self.artifact = export.artifact
         if self.is_chief:
             TrainingFolder(self.folder).mark_finished(self.state)
         self.state.finished = True
+
+    def _export_failed(self, error):
+        """The one line of a failed export (its traceback written beside the run's
+        checkpoints): the training is kept, and the same command exports it again."""
+        trace = self.folder / "export_failure.txt"
+        trace.write_text("".join(traceback.format_exception(error)), encoding="utf-8")
+        reason = (str(error).strip().splitlines() or [""])[0][:300]
+        return KeptWorkError(
+            f"run {self.run_id}'s training is kept ({self.folder}), but saving or logging "
+            f"its model failed: {type(error).__name__}: {reason} (the traceback is in "
+            f"{trace}). Once that is fixed, rerun the same command: it exports the model "
+            "without training again.")
 
     def _choose_averaged_weights(self, last_epochs):
         """Checkpoint averaging: the chief logs both (`averaged_val_*` beside

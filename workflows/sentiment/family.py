@@ -45,7 +45,7 @@ class TrainConfig(TrainingOptions):
     val_fraction: float = option(0.2, above=0, below=1, help="share of the train texts "
                                  "held out for validation (early stopping, calibration, "
                                  "ensemble weights); members of one ensemble must share "
-                                 "it; --texts: 0.1 unless set")
+                                 "it; --texts: of the texts the test split leaves")
     monitor: str = option("val_loss", choices=MONITORS, help="the validation score that "
                           "chooses the best epoch and stops early: the loss (lower is "
                           "better), accuracy or macro-F1 (with rare classes that matter)")

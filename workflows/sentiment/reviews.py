@@ -3,11 +3,14 @@
 from mlflow.exceptions import MlflowException
 from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE
 
+from data_prep.text import normalize_text
+
 
 def requested_reviews(model_input):
-    """The reviews of a pyfunc request, as a list; an empty list, or a review with no
-    text to judge, is refused with an `MlflowException` (HTTP 400 when served)."""
-    texts = list(model_input)
+    """The reviews of a pyfunc request, as a list, normalized as the training texts were
+    (`normalize_text`); an empty list, or a review with no text to judge, is refused
+    with an `MlflowException` (HTTP 400 when served)."""
+    texts = [normalize_text(text) if isinstance(text, str) else text for text in model_input]
     if not texts:
         raise MlflowException('Send at least one review, e.g. {"inputs": ["Loved it"]}.',
                               error_code=INVALID_PARAMETER_VALUE)

@@ -9,16 +9,6 @@ import numpy as np
 
 from data_prep import text_classes
 from workflows.core.config import ConfigError
-from workflows.sentiment.family import TrainConfig
-
-
-def texts_val_fraction(val_fraction):
-    """The validation share of a user's texts: 0.1 where a config keeps the reviews'
-    default (0.2), else what it sets."""
-    default = TrainConfig.__dataclass_fields__["val_fraction"].default
-    if val_fraction is None or float(val_fraction) == default:
-        return text_classes.TextsSettings.val_fraction
-    return float(val_fraction)
 
 
 def check_augmentation(augment, files):
