@@ -42,6 +42,7 @@ _TEXT_REPAIRS = str.maketrans({**{code: (" " if text == "\ufffd" else text)
                                   for code, text in _CP1252_REPAIRS.items()},
                                0xFEFF: None})  # a byte-order mark
 CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")  # Unicode's Cc, Zl and Zp
+OTHER_SPACES = re.compile("[\xa0\u1680\u2000-\u200a\u202f\u205f\u3000]")  # Zs but " "
 TF_CONTROLS = r"[\p{Cc}\p{Zl}\p{Zp}\x{FEFF}]"  # the same in RE2, for TensorFlow's ops
 
 
@@ -49,10 +50,12 @@ def normalize_text(text):
     """`text` as the kit keeps it: C1 controls read as Windows-1252 (U+0085 -> "…",
     U+0092 -> "’"), byte-order marks dropped, every other control character and line
     or paragraph separator (tabs and line breaks too; CRLF is one) a space, then NFC (an
-    accent typed as a combining mark and a precomposed one are one letter). Letters,
+    accent typed as a combining mark and a precomposed one are one letter) and every
+    other space (no-break, ideographic, ...) a plain one: keras-hub's WordPiece reads
+    its vocabulary back with `str.rstrip`, which drops them. Letters,
     marks, emoji, zero-width joiners and every script are kept as they are."""
     text = CONTROLS.sub(" ", text.replace("\r\n", "\n").translate(_TEXT_REPAIRS))
-    return unicodedata.normalize("NFC", text)
+    return OTHER_SPACES.sub(" ", unicodedata.normalize("NFC", text))
 
 
 def without_controls(texts):

@@ -390,7 +390,7 @@ def test_each_sqlite_store_keeps_its_own_study_file(tmp_path, monkeypatch):
     assert one == f"sqlite:///{tmp_path / 'team.optuna.db'}" != tuning.default_storage()
 
 
-@pytest.mark.parametrize("step", ["export", "log"])
+@pytest.mark.parametrize("step", ["export", pytest.param("log", marks=pytest.mark.integration)])
 def test_a_failure_after_training_is_one_line_and_the_rerun_trains_nothing_again(
         own_store, monkeypatch, capsys, step):
     """The end of a training (saving the model, logging it) failing for any reason keeps
