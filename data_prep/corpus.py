@@ -26,7 +26,14 @@ from data_prep import cache, imdb
 from data_prep.commands import import_backend, run_main
 from data_prep.errors import UserError
 from data_prep.sources import add_location_arguments, extract
-from data_prep.text import SPECIAL_TOKENS, learn_wordpiece, make_wordpiece_tokenizer
+from data_prep.text import (
+    SPECIAL_TOKENS,
+    TEXT_NORMALIZATION,
+    learn_wordpiece,
+    looks_binary,
+    make_wordpiece_tokenizer,
+    normalize_text,
+)
 
 ARCHIVES = (".zip", ".tar.gz", ".tgz", ".tar")
 SPLITS = ("train", "val", "test")
@@ -65,13 +72,14 @@ def read_documents(path, root=None):
         text, reason = _read_text(path)
         if reason:
             raise CorpusError(f"--corpus {path} is {reason}; give UTF-8 text.")
-        return [p for p in (" ".join(p.split()) for p in text.split("\n\n")) if p], []
+        return [p for p in (" ".join(normalize_text(p).split()) for p in text.split("\n\n"))
+                if p], []
     documents, skipped = [], []
     for file in sorted(p for p in path.rglob("*") if p.is_file()):
         if any(part.startswith(".") for part in file.relative_to(path).parts):
             continue  # hidden files and folders (.DS_Store, .git)
         text, reason = _read_text(file)
-        text = " ".join(text.split())
+        text = " ".join(normalize_text(text).split())
         if reason or not text:
             skipped.append((str(file.relative_to(path)), reason or "empty"))
         else:
@@ -82,8 +90,8 @@ def read_documents(path, root=None):
 def _read_text(file):
     """(text, None), or ("", why it is not text)."""
     data = file.read_bytes()
-    if b"\0" in data[:8192]:
-        return "", "binary (it has NUL bytes)"
+    if looks_binary(data[:8192]):
+        return "", "binary (NUL bytes, or UTF-16)"
     try:
         return data.decode("utf-8-sig"), None
     except UnicodeDecodeError as error:
@@ -140,6 +148,7 @@ def prepare(corpus=None, imdb_path=None, settings=CorpusSettings(), root=None,
     started = time.perf_counter()
     source = _source_digest(corpus, imdb_path, root)
     key_settings = {"dataset": "corpus", "source": source, **asdict(settings),
+                    "text": TEXT_NORMALIZATION,
                     "vocabulary": vocabulary and hashlib.sha256(
                         "\n".join(vocabulary).encode()).hexdigest(),
                     **({"tokenizer": tokens.key} if tokens else {})}

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from data_prep.errors import UserError
-from data_prep.text import normalize_text, text_lines
+from data_prep.text import looks_binary, normalize_text, text_lines
 
 LABELS = {"1": 1, "pos": 1, "positive": 1, "0": 0, "neg": 0, "negative": 0}
 TEXT_COLUMNS = ("text", "review", "sentence", "content")
@@ -110,13 +110,6 @@ def _read(path):
                                  f"{error.start}); save it as UTF-8.") from None
     except OSError as error:
         raise LabelledTextsError(f"Cannot read {path}: {error.strerror}.") from None
-
-
-def looks_binary(head):
-    """Whether a file's first bytes are not UTF-8 text: a UTF-16 or UTF-32 byte-order mark,
-    or NUL bytes past a tenth of them (UTF-16 without a mark, an archive, an image). A
-    NUL here and there is a control character a text may hold."""
-    return head.startswith((b"\xff\xfe", b"\xfe\xff")) or head.count(b"\0") > len(head) // 10
 
 
 def _tsv_rows(path, content, text_column, label_column):

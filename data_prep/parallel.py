@@ -22,7 +22,7 @@ from pathlib import Path
 
 from data_prep import cache
 from data_prep.errors import UserError
-from data_prep.text import text_lines
+from data_prep.text import looks_binary, normalize_text, text_lines
 
 LANGUAGE_CODE = re.compile(r"[a-z]{2,3}")
 LANGUAGE_NAMES = {"en": "English", "es": "Spanish", "fr": "French", "de": "German",
@@ -123,12 +123,14 @@ def decoded(data, where):
 
 
 def clean(text):
-    return " ".join(text.split())
+    """A sentence as the lesson keeps it: normalized (`normalize_text`), whitespace
+    collapsed."""
+    return " ".join(normalize_text(text).split())
 
 
 def delimited_pairs(data, where, delimiter):
     """Pairs of the first two fields of each line (`\\t`) or CSV row (`,`)."""
-    if b"\0" in data[:8192]:
+    if looks_binary(data[:8192]):
         raise PairsError(f"{where}: a binary file, not text pairs.")
     text = decoded(data, where)
     rows = csv.reader(io.StringIO(text)) if delimiter == "," else \
@@ -153,9 +155,9 @@ def aligned_pairs(first_file, second_file):
     sides = []
     for path in (first_file, second_file):
         data = Path(path).read_bytes()
-        if b"\0" in data[:8192]:
+        if looks_binary(data[:8192]):
             raise PairsError(f"{path}: a binary file, not sentences.")
-        sides.append(decoded(data, path).splitlines())
+        sides.append(text_lines(decoded(data, path)))  # U+2028 inside a sentence stays
     if len(sides[0]) != len(sides[1]):
         raise PairsError(f"{first_file} has {len(sides[0])} lines and {second_file} "
                          f"{len(sides[1])}: aligned files hold one sentence a line, the same "

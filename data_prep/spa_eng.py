@@ -35,6 +35,7 @@ from data_prep.sources import (
 from data_prep.commands import import_backend, run_main
 from data_prep.text import (
     SPECIAL_TOKENS,
+    TEXT_NORMALIZATION,
     learn_wordpiece,
     register_standardizations,
     standardize_sentence,
@@ -285,7 +286,7 @@ def prepare(path=None, settings=SpaEngSettings(), root=None, verbose=True, corpu
 
 def _prepare_corpus(corpus, settings, root, verbose):
     key_settings = {"dataset": "pairs", "languages": list(corpus.languages),
-                    "files": corpus.digest(), **asdict(settings)}
+                    "files": corpus.digest(), "text": TEXT_NORMALIZATION, **asdict(settings)}
     directory = cache.prepared_dir("pairs", key_settings, root)
     if not cache.is_intact(directory):
         def write(tmp):

@@ -58,6 +58,16 @@ def normalize_text(text):
     return OTHER_SPACES.sub(" ", unicodedata.normalize("NFC", text))
 
 
+TEXT_NORMALIZATION = "normalize_text-1"  # in the cache keys of what a reader prepared
+
+
+def looks_binary(head):
+    """Whether a file's first bytes are not UTF-8 text: a UTF-16 or UTF-32 byte-order mark,
+    or NUL bytes past a tenth of them (UTF-16 without a mark, an archive, an image). A
+    NUL here and there is a control character a text may hold."""
+    return head.startswith((b"\xff\xfe", b"\xfe\xff")) or head.count(b"\0") > len(head) // 10
+
+
 def without_controls(texts):
     """TensorFlow op: every control character, line or paragraph separator and
     byte-order mark of `texts` a space. The first step of every standardization here, so

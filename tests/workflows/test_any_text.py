@@ -193,3 +193,86 @@ def test_many_random_texts_train_save_and_reload_in_every_family(model, tmp_path
 
 
 MANY = {"bow": 100, "nbsvm": 100, "bilstm": 25, "transformer": 25}  # about 1, 1, 3, 2.5 s each
+
+
+# ## Every other vocabulary: learned on random texts, saved, reloaded, the same ids
+
+
+def vocabulary_properties(examples):
+    """Hypothesis, `examples` each: every `TextVectorization` standardization of the kit
+    (the sentiment families', the translator's), keras-hub's WordPiece as the
+    translation and language-model lessons learn it, BM25 and the dense retriever's
+    WordPiece, on random texts: saved and reloaded, they give the same ids."""
+    import keras
+
+    from data_prep.text import (
+        STANDARDIZATIONS,
+        WordPiece,
+        learn_wordpiece,
+        make_wordpiece_tokenizer,
+        register_standardizations,
+    )
+    from workflows.retrievers.bm25 import BM25Index
+
+    register_standardizations()
+    fast = settings(max_examples=examples, deadline=None, derandomize=True, database=None,
+                    suppress_health_check=list(HealthCheck))
+
+    @fast
+    @given(texts)
+    def text_vectorization(rows):
+        for standardize in STANDARDIZATIONS:
+            layer = keras.layers.TextVectorization(max_tokens=300, standardize=standardize,
+                                                   output_sequence_length=16)
+            layer.adapt(rows)
+            with tempfile.TemporaryDirectory() as folder:
+                layer.save_assets(folder)
+                again = keras.saving.deserialize_keras_object(
+                    keras.saving.serialize_keras_object(layer))
+                again.load_assets(folder)
+            assert again.get_vocabulary() == layer.get_vocabulary()
+            asked = [*rows, *AWKWARD]
+            np.testing.assert_array_equal(again(asked), layer(asked))
+
+    @fast
+    @given(texts)
+    def wordpiece(rows):
+        normal = [normalize_text(row) for row in rows]  # as the lessons' readers give them
+        tokenizer = make_wordpiece_tokenizer(learn_wordpiece(normal, 120))
+        with tempfile.TemporaryDirectory() as folder:
+            tokenizer.save_assets(folder)
+            again = type(tokenizer).from_config(tokenizer.get_config())
+            again.load_assets(folder)
+        assert again.vocabulary == tokenizer.vocabulary
+        assert again(normal) == tokenizer(normal)
+
+    @fast
+    @given(texts, text)
+    def bm25(rows, query):
+        index = BM25Index.build(rows, stemmer="none", stop_words="none")
+        with tempfile.TemporaryDirectory() as folder:
+            index.save(folder)
+            again = BM25Index.load(folder)
+        asked = [query, *rows[:3], *AWKWARD]
+        for found, expected in zip(again.search(asked, 3), index.search(asked, 3), strict=True):
+            np.testing.assert_array_equal(found, expected)
+
+    pretrained = WordPiece(["[PAD]", "[UNK]", "[CLS]", "[SEP]", *WORDS, "##s", "a", "e"])
+
+    @fast
+    @given(text)
+    def dense_tokens(raw):
+        (ids,) = pretrained([raw])
+        assert all(0 <= i < len(pretrained.ids) for i in ids)
+
+    for prop in (text_vectorization, wordpiece, bm25, dense_tokens):
+        prop()
+
+
+def test_every_vocabulary_survives_any_text():
+    vocabulary_properties(examples=10)
+
+
+@pytest.mark.integration
+def test_every_vocabulary_survives_many_random_texts():
+    vocabulary_properties(examples=300)
