@@ -23,17 +23,19 @@ from pathlib import Path
 
 from data_prep import glove, imdb, text_classes
 from data_prep.commands import run_main
-from workflows.core.cli import LessonCLI, check_texts, read_texts
+from workflows.core.cli import LessonCLI, check_texts, overrides_from_args, read_texts
 from workflows.core.config import Catalog, ConfigError
 from workflows.core.lesson import Built, Lesson, ModelExport, RunDataset, dataset_digest
 from workflows.sentiment.family import CLASS_WEIGHTS
 from workflows.sentiment.user_texts import (  # noqa: F401  (the lesson's API)
     check_augmentation,
     leaderboard_budget,
+    leaderboard_models,
     print_leaderboard,
     scored_texts,
     texts_files,
     texts_params,
+    validation_score,
 )
 
 EXPERIMENT = "imdb_sentiment"
@@ -427,16 +429,23 @@ def compare(sort_by=None, model=None, since=None, style="text", ascending=False)
 
 def run_lesson(args):
     """`run`: prepare, then train, evaluate and try out each model; compare them. On a
-    user's texts: a leaderboard of the runs by macro-F1, and `--max-train-minutes` the
-    whole command's (`leaderboard_budget`)."""
+    user's texts: by default the kit's three families and the pretrained encoder (when
+    the budget allows it), then an ensemble of them, on a leaderboard that ends with
+    the run to use; `--max-train-minutes` is the whole command's (`leaderboard_budget`)."""
     from workflows.core import runs
 
     files = texts_files(CLI.data_place(args).options)
-    models = args.model or (["bow", "nbsvm", "bilstm"] if files else ["bow", "bilstm_glove"])
-    configs = CLI.configs(args, models)
-    uses_word2vec = any(getattr(c, "embedding", "") == "word2vec" for c in configs)
+    models = args.model or (None if files else ["bow", "bilstm_glove"])
+    uses_word2vec = bool(models) and any(getattr(c, "embedding", "") == "word2vec"
+                                         for c in CLI.configs(args, models, complete=False))
     prepared = prepare(args.imdb_path, args.work_dir, uses_word2vec, args.glove,
                        args.glove_dim, files)
+    if models is None:
+        models, left_out = leaderboard_models(prepared.texts("train"), args.max_train_minutes,
+                                              lambda: encoder_missing(args))
+        if left_out:
+            print(f"Leaving out the pretrained encoder: {left_out}.")
+    configs = CLI.configs(args, models)
     examples = prepared.texts("val")[:3] if files else EXAMPLES
     board, evaluations = [], []
     for index, config in enumerate(configs):
@@ -451,10 +460,31 @@ def run_lesson(args):
         evaluations.append(time.perf_counter() - trained)
         board.append((config.model, metrics, (time.perf_counter() - began) / 60, run_id))
     if files:
-        print_leaderboard(board)
+        if len(board) > 1:
+            began = time.perf_counter()
+            run_id = ensemble([row[3] for row in board], args.imdb_path, args.work_dir)
+            board.append(("ensemble", evaluate(run_id, args.imdb_path, args.work_dir),
+                          (time.perf_counter() - began) / 60, run_id))
+        print_leaderboard([(*row, validation_score(runs.stored_run(row[3])))
+                           for row in board])
     else:
         compare()
     runs.print_where_results_are(LESSON, args.work_dir)
+
+
+def encoder_missing(args):
+    """Why the pretrained encoder `run --texts` would add cannot be had (its weights
+    not cached and not fetchable), or None: it is fetched once, here."""
+    from data_prep import encoders
+    from data_prep.errors import UserError
+
+    name = overrides_from_args(args).get("encoder") or family("encoder").MODELS[
+        "encoder"].encoder
+    try:
+        encoders.encoder_folder(name, args.work_dir)
+    except UserError as error:
+        return str(error)
+    return None
 
 
 CLI = LessonCLI(LESSON, "workflows.imdb_sentiment", __doc__.split("\n")[0], imdb.ACL_IMDB,
@@ -478,7 +508,8 @@ CLI.step("augment", "make the augmented train rows a config trains on (train mak
 CLI.step("train", "train one model (resumes an interrupted run)", CLI.train, data=True,
          train="one", check=check_training_data)
 CLI.step("run", "prepare, train, evaluate and predict, for each --model (default: bow and "
-         "bilstm_glove; with --texts bow, nbsvm and bilstm, then a leaderboard)", run_lesson,
+         "bilstm_glove; with --texts bow, nbsvm, bilstm and the pretrained encoder if the "
+         "budget allows, then their ensemble and the run to use)", run_lesson,
          data=True, train="many", check=check_training_data)
 _evaluate = CLI.step(
     "evaluate", "metrics of a run on its test split (or on --texts), logged to it",

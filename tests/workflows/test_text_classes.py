@@ -243,3 +243,46 @@ def test_a_leaderboards_budgets_leave_room_for_the_last_evaluation():
                for index in range(3)]
     assert budgets == [4.5, 9.333, 12.0]  # 1.5 min held back, then 2 x 30 s, 2 x 90 s
     assert workflow.leaderboard_budget(1, 0, 1, [600.0]) == 0.05  # never nothing
+
+
+def test_run_texts_adds_the_pretrained_encoder_when_the_budget_allows_it():
+    from workflows.sentiment.user_texts import encoder_epoch_minutes, leaderboard_models
+
+    short = ["a short labelled sentence of eight words here"] * 1500
+    reviews = [" ".join(["word"] * 230)] * 1500
+    assert encoder_epoch_minutes(short) < 0.5 < 2 < encoder_epoch_minutes(reviews)
+    ready = lambda: None  # noqa: E731
+    assert leaderboard_models(short, None, ready) == (["bow", "nbsvm", "bilstm", "encoder"],
+                                                      None)
+    assert leaderboard_models(short, 2, ready)[0][-1] == "encoder"
+    models, why = leaderboard_models(reviews, 2, ready)
+    assert models == ["bow", "nbsvm", "bilstm"] and "more than half of --max-train-minutes 2" \
+        in why
+    assert leaderboard_models(short, None, lambda: "offline") == (["bow", "nbsvm", "bilstm"],
+                                                                  "offline")
+
+
+def test_the_leaderboard_says_to_use_the_best_validation_score_not_the_best_test_score(
+        capsys):
+    from workflows.sentiment.user_texts import print_leaderboard
+
+    board = [("bow", {"macro_f1": 0.9, "accuracy": 0.9}, 0.1, "r1", 0.70),
+             ("encoder", {"macro_f1": 0.8, "accuracy": 0.8}, 2.5, "r2", 0.85),
+             ("ensemble", {"macro_f1": 0.85, "accuracy": 0.85}, 0.2, "r3", 0.80)]
+    assert print_leaderboard(board) == "r2"
+    printed = capsys.readouterr().out
+    assert "Use run r2 (encoder): the best validation macro-F1 of the 3 runs, 0.8500 (2.5 " \
+        "minutes; test macro-F1 0.8000)" in printed
+    assert [line.split()[0] for line in printed.splitlines()[2:5]] == ["encoder", "ensemble",
+                                                                     "bow"]
+
+
+def test_an_ensembles_crossvalidated_score_is_of_texts_its_stacking_did_not_see():
+    from workflows.sentiment.ensemble import crossval_class_predictions
+
+    rng = np.random.default_rng(0)
+    labels = np.arange(200) % 2
+    noise = rng.dirichlet([1, 1], size=(200, 2))  # members that know nothing
+    predicted = crossval_class_predictions(noise, labels)
+    assert predicted.shape == (200, 2) and np.allclose(predicted.sum(axis=1), 1)
+    assert abs(np.mean(predicted.argmax(axis=1) == labels) - 0.5) < 0.12  # no better than chance

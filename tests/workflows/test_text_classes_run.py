@@ -30,25 +30,32 @@ def leaderboard(tmp_path_factory, new_store):
     trained.close()
 
 
-def test_run_trains_each_family_and_ranks_them_by_macro_f1(leaderboard):
+def test_run_trains_each_family_stacks_them_and_says_which_run_to_use(leaderboard):
     trained = texts_runs()
-    assert set(trained) == {"bow", "bilstm"}
+    assert set(trained) == {"bow", "bilstm", "ensemble"}
     header = next(i for i, line in enumerate(leaderboard.splitlines()) if "macro-F1" in line)
-    rows = [line.split() for line in leaderboard.splitlines()[header + 1:header + 3]]
-    assert {row[0] for row in rows} == {"bow", "bilstm"}
-    assert float(rows[0][1]) >= float(rows[1][1])
-    for model, score, _, _, run_id in rows:
-        assert trained[model].info.run_id == run_id
-        assert trained[model].data.metrics["test_macro_f1"] == pytest.approx(float(score),
-                                                                            abs=1e-4)
-        assert json.loads(trained[model].data.params["classes"]) == CLASSES
+    rows = [line.split() for line in leaderboard.splitlines()[header + 1:header + 4]]
+    assert {row[0] for row in rows} == {"bow", "bilstm", "ensemble"}
+    assert float(rows[0][1]) >= float(rows[1][1]) >= float(rows[2][1])  # by validation
+    for model, validation, score, _, _, run_id in rows:
+        run = trained[model]
+        assert run.info.run_id == run_id
+        assert run.data.metrics["test_macro_f1"] == pytest.approx(float(score), abs=1e-4)
+        assert run.data.metrics.get("crossval_val_macro_f1", run.data.metrics.get(
+            "best_val_macro_f1")) == pytest.approx(float(validation), abs=1e-4)
+        assert json.loads(run.data.params["classes"]) == CLASSES
+    best = rows[0]
+    assert f"Use run {best[5]} ({best[0]}): the best validation macro-F1 of the 3 runs" \
+        in leaderboard
 
 
 def test_an_ensemble_of_the_classes_stacks_them_on_validation_and_answers_like_a_model(
         leaderboard, capsys):
     trained = texts_runs()
     run_id = workflow.ensemble([trained["bow"].info.run_id, trained["bilstm"].info.run_id])
+    assert run_id == trained["ensemble"].info.run_id  # the run step's, found again
     run = mlflow.get_run(run_id)
+    assert 0 <= run.data.metrics["crossval_val_macro_f1"] <= 1
     assert json.loads(run.data.params["classes"]) == CLASSES
     assert 0 <= run.data.metrics["best_val_macro_f1"] <= 1
     (answer,) = models.load_pyfunc(run).predict(["Gobierno радость éxito"])

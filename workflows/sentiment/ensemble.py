@@ -66,3 +66,24 @@ def fit_class_weights(probabilities, labels, l2=1e-3, label_weights=None):
                       jac=True, method="L-BFGS-B", options={"gtol": 1e-9}).x
     return (fitted[:-classes].reshape(members * classes, classes).tolist(),
             fitted[-classes:].tolist())
+
+
+def crossval_class_predictions(probabilities, labels, folds=5, seed=0, label_weights=None):
+    """Each text's class probabilities from a stacking fitted on the other folds (`folds`
+    seeded, stratified by class): how the stacking scores texts it was not fitted on, so
+    an ensemble's validation score compares with its members' own."""
+    labels = np.asarray(labels)
+    rng = np.random.default_rng(seed)
+    fold_of = np.zeros(len(labels), "int64")
+    for label in np.unique(labels):
+        rows = rng.permutation(np.flatnonzero(labels == label))
+        fold_of[rows] = np.arange(len(rows)) % folds
+    predicted = np.zeros(np.shape(probabilities)[::2])
+    for fold in range(folds):
+        held = fold_of == fold
+        if held.all() or not held.any():
+            continue
+        weights, bias = fit_class_weights(probabilities[~held], labels[~held],
+                                          label_weights=label_weights)
+        predicted[held] = combine_classes(probabilities[held], weights, bias)
+    return predicted

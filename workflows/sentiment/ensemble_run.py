@@ -147,7 +147,11 @@ def _class_ensemble(experiment, member_runs, names, answers, labels, classes, fo
     """The ensemble of members of a user's classes: a multinomial stacking of their
     class probabilities fitted on the validation texts (weighed by `class_weight`),
     logged with its own pyfunc."""
-    from workflows.sentiment.ensemble import combine_classes, fit_class_weights
+    from workflows.sentiment.ensemble import (
+        combine_classes,
+        crossval_class_predictions,
+        fit_class_weights,
+    )
     from workflows.sentiment.family import weights_of_classes
     from workflows.sentiment.metrics import class_matrix, class_metrics
 
@@ -160,8 +164,13 @@ def _class_ensemble(experiment, member_runs, names, answers, labels, classes, fo
     metrics = {f"{name}_val_accuracy": class_metrics(labels, stacked[:, i], classes)["accuracy"]
                for i, name in enumerate(names)}
     combined = class_metrics(labels, combine_classes(stacked, weights, bias), classes)
+    unseen = class_metrics(labels, crossval_class_predictions(
+        stacked, labels, label_weights=weights_of_classes(class_weight, labels, len(classes))),
+        classes)
     metrics.update(best_val_accuracy=combined["accuracy"],
-                   best_val_macro_f1=combined["macro_f1"])
+                   best_val_macro_f1=combined["macro_f1"],
+                   crossval_val_accuracy=unseen["accuracy"],
+                   crossval_val_macro_f1=unseen["macro_f1"])
     fingerprint, params, settings = data
     params = {**params, "classes": json.dumps(classes, ensure_ascii=False)}
     return _log(experiment, member_runs, names, metrics, (np.ravel(weights).tolist(), bias),

@@ -60,12 +60,61 @@ def scored_texts(path, text_column, label_column, classes):
     return texts, np.array([index[label] for label in labels], "int32")
 
 
+# ## What `run --texts` trains by default, and which run it says to use
+
+TEXTS_FAMILIES = ("bow", "nbsvm", "bilstm")  # then the pretrained encoder, if it fits
+# all-MiniLM-L6-v2 fine-tuned on 2 CPU cores: about 1,100 WordPiece tokens a second
+# (benchmarks/results/encoder_imdb.json: 40,032 rows of at most 128 tokens in 48.5 min)
+ENCODER_TOKENS_PER_SECOND = 1100
+
+
+def encoder_epoch_minutes(texts, max_tokens=128, slices=1):
+    """About how long one epoch of the `encoder` family takes on `texts` (each read as
+    up to `max_tokens` WordPiece tokens, about 1.3 a word, and `slices` sentence slices
+    of it) on 2 CPU cores."""
+    tokens = sum(min(int(1.3 * len(text.split())) + 2, max_tokens) for text in texts)
+    return tokens * (1 + slices * 0.3) / ENCODER_TOKENS_PER_SECOND / 60
+
+
+def leaderboard_models(train_texts, minutes, encoder_ready):
+    """The families `run --texts` trains, and why the encoder is left out (or None):
+    the kit's three, then the pretrained encoder (it trains last, so it has what the
+    others leave of `minutes`) unless its weights cannot be had (`encoder_ready()`: None,
+    or why not) or half the budget is less than about one epoch of it."""
+    why_not = encoder_ready()
+    if why_not is None and minutes:
+        needed = encoder_epoch_minutes(train_texts)
+        if needed > minutes / 2:
+            why_not = (f"one epoch of it takes about {needed:.1f} minutes here, more than "
+                       f"half of --max-train-minutes {minutes:g}")
+    return list(TEXTS_FAMILIES) + ([] if why_not else ["encoder"]), why_not
+
+
+def validation_score(run):
+    """The macro-F1 a run scores on validation texts it was not fitted on: a member's
+    best epoch's, an ensemble's cross-validated stacking's."""
+    metrics = run.data.metrics
+    return metrics.get("crossval_val_macro_f1", metrics.get("best_val_macro_f1"))
+
+
 def print_leaderboard(board):
-    """The runs of `run --texts`, best macro-F1 first."""
-    print(f"\n{'model':16} {'macro-F1':>8} {'accuracy':>8} {'minutes':>8}  run id")
-    for model, metrics, minutes, run_id in sorted(board, key=lambda row: -row[1]["macro_f1"]):
-        print(f"{model:16} {metrics['macro_f1']:8.4f} {metrics['accuracy']:8.4f} "
+    """The runs of `run --texts`, best validation macro-F1 first, then the one to use
+    and why: the best validation score (the test split only reports)."""
+    board = sorted(board, key=lambda row: -(row[4] if row[4] is not None else -1))
+    print(f"\n{'model':16} {'val F1':>8} {'macro-F1':>8} {'accuracy':>8} {'minutes':>8}"
+          "  run id")
+    for model, metrics, minutes, run_id, validation in board:
+        shown = "-" if validation is None else f"{validation:.4f}"
+        print(f"{model:16} {shown:>8} {metrics['macro_f1']:8.4f} {metrics['accuracy']:8.4f} "
               f"{minutes:8.1f}  {run_id}")
+    model, metrics, minutes, run_id, validation = board[0]
+    if validation is None:
+        return None
+    print(f"\nUse run {run_id} ({model}): the best validation macro-F1 of the {len(board)} "
+          f"runs, {validation:.4f} ({minutes:.1f} minutes; test macro-F1 "
+          f"{metrics['macro_f1']:.4f}). Serve it: python -m workflows.serve_model "
+          f"runs:/{run_id}/model")
+    return run_id
 
 
 def leaderboard_budget(minutes, index, count, evaluation_seconds):
