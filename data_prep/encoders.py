@@ -123,6 +123,15 @@ def is_hub_preset(encoder):
         or not (Path(encoder) / "vocab.txt").is_file()
 
 
+def names_hub_preset(encoder):
+    """Whether the `encoder` setting (a name or a folder, before it is fetched or
+    checked) is read by keras-hub rather than as the kit's own BERT."""
+    if encoder in ENCODERS:
+        return False
+    folder = Path(encoder).expanduser()
+    return not folder.is_dir() or is_hub_preset(folder)
+
+
 def hub_preset_names():
     """keras-hub's own text classifier presets (fetched from its hub when used)."""
     import keras_hub

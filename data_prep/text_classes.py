@@ -217,7 +217,7 @@ def add_texts_arguments(parser):
     """The flags of a user's labelled texts (`TextsFiles`)."""
     parser.add_argument("--texts", metavar="FILE", help="your labelled texts to train on "
                         "(.tsv text<TAB>label, .csv or .jsonl with text and label columns; "
-                        "any labels, 2 or more classes): split 80/10/10 unless the files "
+                        "any labels, 2 or more classes): split 72/18/10 unless the files "
                         "below are given (default: the IMDB reviews)")
     parser.add_argument("--validation-texts", metavar="FILE",
                         help="--texts: the validation split, in the same format")

@@ -478,8 +478,8 @@ def encoder_missing(args):
     from data_prep import encoders
     from data_prep.errors import UserError
 
-    name = overrides_from_args(args).get("encoder") or family("encoder").MODELS[
-        "encoder"].encoder
+    name = getattr(args, "encoder", None) or overrides_from_args(args).get("encoder") \
+        or family("encoder").MODELS["encoder"].encoder
     try:
         encoders.encoder_folder(name, args.work_dir)
     except UserError as error:
@@ -490,7 +490,7 @@ def encoder_missing(args):
 CLI = LessonCLI(LESSON, "workflows.imdb_sentiment", __doc__.split("\n")[0], imdb.ACL_IMDB,
                 shortcuts=("batch_size", "glove", "glove_dim", "init_from",
                            "fine_tune_embeddings", "augment", "translator", "back_translator",
-                           "class_weight"),
+                           "class_weight", "encoder"),
                 switches=("fine_tune_embeddings",),
                 data_options=TEXTS_OPTIONS, data_arguments=text_classes.add_texts_arguments)
 _prepare = CLI.step("prepare", "prepare reviews (or --texts), vocabulary and embeddings",

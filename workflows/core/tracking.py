@@ -87,8 +87,12 @@ def run_tags(dataset_fingerprint, **extra):
 
 
 def flat_params(config):
-    """A dataclass config as MLflow params (values as strings, `None` spelled out)."""
-    return {key: str(value) for key, value in dataclasses.asdict(config).items()}
+    """A dataclass config as MLflow params (values as strings, `None` spelled out): the
+    fields that apply to it (`option(applies=...)`), so a run logs only what it read."""
+    from workflows.core.config import field_applies
+
+    return {key: str(value) for key, value in dataclasses.asdict(config).items()
+            if field_applies(config, key)}
 
 
 def log_metrics(metrics, step=None):

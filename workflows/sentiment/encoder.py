@@ -42,16 +42,20 @@ class EncoderConfig(TrainConfig):
                           "XLM-RoBERTa or ALBERT folder) or, online, a keras-hub preset name")
     max_review_tokens: int = option(128, at_least=8, at_most=512,
                                     help="WordPiece tokens of a text read")
-    read: str = option("head+tail", choices=ENCODER_READS,
-                       help="a long text's start, or its start and its end")
+    read: str = option("head+tail", choices=ENCODER_READS, applies=lambda c: kit_bert(c),
+                       help="a long text's start, or its start and its end (the kit's "
+                            "BERT only; a keras-hub preset reads the start)")
     sentence_slices: int = option(1, at_least=0, help="slices of 1-2 sentences added "
                                   "per train review, labelled as it; 0: none")
     slices_from: str = option("anywhere", choices=SLICE_PLACES,
                               applies=unless("sentence_slices", 0),
                               help="where in a review its slices are taken")
-    dropout: float = option(0.1, at_least=0, below=1, help="dropout rate before the "
-                            "classification head")
-    optimizer: str = option("adam", choices=("adam",), help="the optimizer")
+    dropout: float = option(0.1, at_least=0, below=1, applies=lambda c: kit_bert(c),
+                            help="dropout rate before the classification head (the kit's "
+                                 "BERT only; a keras-hub preset keeps its own)")
+    optimizer: str = option("adam", choices=("adam",), applies=lambda c: kit_bert(c),
+                            help="the optimizer (the kit's BERT only; a keras-hub preset "
+                                 "trains with its task's own)")
     learning_rate: float = option(3e-5, above=0, at_most=MAX_LEARNING_RATE,
                                   help="peak learning rate, after 10% warmup; then a "
                                        "linear decay")
@@ -62,6 +66,13 @@ class EncoderConfig(TrainConfig):
 
 
 MODELS = {"encoder": EncoderConfig(model="encoder")}
+
+
+def kit_bert(config):
+    """Whether the config's encoder is read as the kit's own BERT (not by keras-hub)."""
+    from data_prep import encoders
+
+    return not encoders.names_hub_preset(config.encoder)
 
 
 # ## The model
