@@ -30,6 +30,7 @@ from workflows.sentiment.family import CLASS_WEIGHTS
 from workflows.sentiment.user_texts import (  # noqa: F401  (the lesson's API)
     check_augmentation,
     leaderboard_budget,
+    TEXTS_FAMILIES,
     leaderboard_models,
     print_leaderboard,
     scored_texts,
@@ -441,7 +442,9 @@ def run_lesson(args):
     prepared = prepare(args.imdb_path, args.work_dir, uses_word2vec, args.glove,
                        args.glove_dim, files)
     if models is None:
-        models, left_out = leaderboard_models(prepared.texts("train"), args.max_train_minutes,
+        budget = CLI.configs(args, [*TEXTS_FAMILIES, "encoder"],
+                             complete=False)[0].max_train_minutes  # as --set gives it too
+        models, left_out = leaderboard_models(prepared.texts("train"), budget,
                                               lambda: encoder_missing(args))
         if left_out:
             print(f"Leaving out the pretrained encoder: {left_out}.")

@@ -74,3 +74,18 @@ def test_an_ensemble_of_the_classes_stacks_them_on_validation_and_answers_like_a
     assert workflow.main(["ensemble", "--run-id", trained["bow"].info.run_id,
                           "--lexicon", "vader"]) == 2
     assert "an ensemble of your own classes takes none of them" in capsys.readouterr().err
+
+
+def test_run_texts_by_default_trains_the_kit_s_families_and_says_why_not_the_encoder(
+        tmp_path_factory, new_store, monkeypatch):
+    monkeypatch.setattr(workflow, "encoder_missing", lambda args: "offline in this test")
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        trained = trained_on_news(tmp_path_factory, new_store, "run", "--max-train-minutes",
+                                  "3", "--set", "hidden_units=8", "--set", "embed_dim=8",
+                                  "--set", "units=4", "--set", "sentence_slices=0")
+        next(trained)
+        assert set(texts_runs()) == {"bow", "nbsvm", "bilstm", "ensemble"}
+        trained.close()
+    assert "Leaving out the pretrained encoder: offline in this test." in printed.getvalue()
+    assert "the best validation macro-F1 of the 4 runs" in printed.getvalue()
