@@ -23,14 +23,15 @@ from pathlib import Path
 
 from data_prep import glove, imdb, text_classes
 from data_prep.commands import run_main
-from workflows.core.cli import LessonCLI, check_texts, overrides_from_args, read_texts
+from workflows.core.cli import LessonCLI, check_texts, read_texts
 from workflows.core.config import Catalog, ConfigError
 from workflows.core.lesson import Built, Lesson, ModelExport, RunDataset, dataset_digest
 from workflows.sentiment.family import CLASS_WEIGHTS
 from workflows.sentiment.user_texts import (  # noqa: F401  (the lesson's API)
-    check_augmentation,
-    leaderboard_budget,
     TEXTS_FAMILIES,
+    check_augmentation,
+    encoder_missing,
+    leaderboard_budget,
     leaderboard_models,
     print_leaderboard,
     scored_texts,
@@ -107,8 +108,6 @@ def data_settings(config=None, texts=False):
     return imdb.ImdbSettings(include_unlabelled=True, **fields)
 
 
-
-
 def prepared_data(settings_of, imdb_path=None, work_dir=None, files=None, verbose=False):
     """The prepared IMDB reviews, or the user's labelled texts `files` (a `TextsFiles`),
     with the settings `settings_of(texts)` gives."""
@@ -170,8 +169,6 @@ def load_data(config, imdb_path=None, work_dir=None, files=None):
     added = augmentation.augment(config, prepared, work_dir)
     return ImdbData(augmentation.AugmentedImdb(prepared, added),
                     f"{fingerprint}:{added.name}", added.summary, folder, files)
-
-
 
 
 def check_training_data(args):
@@ -265,10 +262,6 @@ LESSON = SentimentLesson()
 CLASSES_PYFUNC_FILE = PYFUNC_FILE.parent / "classes_pyfunc.py"  # a user's classes
 
 
-
-
-
-
 def calibrated(classifier, prepared, classes=None):
     """`save(folder)`: the classifier, then its calibration (Platt scaling of two
     classes, a temperature of more), fitted on the validation texts (never test) as the
@@ -329,8 +322,6 @@ def evaluate(run_id=None, imdb_path=None, work_dir=None, model_uri=None, top_wro
         str(texts_file or prepared.directory), "test", len(texts))], run.info.run_id)
     return evaluation.score_and_log(run, model, (texts, labels, name, source), top_wrong,
                                     classes)
-
-
 
 
 def trained_on(run, config, imdb_path=None, work_dir=None):
@@ -445,7 +436,7 @@ def run_lesson(args):
         budget = CLI.configs(args, [*TEXTS_FAMILIES, "encoder"],
                              complete=False)[0].max_train_minutes  # as --set gives it too
         models, left_out = leaderboard_models(prepared.texts("train"), budget,
-                                              lambda: encoder_missing(args))
+                                              lambda: encoder_missing(args, args.work_dir))
         if left_out:
             print(f"Leaving out the pretrained encoder: {left_out}.")
     configs = CLI.configs(args, models)
@@ -473,21 +464,6 @@ def run_lesson(args):
     else:
         compare()
     runs.print_where_results_are(LESSON, args.work_dir)
-
-
-def encoder_missing(args):
-    """Why the pretrained encoder `run --texts` would add cannot be had (its weights
-    not cached and not fetchable), or None: it is fetched once, here."""
-    from data_prep import encoders
-    from data_prep.errors import UserError
-
-    name = getattr(args, "encoder", None) or overrides_from_args(args).get("encoder") \
-        or family("encoder").MODELS["encoder"].encoder
-    try:
-        encoders.encoder_folder(name, args.work_dir)
-    except UserError as error:
-        return str(error)
-    return None
 
 
 CLI = LessonCLI(LESSON, "workflows.imdb_sentiment", __doc__.split("\n")[0], imdb.ACL_IMDB,

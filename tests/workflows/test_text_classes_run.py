@@ -78,7 +78,7 @@ def test_an_ensemble_of_the_classes_stacks_them_on_validation_and_answers_like_a
 
 def test_run_texts_by_default_trains_the_kit_s_families_and_says_why_not_the_encoder(
         tmp_path_factory, new_store, monkeypatch):
-    monkeypatch.setattr(workflow, "encoder_missing", lambda args: "offline in this test")
+    monkeypatch.setattr(workflow, "encoder_missing", lambda *args: "offline in this test")
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
         trained = trained_on_news(tmp_path_factory, new_store, "run", "--max-train-minutes",

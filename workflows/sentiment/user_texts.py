@@ -90,6 +90,24 @@ def leaderboard_models(train_texts, minutes, encoder_ready):
     return list(TEXTS_FAMILIES) + ([] if why_not else ["encoder"]), why_not
 
 
+def encoder_missing(args, work_dir=None):
+    """Why the pretrained encoder `run --texts` would add cannot be had (its weights
+    neither cached nor fetchable), or None: the one `--encoder` (or `--set encoder=`)
+    names, or the family's default, fetched once, here."""
+    from data_prep import encoders
+    from data_prep.errors import UserError
+    from workflows.core.cli import overrides_from_args
+    from workflows.sentiment.encoder import MODELS
+
+    name = getattr(args, "encoder", None) or overrides_from_args(args).get("encoder") \
+        or MODELS["encoder"].encoder
+    try:
+        encoders.encoder_folder(name, work_dir)
+    except UserError as error:
+        return str(error)
+    return None
+
+
 def validation_score(run):
     """The macro-F1 a run scores on validation texts it was not fitted on: a member's
     best epoch's, an ensemble's cross-validated stacking's."""
