@@ -91,7 +91,7 @@ def _read_text(file):
     """(text, None), or ("", why it is not text)."""
     data = file.read_bytes()
     if looks_binary(data[:8192]):
-        return "", "binary (NUL bytes, or UTF-16)"
+        return "", "binary (it has NUL bytes)"
     try:
         return data.decode("utf-8-sig"), None
     except UnicodeDecodeError as error:

@@ -62,10 +62,10 @@ TEXT_NORMALIZATION = "normalize_text-1"  # in the cache keys of what a reader pr
 
 
 def looks_binary(head):
-    """Whether a file's first bytes are not UTF-8 text: a UTF-16 or UTF-32 byte-order mark,
-    or NUL bytes past a tenth of them (UTF-16 without a mark, an archive, an image). A
-    NUL here and there is a control character a text may hold."""
-    return head.startswith((b"\xff\xfe", b"\xfe\xff")) or head.count(b"\0") > len(head) // 10
+    """Whether a file's first bytes are no text: NUL bytes past a tenth of them (an
+    archive, an image, UTF-16 without its byte-order mark; with it, decoding as UTF-8
+    fails and says so). A NUL here and there is a control character a text may hold."""
+    return head.count(b"\0") > len(head) // 10
 
 
 def without_controls(texts):
