@@ -445,7 +445,8 @@ def run_lesson(args):
     for index, config in enumerate(configs):
         if files and config.max_train_minutes:  # the budget of the whole leaderboard
             config = dataclasses.replace(config, max_train_minutes=leaderboard_budget(
-                config.max_train_minutes, index, len(configs), evaluations))
+                config.max_train_minutes, index, len(configs), evaluations,
+                then_ensemble=len(configs) > 1))
         began = time.perf_counter()
         run_id = CLI.train_config(args, config)
         trained = time.perf_counter()

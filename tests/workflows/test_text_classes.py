@@ -243,6 +243,9 @@ def test_a_leaderboards_budgets_leave_room_for_the_last_evaluation():
                for index in range(3)]
     assert budgets == [4.5, 9.333, 12.0]  # 1.5 min held back, then 2 x 30 s, 2 x 90 s
     assert workflow.leaderboard_budget(1, 0, 1, [600.0]) == 0.05  # never nothing
+    ensembled = [workflow.leaderboard_budget(15, index, 3, [30.0, 90.0][:index], True)
+                 for index in range(3)]  # and then their ensemble: scored again
+    assert ensembled == [4.0, 8.083, 5.75]  # 3 min, then 1 + 1.25 x 1.5, 3 + 1.25 x 5 held back
 
 
 def test_run_texts_adds_the_pretrained_encoder_when_the_budget_allows_it():

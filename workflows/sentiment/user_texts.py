@@ -135,11 +135,19 @@ def print_leaderboard(board):
     return run_id
 
 
-def leaderboard_budget(minutes, index, count, evaluation_seconds):
+def leaderboard_budget(minutes, index, count, evaluation_seconds, then_ensemble=False):
     """The train budget of the `index`-th of `count` models of a leaderboard whose whole
     command has `minutes` (every budget counts from the command's start, so a model that
     stops early leaves the rest its time, and each evaluation is in the next model's):
     its share of what is left after the last model's evaluation and predictions, held
-    at twice the slowest measured so far (a tenth of the budget before any)."""
-    reserve = 2 * max(evaluation_seconds) / 60 if evaluation_seconds else 0.1 * minutes
+    at twice the slowest measured so far (a tenth of the budget before any), and, if
+    `then_ensemble`, after the ensemble's too: every member scored again on the
+    validation and test texts (about 1.25 times the evaluations, the last one's
+    guessed as above; another tenth before any)."""
+    if evaluation_seconds:
+        last = 2 * max(evaluation_seconds)
+        reserve = last + (1.25 * (sum(evaluation_seconds) + last) if then_ensemble else 0)
+        reserve /= 60
+    else:
+        reserve = (0.2 if then_ensemble else 0.1) * minutes
     return round(max(minutes - reserve, 0.05 * minutes) * (index + 1) / count, 3)
