@@ -23,14 +23,11 @@ def run_command(main, argv=None):
     and a file the command may not write."""
     try:
         return main(argv)
-    except UserError as error:
+    except (UserError, KeptWorkError) as error:
         print(f"error: {error}", file=sys.stderr)
-        return 2
-    except KeptWorkError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
+        return 2 if isinstance(error, UserError) else 1
     except Exception as error:
-        if isinstance(error, OSError) and error.errno in (errno.EACCES, errno.EROFS, errno.EPERM):
+        if not_writable(error):
             print(f"error: cannot write {error.filename or 'a file'} ({error.strerror}): "
                   "choose a work folder you can write (--work-dir or NLPKIT_WORK_DIR), or "
                   "fix its permissions.", file=sys.stderr)
@@ -61,8 +58,13 @@ def reported_in_one_line(error):
     """Whether `run_command` reports `error` in a line of its own: a `UserError`, a full
     disk, a store or a file it may not write."""
     return isinstance(error, (UserError, KeptWorkError)) or disk_full(error) is not None \
-        or read_only_store(error) or (isinstance(error, OSError) and error.errno in (
-            errno.EACCES, errno.EROFS, errno.EPERM))
+        or read_only_store(error) or not_writable(error)
+
+
+def not_writable(error):
+    """Whether `error` is a file or folder the command may not write."""
+    return isinstance(error, OSError) and error.errno in (errno.EACCES, errno.EROFS,
+                                                           errno.EPERM)
 
 
 def read_only_store(error):

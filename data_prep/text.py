@@ -36,11 +36,10 @@ SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 # page's quotes, dashes and ellipsis as C1 controls (U+0091 for a left quote, U+0085
 # for "..."): they are repaired, not dropped.
 
-_CP1252_REPAIRS = {code: bytes([code]).decode("cp1252", errors="replace")
-                   for code in range(0x80, 0xA0)}
-_TEXT_REPAIRS = str.maketrans({**{code: (" " if text == "\ufffd" else text)
-                                  for code, text in _CP1252_REPAIRS.items()},
-                               0xFEFF: None})  # a byte-order mark
+_TEXT_REPAIRS = str.maketrans({  # C1 controls as Windows-1252 (its 5 holes: a space)
+    **{code: bytes([code]).decode("cp1252", errors="replace").replace("\ufffd", " ")
+       for code in range(0x80, 0xA0)},
+    0xFEFF: None})  # a byte-order mark
 CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")  # Unicode's Cc, Zl and Zp
 OTHER_SPACES = re.compile("[\xa0\u1680\u2000-\u200a\u202f\u205f\u3000]")  # Zs but " "
 TF_CONTROLS = r"[\p{Cc}\p{Zl}\p{Zp}\x{FEFF}]"  # the same in RE2, for TensorFlow's ops

@@ -427,19 +427,18 @@ def run_lesson(args):
     from workflows.core import runs
 
     files = texts_files(CLI.data_place(args).options)
-    models = args.model or (None if files else ["bow", "bilstm_glove"])
-    uses_word2vec = bool(models) and any(getattr(c, "embedding", "") == "word2vec"
-                                         for c in CLI.configs(args, models, complete=False))
+    configs = CLI.configs(args, args.model or (
+        [*TEXTS_FAMILIES, "encoder"] if files else ["bow", "bilstm_glove"]))
+    uses_word2vec = any(getattr(c, "embedding", "") == "word2vec" for c in configs)
     prepared = prepare(args.imdb_path, args.work_dir, uses_word2vec, args.glove,
                        args.glove_dim, files)
-    if models is None:
-        budget = CLI.configs(args, [*TEXTS_FAMILIES, "encoder"],
-                             complete=False)[0].max_train_minutes  # as --set gives it too
-        models, left_out = leaderboard_models(prepared.texts("train"), budget,
+    if files and not args.model:  # the encoder only if it can be had and fits the budget
+        models, left_out = leaderboard_models(prepared.texts("train"),
+                                              configs[0].max_train_minutes,
                                               lambda: encoder_missing(args, args.work_dir))
         if left_out:
             print(f"Leaving out the pretrained encoder: {left_out}.")
-    configs = CLI.configs(args, models)
+        configs = [config for config in configs if config.model in models]
     examples = prepared.texts("val")[:3] if files else EXAMPLES
     board, evaluations = [], []
     for index, config in enumerate(configs):

@@ -44,14 +44,20 @@ texts = st.lists(text.map(lambda t: t + " " + WORDS[len(t) % len(WORDS)]), min_s
                  max_size=24, unique_by=normalize_text)
 
 
+def profile(examples):
+    """Hypothesis settings of these tests: `examples` examples, the same on every run
+    (seeded, no database), no deadline (each may train a model)."""
+    return settings(max_examples=examples, deadline=None, derandomize=True, database=None,
+                    suppress_health_check=list(HealthCheck))
+
+
 # ## The one reader
 
 
 def reader_properties(examples):
     """Hypothesis, `examples` each: a normalized text holds nothing that breaks a line or
     a string; the reader gives back every text of a CSV or JSON-lines file normalized."""
-    fast = settings(max_examples=examples, deadline=None, derandomize=True, database=None,
-                    suppress_health_check=list(HealthCheck))
+    fast = profile(examples)
 
     @fast
     @given(text)
@@ -165,9 +171,8 @@ def check_family(model, root_of, examples):
     """Hypothesis: `examples` random sets of labelled texts, each trained on by a tiny
     `model`, whose saved classifier reloads and answers raw texts as it did."""
 
+    @profile(examples)
     @given(texts)
-    @settings(max_examples=examples, deadline=None, derandomize=True, database=None,
-              suppress_health_check=list(HealthCheck))
     def trains_saves_and_reloads(rows):
         root = root_of(model)
         labels = ["yes" if i % 2 else "no" for i in range(len(rows))]
@@ -216,8 +221,7 @@ def vocabulary_properties(examples):
     from workflows.retrievers.bm25 import BM25Index
 
     register_standardizations()
-    fast = settings(max_examples=examples, deadline=None, derandomize=True, database=None,
-                    suppress_health_check=list(HealthCheck))
+    fast = profile(examples)
 
     @fast
     @given(texts)
