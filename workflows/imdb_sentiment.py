@@ -249,30 +249,26 @@ class SentimentLesson(Lesson):
                      trainable.train_examples, monitor=monitor)
 
     def export(self, config, data, built):
-        classes = data.prepared.classes if data.files else None
+        answers = "classes" if data.files else "probability"  # IMDB's: P(positive)
         return ModelExport("classifier", calibrated(built.parts.classifier, data.prepared,
-                                                    classes),
-                           CLASSES_PYFUNC_FILE if classes else PYFUNC_FILE,
-                           [data.prepared.texts("val")[0][:500]] if classes else EXAMPLES[:1],
+                                                    answers), PYFUNC_FILE,
+                           [data.prepared.texts("val")[0][:500]] if data.files else EXAMPLES[:1],
                            packages=("sentiment", "causal_lm"),
                            requirements=("gensim",) if config.model == "doc2vec" else ())
 
 
 LESSON = SentimentLesson()
-CLASSES_PYFUNC_FILE = PYFUNC_FILE.parent / "classes_pyfunc.py"  # a user's classes
 
 
-def calibrated(classifier, prepared, classes=None):
-    """`save(folder)`: the classifier, then its calibration (Platt scaling of two
-    classes, a temperature of more), fitted on the validation texts (never test) as the
-    saved classifier scores them; a user's `classes` are saved beside it."""
+def calibrated(classifier, prepared, answers):
+    """`save(folder)`: the classifier (its pyfunc's `answers`: `save_classifier`), then
+    its calibration (Platt scaling of two classes, a temperature of more), fitted on the
+    validation texts (never test) as the saved classifier scores them."""
     from workflows.sentiment.calibration import Temperature, fit_calibration
-    from workflows.sentiment.family import load_classifier, save_classes
+    from workflows.sentiment.text_classifier import load_classifier, save_classifier
 
     def save(folder):
-        classifier.save(folder)
-        if classes:
-            save_classes(folder, classes)
+        save_classifier(folder, classifier, answers)
         probabilities = load_classifier(folder).predict(prepared.texts("val"))
         fitted = fit_calibration(prepared.labels("val"), probabilities)
         fitted.save(folder)

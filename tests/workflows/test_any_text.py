@@ -25,7 +25,7 @@ from data_prep.labelled_texts import read_classes
 from data_prep.text import normalize_text
 from workflows import imdb_sentiment as workflow
 from workflows.core import models, runs
-from workflows.sentiment.family import load_classifier
+from workflows.sentiment.text_classifier import load_classifier, save_classifier
 
 # the characters that broke a vocabulary, or that real files carry
 AWKWARD = ["\x85", "\u2028", "\u2029", "\x1c", "\x1d", "\x1e", "\x0b", "\x0c", "\x00",
@@ -177,7 +177,7 @@ def check_family(model, root_of, examples):
         root = root_of(model)
         labels = ["yes" if i % 2 else "no" for i in range(len(rows))]
         classifier, prepared = tiny_trained(model, rows, labels, root)
-        classifier.save(root / "classifier")
+        save_classifier(root / "classifier", classifier)
         asked = [*rows, *AWKWARD]  # raw texts, as a caller sends them
         np.testing.assert_allclose(load_classifier(root / "classifier").predict(asked),
                                    classifier.predict(asked), atol=1e-6)

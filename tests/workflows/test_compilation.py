@@ -132,28 +132,6 @@ def test_a_scoring_evaluate_traces_its_test_step_once_and_builds_no_optimizer():
         assert model.optimizer is None
     assert traces == {False: 2, True: 1}
 
-@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="counts TensorFlow traces")
-def test_the_end_to_end_classifier_scores_any_number_of_texts_in_one_shape():
-    from workflows.sentiment.ngrams import EndToEndClassifier
-
-    vectorizer = keras.layers.TextVectorization(max_tokens=20, output_mode="multi_hot")
-    vectorizer.adapt(["a good film", "a bad film", "dull and long"])
-    reviews = keras.Input(shape=(), dtype="string")
-    model = keras.Model(reviews, keras.layers.Dense(1, activation="sigmoid")(vectorizer(reviews)))
-    step, traces = model.predict_step, []
-
-    def counted(*args):
-        traces.append(1)  # Python runs a step's body only while tracing it
-        return step(*args)
-
-    model.predict_step = counted
-    classifier = EndToEndClassifier(model, batch_size=8)
-    scores = {count: classifier.predict(["a good film"] * count) for count in (3, 8, 13, 1)}
-    assert len(traces) == 1
-    assert [len(score) for score in scores.values()] == [3, 8, 13, 1]
-    assert np.allclose(scores[13], scores[3][0])  # the same text, the same score
-
-
 AHEAD = """
 import json, tempfile
 import keras, numpy as np

@@ -13,8 +13,8 @@ from data_prep.text import WordPiece
 from tests.data_prep.fixtures import write_tiny_encoder
 from workflows import imdb_sentiment as workflow
 from workflows.core.model_folder import SETTINGS_FILE, ModelFolderError
-from workflows.sentiment.encoder import EncoderClassifier, encoder_classifier, padded_length
-from workflows.sentiment.family import load_classifier
+from workflows.sentiment.encoder import WordPieceRows, encoder_classifier, padded_length
+from workflows.sentiment.text_classifier import TextClassifier, load_classifier, save_classifier
 
 TINY = ["--epochs", "1", "--set", "batch_size=8", "--set", "max_review_tokens=64"]
 
@@ -42,9 +42,9 @@ def test_the_encoder_fine_tunes_from_its_pretrained_weights_and_serves_raw_text(
     assert scores.shape == (3,) and np.all((scores > 0) & (scores < 1))
 
     classifier = model.unwrap_python_model().classifier
-    assert isinstance(classifier, EncoderClassifier) and classifier.read == "head+tail"
+    assert isinstance(classifier, TextClassifier) and classifier.preprocessor.read == "head+tail"
     pretrained = encoders.load_backbone(encoder).get_layer("position_embedding")
-    backbone = next(layer for layer in classifier.model.layers  # its name depends on how
+    backbone = next(layer for layer in classifier.network.layers  # its name depends on how
                     if layer.name.startswith("bert_backbone"))  # many the process built
     tuned = backbone.get_layer("position_embedding")
     start, now = (keras.ops.convert_to_numpy(layer.position_embeddings)
@@ -108,9 +108,9 @@ def test_a_careless_encoder_folder_is_one_line(store, tmp_path, capsys, damage, 
 
 def test_reviews_are_read_as_the_encoders_wordpieces_between_cls_and_sep(encoder):
     vocabulary = encoders.read_vocabulary(encoder)
-    classifier = EncoderClassifier(encoder_classifier(encoders.load_backbone(encoder), 0.1),
-                                   vocabulary, max_review_tokens=8)
-    [short, long] = classifier.token_rows(["Great ACTING,", "a boring mess " * 10])
+    rows = WordPieceRows(vocabulary, max_tokens=8)
+    [short, long] = rows.encode(["Great ACTING,", "a boring mess " * 10]).tolist()
+    short = [i for i in short if i]
     assert [vocabulary[i] for i in short] == ["[CLS]", "great", "acting", ",", "[SEP]"]
     assert len(long) == 8 and vocabulary[long[0]] == "[CLS]" and vocabulary[long[-1]] == "[SEP]"
 
@@ -118,15 +118,18 @@ def test_reviews_are_read_as_the_encoders_wordpieces_between_cls_and_sep(encoder
 def test_head_and_tail_reads_a_long_reviews_first_quarter_and_its_end(encoder, tmp_path):
     vocabulary = encoders.read_vocabulary(encoder)
     words = [word for word in vocabulary if word.isalpha()][:30]
-    classifier = EncoderClassifier(encoder_classifier(encoders.load_backbone(encoder), 0.1),
-                                   vocabulary, max_review_tokens=14, read="head+tail")
-    [long, short] = classifier.token_rows([" ".join(words), " ".join(words[:5])])
+    rows = WordPieceRows(vocabulary, max_tokens=14, read="head+tail")
+    classifier = TextClassifier(encoder_classifier(encoders.load_backbone(encoder), 0.1),
+                                rows, ["negative", "positive"], requires=["keras_hub"])
+    [long, short] = [[i for i in row if i] for row in
+                     rows.encode([" ".join(words), " ".join(words[:5])]).tolist()]
     # 12 tokens of room: the first 3 words and the last 9
     assert [vocabulary[i] for i in long] == ["[CLS]", *words[:3], *words[-9:], "[SEP]"]
     assert [vocabulary[i] for i in short] == ["[CLS]", *words[:5], "[SEP]"]  # fits: whole
 
-    reloaded = EncoderClassifier.load(classifier.save(tmp_path / "classifier"))
-    assert reloaded.read == "head+tail" and reloaded.token_rows([" ".join(words)]) == [long]
+    reloaded = load_classifier(save_classifier(tmp_path / "classifier", classifier))
+    assert reloaded.preprocessor.read == "head+tail"
+    assert reloaded.preprocessor.encode([" ".join(words)]).tolist() == [long]
     settings = tmp_path / "classifier" / SETTINGS_FILE
     settings.write_text(json.dumps({key: value for key, value in
                                     json.loads(settings.read_text()).items() if key != "kind"}))
@@ -135,8 +138,9 @@ def test_head_and_tail_reads_a_long_reviews_first_quarter_and_its_end(encoder, t
 
 
 def test_scoring_texts_of_any_length_traces_one_program_per_padded_length(encoder):
-    classifier = EncoderClassifier(encoder_classifier(encoders.load_backbone(encoder), 0.1),
-                                   encoders.read_vocabulary(encoder), max_review_tokens=128)
+    classifier = TextClassifier(encoder_classifier(encoders.load_backbone(encoder), 0.1),
+                                WordPieceRows(encoders.read_vocabulary(encoder), 128),
+                                ["negative", "positive"])
     traces = []
     forward = classifier._forward
     classifier._forward = lambda ids: traces.append(ids.shape) or forward(ids)

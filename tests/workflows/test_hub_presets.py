@@ -14,7 +14,7 @@ from tests.data_prep.test_text_classes import FILLER, WORDS, news, write_tsv
 from tests.workflows.interrupts import stop_once_at
 from workflows import imdb_sentiment as workflow
 from workflows.core import models
-from workflows.sentiment.hub_classifier import HubClassifier
+from workflows.sentiment.hub_classifier import HubFeatures
 
 TINY = ["--epochs", "2", "--set", "batch_size=8", "--set", "max_review_tokens=16",
         "--set", "learning_rate=0.003"]
@@ -61,7 +61,7 @@ def test_a_tiny_preset_fine_tunes_on_three_classes_and_answers_them(
     assert run.data.tags["architecture"] == f"{architecture.capitalize()}TextClassifier"
     assert run.data.metrics["encoder_weights"] < 5000
     model = models.load_pyfunc(run)
-    assert isinstance(model.unwrap_python_model().classifier, HubClassifier)
+    assert isinstance(model.unwrap_python_model().classifier.preprocessor, HubFeatures)
     answers = model.predict(["gobierno éxito", "reunión según отчёт"])
     assert [sorted(answer["probabilities"]) for answer in answers] == [sorted(WORDS)] * 2
     metrics = workflow.evaluate(run.info.run_id)

@@ -17,9 +17,10 @@ from tests.workflows.conftest import BOW, COMMON, RNN, first_runs_by_model
 from workflows import imdb_sentiment as workflow
 from workflows.core import fitting, runs, training
 from workflows.core.config import ConfigError
-from workflows.sentiment import calibration, doc2vec, ensemble, family
+from workflows.sentiment import calibration, doc2vec, ensemble
 from workflows.sentiment import metrics as workflow_classification
 from workflows.sentiment.metrics import binary_metrics
+from workflows.sentiment.text_classifier import load_classifier
 
 runs_by_model = first_runs_by_model
 
@@ -593,19 +594,19 @@ def test_every_model_is_calibrated_on_validation_and_evaluate_logs_before_and_af
     import shutil
     from types import SimpleNamespace
 
-    from workflows.sentiment.pyfunc import FolderReviewSentiment
+    from workflows.sentiment.pyfunc import TextClassifierModel
 
     run = runs_by_model()["bilstm"]
     folder = Path(run.data.tags["run_folder"]) / "classifier"
     texts = ["Wonderful and moving", "Dull."]
-    raw = family.load_classifier(folder).predict(texts)
+    raw = load_classifier(folder).predict(texts)
     served = mlflow.pyfunc.load_model(f"runs:/{run.info.run_id}/model").predict(texts)
     fitted = calibration.Calibration.load(folder)  # fitted on the tiny validation split
     assert (folder / calibration.FILE).exists()
     assert served == pytest.approx(list(fitted.apply(raw)), abs=1e-6)
     copy = shutil.copytree(folder, tmp_path / "classifier")
     calibration.Calibration(slope=0.5, intercept=0.25).save(copy)  # what the pyfunc applies
-    model = FolderReviewSentiment()
+    model = TextClassifierModel()
     model.load_context(SimpleNamespace(artifacts={"classifier": str(copy)}))
     assert model.predict(None, texts) == pytest.approx(list(
         calibration.Calibration(0.5, 0.25).apply(raw)), abs=1e-6)

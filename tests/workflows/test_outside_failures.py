@@ -19,7 +19,7 @@ from workflows import mlflow_ui
 from workflows.core import fitting, runs, servers, tracking
 from workflows.core import store as mlflow_store
 from workflows.core.servers import check_can_serve
-from workflows.sentiment import ngrams
+from workflows.sentiment.text_classifier import TextClassifier
 
 BOW_ONE_EPOCH = ["train", "--model", "bow", *COMMON, *BOW, "--epochs", "1"]
 
@@ -398,7 +398,7 @@ def test_a_failure_after_training_is_one_line_and_the_rerun_trains_nothing_again
     trained again."""
     from workflows.core import models
 
-    failing = {"export": (ngrams.EndToEndClassifier, "save"),
+    failing = {"export": (TextClassifier, "save"),
                "log": (models, "log_pyfunc_model")}[step]
     original = getattr(*failing)
 

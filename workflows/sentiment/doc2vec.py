@@ -2,18 +2,23 @@
 & Mikolov 2014) trained once on the unlabelled and train reviews, every review's vector
 inferred (and cached), then logistic regression (or one hidden layer) on the vectors.
 
-`ParagraphVectorClassifier.save(folder)` writes the Keras model (vector in, P(positive)
-out) and the Doc2Vec model that infers each review's vector (without its training
-reviews' own vectors, which inference never reads); `load(folder).predict(texts)` does
-both steps.
+The classifier's preprocessor (`ParagraphVectorInputs`) holds the Doc2Vec model that
+infers each text's vector (without its training reviews' own vectors, which inference
+never reads), saved as the classifier's asset; its network takes the vectors.
 """
 
 from dataclasses import dataclass
 from pathlib import Path
 
+import keras
+
+from data_prep.paragraph_vectors import ParagraphVectors
 from data_prep.pipelines import untuned
 from workflows.core.config import MAX_BATCH_SIZE, MAX_EPOCHS, option, training_option, when
 from workflows.sentiment.family import OPTIMIZERS, TrainConfig
+from workflows.sentiment.text_classifier import PACKAGE, TextClassifier, TextPreprocessor
+
+DOC2VEC_FILE = "doc2vec"  # the Doc2Vec model, among the classifier's assets
 
 
 @dataclass(frozen=True)
@@ -101,41 +106,29 @@ def build(config, data):
 
     model = build_model(config, vectors.vector_size, len(prepared.classes))
     return Trainable(model, lambda epoch: batches("train", epoch), batches("val"),
-                     len(inputs["train"]), ParagraphVectorClassifier(model, vectors),
+                     len(inputs["train"]),
+                     TextClassifier(model, ParagraphVectorInputs(vectors), prepared.classes,
+                                    batch_size=64),
                      tags={"model_family": "paragraph_vectors"},
                      metrics={"doc2vec_vocabulary_size": len(vectors.model.wv),
                               **{f"{name}_minutes": value / 60
                                  for name, value in seconds.items() if value is not None}})
 
 
-class ParagraphVectorClassifier:
-    def __init__(self, model, vectors):
-        from workflows.core.compilation import compiled
+@keras.saving.register_keras_serializable(package=PACKAGE)
+class ParagraphVectorInputs(TextPreprocessor):
+    """Texts -> their paragraph vectors, inferred by the Doc2Vec model (saved with the
+    classifier, without its training texts' own vectors): one shape."""
 
-        self.model, self.vectors = model, vectors
-        self._forward = compiled(lambda x: self.model(x, training=False), model,
-                                 tf_signature=[((None, vectors.vector_size), "float32")])
+    def __init__(self, vectors=None, **kwargs):
+        super().__init__(**kwargs)
+        self.vectors = vectors
 
-    def predict(self, texts):
-        """P(positive) of each text (or each text's row of class probabilities)."""
-        import keras
+    def encode(self, texts):
+        return self.vectors.infer(list(texts))
 
-        from workflows.sentiment.family import class_rows
+    def save_assets(self, dir_path):
+        self.vectors.for_inference().save(Path(dir_path) / DOC2VEC_FILE)
 
-        vectors = self.vectors.infer(list(texts))
-        return class_rows(keras.ops.convert_to_numpy(self._forward(vectors)))
-
-    def save(self, folder):
-        from workflows.sentiment.family import save_folder
-
-        save_folder(folder, self.model, "paragraph_vectors")
-        self.vectors.for_inference().save(Path(folder) / "doc2vec")
-        return Path(folder)
-
-    @classmethod
-    def load(cls, folder):
-        from data_prep.paragraph_vectors import ParagraphVectors
-        from workflows.sentiment.family import read_folder
-
-        model, _, _ = read_folder(folder, "paragraph_vectors")
-        return cls(model, ParagraphVectors.load(Path(folder) / "doc2vec"))
+    def load_assets(self, dir_path):
+        self.vectors = ParagraphVectors.load(Path(dir_path) / DOC2VEC_FILE)

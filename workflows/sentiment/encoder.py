@@ -7,15 +7,18 @@ Reviews are read as the encoder's WordPiece tokens (`[CLS] ... [SEP]`, at most
 `max_review_tokens`; plain Python, no TensorFlow needed): a longer review is cut to its
 start (`head`) or to its start and its end (`head+tail`), where a review's verdict
 usually is. The mean of the encoder's outputs over a review's tokens goes through dropout
-to P(positive). `EncoderClassifier.save(folder)` writes the Keras model, the vocabulary
-and the settings; `EncoderClassifier.load(folder).predict(texts)` scores raw reviews in
-batches of similar length, padded to a few fixed lengths.
+to P(positive). The classifier reads raw texts through its `WordPieceRows`, in batches
+of similar length padded to a few fixed lengths.
 """
 
 from dataclasses import dataclass
-from functools import cached_property
 
-from data_prep.text import SLICE_PLACES, clean_html
+import keras
+
+import layers
+from data_prep import encoders, imdb
+from data_prep.text import SLICE_PLACES, WordPiece, boundaries_up_to, clean_html, pad_rows
+from workflows.core.batches import token_batches
 from workflows.core.config import (
     MAX_BATCH_SIZE,
     MAX_LEARNING_RATE,
@@ -23,7 +26,15 @@ from workflows.core.config import (
     training_option,
     unless,
 )
-from workflows.sentiment.family import TrainConfig
+from workflows.sentiment.family import (
+    REVIEW_LENGTHS,
+    Trainable,
+    TrainConfig,
+    class_weights,
+    compile_loss,
+    output_layer,
+)
+from workflows.sentiment.text_classifier import PACKAGE, TextClassifier, TextPreprocessor
 
 ENCODER_READS = ("head", "head+tail")  # a long review's start, or its start and its end
 LENGTHS = (32, 64, 128, 192, 256, 384, 512)  # padded lengths of batches: few shapes
@@ -70,8 +81,6 @@ MODELS = {"encoder": EncoderConfig(model="encoder")}
 
 def kit_bert(config):
     """Whether the config's encoder is read as the kit's own BERT (not by keras-hub)."""
-    from data_prep import encoders
-
     return not encoders.names_hub_preset(config.encoder)
 
 
@@ -81,10 +90,6 @@ def kit_bert(config):
 def encoder_classifier(backbone, dropout, classes=2):
     """Token ids (0: padding) -> the backbone -> masked mean -> Dropout -> sigmoid (or
     a softmax over more classes)."""
-    import keras
-
-    from workflows.sentiment.family import output_layer
-
     backbone.get_layer("pooled_dense").trainable = False  # [CLS]'s pooler: unused
     ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
     mask = keras.ops.not_equal(ids, 0)
@@ -100,11 +105,6 @@ def encoder_classifier(backbone, dropout, classes=2):
 def build_model(config, backbone, steps_per_epoch, classes=2):
     """`encoder_classifier` over the pretrained backbone, every weight trained with Adam
     at a rate warmed up over the first 10% of the steps, then decayed to 0."""
-    import keras
-
-    import layers
-    from workflows.sentiment.family import compile_loss
-
     model = encoder_classifier(backbone, config.dropout, classes)
     total = max(config.epochs * steps_per_epoch, 2)
     schedule = layers.WarmupLinearDecay(config.learning_rate, max(total // 10, 1), total)
@@ -131,8 +131,6 @@ def token_rows(tokenizer, texts, max_tokens, read="head"):
 
 def padded_length(length, max_tokens):
     """The first of the few padded lengths up to `max_tokens` that holds `length`."""
-    from data_prep.text import boundaries_up_to
-
     return next(width for width in boundaries_up_to(max_tokens, LENGTHS) if width >= length)
 
 
@@ -140,16 +138,10 @@ def build(config, data):
     """The encoder of `data.encoder` (a folder) under the classifier head, trained on
     the train reviews and their sentence slices read as its WordPiece tokens; a
     keras-hub preset through `hub_classifier`."""
-    from data_prep import encoders, imdb
-
     if encoders.is_hub_preset(data.encoder):
         from workflows.sentiment import hub_classifier
 
         return hub_classifier.build(config, data)
-    from data_prep.text import WordPiece, pad_rows
-    from workflows.core.batches import token_batches
-    from workflows.sentiment.family import REVIEW_LENGTHS, Trainable, class_weights
-
     weights = class_weights(config, data.prepared.labels("train"), data.prepared.classes)
     vocabulary = encoders.read_vocabulary(data.encoder)
     lowercase = encoders.lowercases(data.encoder)
@@ -169,56 +161,39 @@ def build(config, data):
 
     backbone = encoders.load_backbone(data.encoder)
     model = build_model(config, backbone, len(batches("train", 0)), len(data.prepared.classes))
-    classifier = EncoderClassifier(model, vocabulary, config.max_review_tokens, lowercase,
-                                   config.read)
+    classifier = TextClassifier(model, WordPieceRows(vocabulary, config.max_review_tokens,
+                                                     lowercase, config.read),
+                                data.prepared.classes, requires=["keras_hub", "layers"])
     return Trainable(model, lambda epoch: batches("train", epoch), batches("val"),
                      len(splits["train"][1]), classifier, tags={"model_family": "encoder"},
                      metrics={"encoder_weights": backbone.count_params()},
                      artifacts={"vocabulary.txt": "\n".join(vocabulary)})
 
 
-# ## The classifier
+# ## The classifier's preprocessor
 
 
-class EncoderClassifier:
-    def __init__(self, model, vocabulary, max_review_tokens, lowercase=True, read="head"):
-        from workflows.core.compilation import compiled
+@keras.saving.register_keras_serializable(package=PACKAGE)
+class WordPieceRows(TextPreprocessor):
+    """Texts -> `token_rows` of the encoder's WordPiece vocabulary, padded to the first
+    of the few `padded_length`s that holds a batch's longest."""
 
-        self.model, self.vocabulary = model, list(vocabulary)
-        self.max_review_tokens, self.lowercase = max_review_tokens, lowercase
-        self.read = read
-        self._forward = compiled(lambda ids: self.model(ids, training=False), model,
-                                 tf_signature=[((None, None), "int32")])  # one graph
+    def __init__(self, vocabulary=None, max_tokens=128, lowercase=True, read="head", **kwargs):
+        super().__init__(**kwargs)
+        self.max_tokens, self.lowercase, self.read = max_tokens, lowercase, read
+        self.restore({"vocabulary": vocabulary} if vocabulary is not None else {})
 
-    @cached_property
-    def tokenizer(self):
-        from data_prep.text import WordPiece
+    def encode(self, texts):
+        rows = token_rows(self.tokenizer, texts, self.max_tokens, self.read)
+        return pad_rows(rows, padded_length(max(map(len, rows)), self.max_tokens))
 
-        return WordPiece(self.vocabulary, self.lowercase)
+    def assets(self):
+        return {"vocabulary": self.vocabulary}
 
-    def token_rows(self, texts):
-        return token_rows(self.tokenizer, texts, self.max_review_tokens, self.read)
+    def restore(self, assets):
+        self.vocabulary = assets.get("vocabulary")
+        self.tokenizer = WordPiece(self.vocabulary, self.lowercase) if self.vocabulary else None
 
-    def predict(self, texts, batch_size=32):
-        """P(positive) of each text (or its row of class probabilities)."""
-        from workflows.sentiment.family import score_rows
-
-        return score_rows(self._forward, self.token_rows(texts), batch_size,
-                          lambda length: padded_length(length, self.max_review_tokens))
-
-    def save(self, folder):
-        from workflows.sentiment.family import save_folder
-
-        return save_folder(folder, self.model, "encoder", {
-            "max_review_tokens": self.max_review_tokens, "lowercase": self.lowercase,
-            "read": self.read}, self.vocabulary)
-
-    @classmethod
-    def load(cls, folder):
-        import keras_hub  # noqa: F401  registers BertBackbone for the saved model
-
-        from workflows.sentiment.family import read_folder
-
-        model, settings, vocabulary = read_folder(folder, "encoder")
-        return cls(model, vocabulary, settings["max_review_tokens"], settings["lowercase"],
-                   settings["read"])
+    def get_config(self):
+        return {**super().get_config(), "max_tokens": self.max_tokens,
+                "lowercase": self.lowercase, "read": self.read}

@@ -1,5 +1,5 @@
 """An ensemble of classifiers of a user's classes as an MLflow pyfunc: texts in, each
-text's label and class probabilities out (as `classes_pyfunc.py` answers).
+text's label and class probabilities out (as `pyfunc.py` answers a user's classes).
 
 Logged by `python -m workflows.imdb_sentiment ensemble` for members trained on `--texts`;
 its artifact folder holds each member's own pyfunc model and `ensemble.json` (member

@@ -1,14 +1,12 @@
-"""What every sentiment model family shares: the base config, the texts and token-id
-batches a model trains on, the classifier folder every family saves, and scoring in a
-few fixed shapes.
+"""What every sentiment model family shares: the base config, its compiled loss and
+metrics, class weights, and the batch lengths a model trains on.
 
 A family module (`ngrams`, `rnn`, `transformer`, `doc2vec`, `encoder`, `lm_classifier`)
-holds its config, its Keras model, how reviews become its inputs, its classifier (saved
-with `save_folder`, loaded by `load_classifier`) and `build(config, data)`, which gives
-the lesson a `Trainable`.
+holds its config, its Keras network, its preprocessor (raw texts -> the network's
+inputs) and `build(config, data)`, which gives the lesson a `Trainable` whose
+`classifier` is the two as one Keras model (`text_classifier.TextClassifier`).
 """
 
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -148,104 +146,16 @@ class Trainable:
     train_batches: Callable[[int], Any]  # epoch -> that epoch's batches (same on every call)
     validation_batches: Any
     train_examples: int
-    classifier: Any  # raw reviews -> P(positive): `predict(texts)`, `save(folder)`
+    classifier: Any  # a `TextClassifier`: `predict(texts)` -> P(positive) or class rows
     tags: dict = field(default_factory=dict)
     artifacts: dict = field(default_factory=dict)  # name -> text or dict
     metrics: dict = field(default_factory=dict)
 
 
 # ## What a model trains on
-# Reviews and their sentence slices: `data_prep.imdb.split_texts`; token id batches in
+# Texts and their sentence slices: `data_prep.imdb.split_texts`; token id batches in
 # few shapes: `core.batches.token_batches`, with these lengths.
 
 # Padded review lengths (tokens) batches come in, up to the longest a config reads: a
 # handful of shapes, each compiled once
 REVIEW_LENGTHS = (64, 128, 192, 256, 384, 512, 768, 1024)
-
-
-def class_rows(output):
-    """A model's `(rows, units)` output as the classifiers return it: P(class 1) of each
-    row from one sigmoid unit, else the rows of class probabilities."""
-    output = np.asarray(output, "float64")
-    return output[:, 0] if output.shape[1] == 1 else output
-
-
-def score_rows(forward, rows, batch_size, width):
-    """`forward`'s P(positive) of each token id row (or its row of class
-    probabilities), scored shortest first in batches of `batch_size` rows padded to
-    `width(longest row)`; a short last batch is topped up with empty rows, so each
-    width is one shape."""
-    import keras
-
-    from data_prep.text import pad_rows
-
-    probabilities = None
-    order = np.argsort([len(row) for row in rows], kind="stable")
-    for start in range(0, len(rows), batch_size):
-        batch = order[start:start + batch_size]
-        ids = pad_rows([rows[i] for i in batch] + [[]] * (batch_size - len(batch)),
-                       width(max(len(rows[i]) for i in batch)))
-        scores = class_rows(keras.ops.convert_to_numpy(forward(ids))[:len(batch)])
-        if probabilities is None:
-            probabilities = np.zeros((len(rows), *scores.shape[1:]))
-        probabilities[batch] = scores
-    return np.zeros(0) if probabilities is None else probabilities
-
-
-# ## The classifier folder
-# Every family saves its classifier as the kit's model folder (`core/model_folder.py`):
-# the kind names the family's classifier class, by which `load_classifier` finds it.
-
-CLASSIFIERS = {  # kind -> (module, class)
-    "end_to_end": ("workflows.sentiment.ngrams", "EndToEndClassifier"),
-    "token_ids": ("workflows.sentiment.token_ids", "TokenClassifier"),
-    "paragraph_vectors": ("workflows.sentiment.doc2vec", "ParagraphVectorClassifier"),
-    "encoder": ("workflows.sentiment.encoder", "EncoderClassifier"),
-    "subwords": ("workflows.sentiment.lm_classifier", "SubwordClassifier"),
-    "hub_preset": ("workflows.sentiment.hub_classifier", "HubClassifier"),
-}
-
-
-def save_folder(folder, model, kind, settings=None, vocabulary=None):
-    """The classifier's model folder, with `vocabulary` (if given) as `vocabulary.txt`."""
-    from workflows.core.model_folder import save_folder as save_model_folder
-
-    return save_model_folder(folder, model, kind, settings,
-                             None if vocabulary is None else {"vocabulary": vocabulary})
-
-
-def read_folder(folder, kind, compile=False):
-    """`(model, settings, vocabulary or None)` of a classifier folder of `kind`."""
-    from workflows.core.model_folder import read_folder as read_model_folder
-    from workflows.sentiment import f1_metric  # noqa: F401  registers the compiled metric
-
-    model, settings, vocabularies = read_model_folder(folder, [kind], compile)
-    return model, settings, vocabularies.get("vocabulary")
-
-
-CLASSES_FILE = "classes.json"  # beside a classifier of a user's classes: their labels
-
-
-def save_classes(folder, classes):
-    """Writes the label of each class index beside a classifier."""
-    import json
-    from pathlib import Path
-
-    (Path(folder) / CLASSES_FILE).write_text(json.dumps(list(classes), ensure_ascii=False),
-                                             encoding="utf-8")
-
-
-def read_classes(folder):
-    """The labels saved by `save_classes`."""
-    import json
-    from pathlib import Path
-
-    return json.loads((Path(folder) / CLASSES_FILE).read_text(encoding="utf-8"))
-
-
-def load_classifier(folder):
-    """The classifier saved in `folder`, by the kind it names."""
-    from workflows.core.model_folder import read_settings
-
-    module, name = CLASSIFIERS[read_settings(folder, list(CLASSIFIERS))["kind"]]
-    return getattr(importlib.import_module(module), name).load(folder)

@@ -7,15 +7,24 @@ class (`data_prep.encoders.hub_preset` tells these from the kit's own BERT folde
 The preset's own preprocessor reads the texts (its tokenizer, its special tokens, cut or
 padded to `max_review_tokens`: one shape), ahead of training; the model trains on the
 token arrays, with Adam warmed up over 10% of the steps, then decayed to 0, as the
-kit's BERT path. `HubClassifier.save(folder)` writes the keras-hub task with its
-preprocessor; `load(folder).predict(texts)` scores raw texts in batches of one shape.
+kit's BERT path. The classifier holds the task (without its preprocessor) as its
+network and the preprocessor in its `HubFeatures`, and scores raw texts in batches of
+one shape.
 Its tokenizers are TensorFlow layers: this path needs TensorFlow where it trains and
 where it serves.
 """
 
+import keras
+import keras_hub
 import numpy as np
 
+import layers
+from data_prep import imdb
+from data_prep.encoders import EncoderError
+from data_prep.text import BucketPlan, clean_html
 from workflows.core.batches import BucketedBatches, for_backend, real_rows_and_weights
+from workflows.sentiment.family import Trainable, class_weights, compile_loss
+from workflows.sentiment.text_classifier import PACKAGE, TextClassifier, TextPreprocessor
 
 KIND = "hub_preset"
 
@@ -23,10 +32,6 @@ KIND = "hub_preset"
 def load_task(preset, classes, max_tokens):
     """The keras-hub `TextClassifier` of `preset` with a softmax head of `classes`
     outputs, its preprocessor cut to `max_tokens` tokens."""
-    import keras_hub
-
-    from data_prep.encoders import EncoderError
-
     try:
         task = keras_hub.models.TextClassifier.from_preset(
             str(preset), num_classes=classes, activation="softmax")
@@ -40,10 +45,6 @@ def load_task(preset, classes, max_tokens):
 
 def features(preprocessor, texts, batch_size=256):
     """The preprocessor's arrays (`token_ids`, `padding_mask`, ...) of every text."""
-    import keras
-
-    from data_prep.text import clean_html
-
     chunks = []
     for start in range(0, len(texts), batch_size):
         batch = [clean_html(text) for text in texts[start:start + batch_size]]
@@ -75,13 +76,6 @@ class FeatureBatches(BucketedBatches):
 def build(config, data):
     """The preset's classifier with a new head, trained on the train texts (and their
     sentence slices) as its preprocessor reads them."""
-    import keras
-
-    import layers
-    from data_prep import imdb
-    from data_prep.text import BucketPlan
-    from workflows.sentiment.family import Trainable, class_weights, compile_loss
-
     classes = len(data.prepared.classes)
     task = load_task(data.encoder, classes, config.max_review_tokens)
     preprocessor = task.preprocessor
@@ -105,7 +99,8 @@ def build(config, data):
     total = max(config.epochs * steps, 2)
     schedule = layers.WarmupLinearDecay(config.learning_rate, max(total // 10, 1), total)
     compile_loss(task, keras.optimizers.Adam(schedule), classes, one_sigmoid=False)
-    classifier = HubClassifier(task, preprocessor)
+    classifier = TextClassifier(task, HubFeatures(preprocessor), data.prepared.classes,
+                                requires=["keras_hub"])
     return Trainable(task, lambda epoch: batches("train", epoch), batches("val"),
                      len(splits["train"][1]), classifier,
                      tags={"model_family": "encoder", "encoder_kind": KIND,
@@ -113,48 +108,23 @@ def build(config, data):
                      metrics={"encoder_weights": task.backbone.count_params()})
 
 
-class HubClassifier:
-    """A keras-hub text classifier and its preprocessor: raw texts in."""
+@keras.saving.register_keras_serializable(package=PACKAGE)
+class HubFeatures(TextPreprocessor):
+    """Texts -> the arrays of the preset's own preprocessor (a keras-hub layer, saved with
+    its tokenizer's assets as Keras saves it), cut or padded to one length."""
 
-    def __init__(self, task, preprocessor, batch_size=32):
-        from workflows.core.compilation import compiled
+    def __init__(self, preprocessor, **kwargs):
+        super().__init__(**kwargs)
+        self.preprocessor = preprocessor
 
-        self.task, self.preprocessor, self.batch_size = task, preprocessor, batch_size
-        self._forward = compiled(lambda inputs: self.task(inputs, training=False), task)
+    def encode(self, texts):
+        return features(self.preprocessor, texts)
 
-    def predict(self, texts):
-        """P(class 1) of each text for two classes, else its row of class probabilities;
-        in batches of `batch_size` (the last one topped up with empty texts)."""
-        import keras
-
-        from workflows.sentiment.family import class_rows
-
-        texts, rows = list(texts), []
-        for start in range(0, len(texts), self.batch_size):
-            batch = texts[start:start + self.batch_size]
-            padded = features(self.preprocessor, batch + [""] * (self.batch_size - len(batch)))
-            output = keras.ops.convert_to_numpy(self._forward(padded))[:len(batch)]
-            rows.append(output)
-        probabilities = np.concatenate(rows) if rows else np.zeros((0, 2))
-        return class_rows(probabilities[:, 1:]) if probabilities.shape[1] == 2 \
-            else class_rows(probabilities)
-
-    def save(self, folder):
-        from workflows.sentiment.family import save_folder
-
-        self.task.preprocessor = self.preprocessor  # saved with its tokenizer's assets
-        try:
-            return save_folder(folder, self.task, KIND,
-                               {"sequence_length": self.preprocessor.sequence_length})
-        finally:
-            self.task.preprocessor = None
+    def get_config(self):
+        return {**super().get_config(),
+                "preprocessor": keras.saving.serialize_keras_object(self.preprocessor)}
 
     @classmethod
-    def load(cls, folder):
-        import keras_hub  # noqa: F401  registers the tasks, backbones and tokenizers
-
-        from workflows.sentiment.family import read_folder
-
-        task, _, _ = read_folder(folder, KIND)
-        preprocessor, task.preprocessor = task.preprocessor, None
-        return cls(task, preprocessor)
+    def from_config(cls, config):
+        config = dict(config)
+        return cls(keras.saving.deserialize_keras_object(config.pop("preprocessor")), **config)

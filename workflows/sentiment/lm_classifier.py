@@ -2,18 +2,23 @@
 with discriminative learning rates and gradual unfreezing (ULMFiT); reviews are read as
 the language model's WordPiece tokens.
 
-`SubwordClassifier.save(folder)` writes the Keras model (token ids in, P(positive)
-out), the vocabulary and the settings; `SubwordClassifier.load(folder).predict(texts)`
-tokenizes raw reviews the way the language model read its corpus (each document
-starts after `[END]`) and scores them in batches of similar length.
+The classifier reads raw texts through its `SubwordRows`: tokenized the way the language
+model read its corpus (each document starts after `[END]`), in batches of similar
+length.
 """
 
 import dataclasses
 from dataclasses import dataclass
-from functools import cached_property
 
+import keras
 import numpy as np
 
+import layers
+from data_prep.text import SPECIAL_TOKENS, clean_html, make_wordpiece_tokenizer, pad_rows
+from workflows.causal_lm import models as gpt_models
+from workflows.causal_lm import source as lm_source
+from workflows.core import devices
+from workflows.core.batches import token_batches
 from workflows.core.config import (
     DTYPE_POLICIES,
     MAX_BATCH_SIZE,
@@ -22,7 +27,15 @@ from workflows.core.config import (
     option,
     training_option,
 )
-from workflows.sentiment.family import TrainConfig
+from workflows.sentiment.family import (
+    REVIEW_LENGTHS,
+    Trainable,
+    TrainConfig,
+    class_weights,
+    compile_loss,
+    output_units,
+)
+from workflows.sentiment.text_classifier import PACKAGE, TextClassifier, TextPreprocessor
 
 LM_ARCHITECTURE = ("vocabulary_size", "sequence_length", "embed_dim", "dense_dim",
                    "num_heads", "num_layers", "dtype_policy")
@@ -50,7 +63,10 @@ class LMClassifierConfig(TrainConfig):
                                        "linear decay")
     batch_size: int = option(16, at_least=1, at_most=MAX_BATCH_SIZE,
                              help="texts a training step")
-    batch_tokens: int | None = option(None, at_least=8, help="with bucketing: padded tokens a batch (a batch of length L holds batch_tokens // L texts); empty: batch_size texts in every batch")
+    batch_tokens: int | None = option(
+        None, at_least=8,
+        help="with bucketing: padded tokens a batch (a batch of length L holds "
+             "batch_tokens // L texts); empty: batch_size texts in every batch")
     epochs: int = training_option("epochs", 3)
     patience: int = training_option("patience", 1)
     vocabulary_size: int = option(5000, at_least=16, help="without init_from: the "
@@ -70,8 +86,6 @@ MODELS = {"lm_classifier": LMClassifierConfig(model="lm_classifier")}
 def complete_config(config):
     """`config` with the language-model run it starts from (`init_from`, as a run id),
     and that run's architecture, vocabulary size and dtype policy."""
-    from workflows.causal_lm import source as lm_source
-
     if not config.init_from:
         raise ConfigError("lm_classifier fine-tunes a language model: give --init-from with "
                           "a run id or model URI from `python -m workflows.language_model`.")
@@ -92,11 +106,6 @@ def build_model(config, pretrained_gpt, steps_per_epoch, classes=2):
     """GPTClassifier over the pretrained GPT (or a new one), compiled with LayerwiseAdam:
     each layer down trains at `layer_lr_decay` times the rate of the one above, and the
     layers unfreeze top-down, evenly over the first `unfreeze_epochs`."""
-    import layers
-    from workflows.causal_lm import models as gpt_models
-    from workflows.core import devices
-    from workflows.sentiment.family import compile_loss, output_units
-
     gpt = pretrained_gpt if config.pretrained else gpt_models.GPT(
         config.vocabulary_size, config.sequence_length, config.embed_dim, config.dense_dim,
         config.num_heads, config.num_layers, dropout=0.1,
@@ -117,8 +126,6 @@ def build_model(config, pretrained_gpt, steps_per_epoch, classes=2):
 
 def token_rows(tokenizer, texts, max_tokens, batch_size=512):
     """`[END]` then each review's token ids, cut at `max_tokens`."""
-    from data_prep.text import SPECIAL_TOKENS, clean_html
-
     end_id = SPECIAL_TOKENS.index("[END]")
     rows = []
     for start in range(0, len(texts), batch_size):
@@ -130,11 +137,6 @@ def token_rows(tokenizer, texts, max_tokens, batch_size=512):
 def build(config, data):
     """The language model's GPT and WordPiece vocabulary under the classifier head;
     the reviews read as its subword tokens, batched by length."""
-    from data_prep.text import pad_rows
-    from workflows.causal_lm import source as lm_source
-    from workflows.core.batches import token_batches
-    from workflows.sentiment.family import REVIEW_LENGTHS, Trainable, class_weights
-
     prepared = data.prepared
     weights = class_weights(config, prepared.labels("train"), prepared.classes)
     generator = lm_source.load_generator(lm_source.source_run(config.init_from))
@@ -152,7 +154,10 @@ def build(config, data):
 
     model = build_model(config, generator.model, len(batches("train", 0)),
                         len(prepared.classes))
-    classifier = SubwordClassifier(model, generator.vocabulary, config.max_review_tokens)
+    rows = SubwordRows(generator.vocabulary, config.max_review_tokens,
+                       generator.model.max_length)
+    classifier = TextClassifier(model, rows, prepared.classes,
+                                requires=["layers", gpt_models.__name__])
     return Trainable(model, lambda epoch: batches("train", epoch), batches("val"),
                      len(prepared.labels("train")), classifier,
                      tags={"model_family": "lm_classifier",
@@ -160,48 +165,30 @@ def build(config, data):
                      artifacts={"vocabulary.txt": "\n".join(generator.vocabulary)})
 
 
-# ## The classifier
+# ## The classifier's preprocessor
 
 
-class SubwordClassifier:
-    def __init__(self, model, vocabulary, max_review_tokens):
-        from workflows.core.compilation import compiled
+@keras.saving.register_keras_serializable(package=PACKAGE)
+class SubwordRows(TextPreprocessor):
+    """Texts -> `token_rows` of the language model's WordPiece vocabulary (each text
+    starts after `[END]`, as the model read its corpus), padded to a multiple of the
+    model's chunk length: few shapes to compile."""
 
-        self.model, self.vocabulary = model, list(vocabulary)
-        self.max_review_tokens = max_review_tokens
-        self._forward = compiled(lambda ids: self.model(ids, training=False), model,
-                                 tf_signature=[((None, None), "int32")])  # one graph
+    def __init__(self, vocabulary=None, max_tokens=512, chunk=128, **kwargs):
+        super().__init__(**kwargs)
+        self.max_tokens, self.chunk = max_tokens, chunk
+        self.restore({"vocabulary": vocabulary} if vocabulary is not None else {})
 
-    @cached_property
-    def tokenizer(self):
-        from data_prep.text import make_wordpiece_tokenizer
+    def encode(self, texts):
+        rows = token_rows(self.tokenizer, texts, self.max_tokens)
+        return pad_rows(rows, -(-max(map(len, rows)) // self.chunk) * self.chunk)
 
-        return make_wordpiece_tokenizer(self.vocabulary)
+    def assets(self):
+        return {"vocabulary": self.vocabulary}
 
-    def token_rows(self, texts):
-        return token_rows(self.tokenizer, texts, self.max_review_tokens)
+    def restore(self, assets):
+        self.vocabulary = assets.get("vocabulary")
+        self.tokenizer = make_wordpiece_tokenizer(self.vocabulary) if self.vocabulary else None
 
-    def predict(self, texts, batch_size=32):
-        """P(positive) of each text (or its row of class probabilities); batches of
-        similar length, padded to a multiple of the model's chunk length (few shapes to
-        compile)."""
-        from workflows.sentiment.family import score_rows
-
-        chunk = self.model.backbone.max_length
-        return score_rows(self._forward, self.token_rows(list(texts)), batch_size,
-                          lambda length: -(-length // chunk) * chunk)
-
-    def save(self, folder):
-        from workflows.sentiment.family import save_folder
-
-        return save_folder(folder, self.model, "subwords",
-                           {"max_review_tokens": self.max_review_tokens}, self.vocabulary)
-
-    @classmethod
-    def load(cls, folder):
-        import layers  # noqa: F401  registers the layers a saved model uses
-        from workflows.causal_lm.models import GPTClassifier  # noqa: F401  registered
-        from workflows.sentiment.family import read_folder
-
-        model, settings, vocabulary = read_folder(folder, "subwords")
-        return cls(model, vocabulary, settings["max_review_tokens"])
+    def get_config(self):
+        return {**super().get_config(), "max_tokens": self.max_tokens, "chunk": self.chunk}

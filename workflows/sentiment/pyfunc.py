@@ -1,33 +1,55 @@
-"""The sentiment classifiers saved as folders, as an MLflow pyfunc: reviews in, P(positive) out.
+"""Every sentiment classifier folder as one MLflow pyfunc: texts in, their classes out.
 
-Logged as a models-from-code pyfunc by `workflows.imdb_sentiment` for every model
-family's classifier folder (`sentiment/family.py`: `load_classifier`), each with the
-Platt scaling fitted on the validation reviews (`calibration.json`), with `layers/`,
-`data_prep/` and the `sentiment` and `causal_lm` packages as its code:
+Logged as a models-from-code pyfunc by `workflows.imdb_sentiment` for a classifier of any
+family (`sentiment/text_classifier.py`: a Keras model that reads raw texts) and any
+classes, with the calibration fitted on the validation texts beside it (`calibration.py`),
+and `layers/`, `data_prep/` and the `sentiment` and `causal_lm` packages as its code. A
+run on the IMDB reviews answers the tutorial's P(positive) of each review; a run on a
+user's texts each text's label and the probability of every class:
 
     mlflow.pyfunc.load_model(uri).predict(["A gripping, beautifully shot film."])
+    # IMDB: [0.93]; a user's classes: [{"label": "positive", "probabilities": {...}}]
 """
 
+from typing import Any
+
 import mlflow
+import numpy as np
 from mlflow.pyfunc import PythonModel
 
-from workflows.sentiment.calibration import Calibration
+from workflows.core.model_folder import read_settings
+from workflows.sentiment.calibration import load_calibration
 from workflows.sentiment.reviews import requested_reviews
-from workflows.sentiment.family import load_classifier
+from workflows.sentiment.text_classifier import MODEL_KIND, load_classifier
+
+PROBABILITY = "probability"  # the folder's `answers`: P(class 1) alone (the IMDB runs')
 
 
-class FolderReviewSentiment(PythonModel):
+class TextClassifierModel(PythonModel):
     def load_context(self, context):
-        self.classifier = load_classifier(context.artifacts["classifier"])
-        self.calibration = Calibration.load(context.artifacts["classifier"])
+        folder = context.artifacts["classifier"]
+        self.classifier = load_classifier(folder)
+        self.calibration = load_calibration(folder)
+        self.answers = read_settings(folder, [MODEL_KIND]).get("answers", "classes")
 
-    def predict(self, context, model_input: list[str], params=None) -> list[float]:
-        """The calibrated probability that each review is positive.
+    def predict(self, context, model_input: list[str], params=None) -> list[Any]:
+        """Each text's calibrated P(class 1) (`answers="probability"`), or its most
+        probable class (`label`) and its calibrated class probabilities
+        (`probabilities`, by class name).
 
-        Raises `MlflowException` (HTTP 400 when served) for an empty list or review.
+        Raises `MlflowException` (HTTP 400 when served) for an empty list or text.
         """
         texts = requested_reviews(model_input)
-        return self.calibration.apply(self.classifier.predict(texts)).tolist()
+        rows = self.calibration.apply(self.classifier.predict(texts))
+        if self.answers == PROBABILITY:
+            return rows.tolist()
+        if rows.ndim == 1:  # two classes: P(class 1)
+            rows = np.stack([1 - rows, rows], axis=1)
+        classes = self.classifier.classes
+        return [{"label": classes[int(np.argmax(row))],
+                 "probabilities": {name: round(float(p), 6)
+                                   for name, p in zip(classes, row, strict=True)}}
+                for row in rows]
 
 
-mlflow.models.set_model(FolderReviewSentiment())
+mlflow.models.set_model(TextClassifierModel())

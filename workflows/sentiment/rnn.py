@@ -37,8 +37,10 @@ class RNNConfig(TrainConfig):
                             "and before the output layer")
     bucketing: bool = option(True, help="batch reviews of similar length (same results, "
                                         "faster)")
-    batch_tokens: int | None = option(None, at_least=8, applies=when("bucketing", True),
-                                      help="with bucketing: padded tokens a batch (a batch of length L holds batch_tokens // L texts); empty: batch_size texts in every batch")
+    batch_tokens: int | None = option(
+        None, at_least=8, applies=when("bucketing", True),
+        help="with bucketing: padded tokens a batch (a batch of length L holds "
+             "batch_tokens // L texts); empty: batch_size texts in every batch")
 
 
 MODELS = {

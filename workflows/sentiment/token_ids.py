@@ -1,35 +1,50 @@
 """The prepared IMDB token ids, as the RNNs and the Transformer read them: their batches,
-and their classifier, with the vectorizer in plain Python (it trains, serves and
-predicts without TensorFlow).
+and the classifier's preprocessor, the vectorizer in plain Python (`ReviewTokens`: it
+trains, serves and predicts without TensorFlow).
 
-`TokenClassifier.save(folder)` writes the Keras model (token ids in, P(positive)
-out), the vocabulary and the sequence length; `TokenClassifier.load(folder)
-.predict(texts)` vectorizes raw reviews exactly as the prepared data was
-(`data_prep.imdb.ReviewVectorizer`) and scores them in batches of one shape.
+`ReviewTokens` turns raw texts into the token ids the prepared data holds
+(`data_prep.imdb.ReviewVectorizer`), every row cut or padded to the sequence length:
+one shape.
 """
 
 import keras
-import numpy as np
 
-import layers  # noqa: F401  registers the layers a saved model uses
+import layers
 from data_prep.imdb import ReviewVectorizer
 from workflows.core.batches import token_batches
-from workflows.core.compilation import compiled
-from workflows.sentiment.family import (
-    REVIEW_LENGTHS,
-    Trainable,
-    class_rows,
-    class_weights,
-    read_folder,
-    save_folder,
-)
+from workflows.sentiment.family import REVIEW_LENGTHS, Trainable, class_weights
+from workflows.sentiment.text_classifier import PACKAGE, TextClassifier, TextPreprocessor
 
-KIND = "token_ids"
+
+@keras.saving.register_keras_serializable(package=PACKAGE)
+class ReviewTokens(TextPreprocessor):
+    """Texts -> `(texts, sequence_length)` token ids of the prepared vocabulary."""
+
+    def __init__(self, vocabulary=None, sequence_length=600, standardize="review", **kwargs):
+        super().__init__(**kwargs)
+        self.sequence_length, self.standardize = sequence_length, standardize
+        self.vectorizer = None if vocabulary is None else \
+            ReviewVectorizer(vocabulary, sequence_length, standardize)
+
+    def encode(self, texts):
+        return self.vectorizer(texts)
+
+    def assets(self):
+        return {"vocabulary": self.vectorizer.vocabulary}
+
+    def restore(self, assets):
+        self.vectorizer = ReviewVectorizer(assets["vocabulary"], self.sequence_length,
+                                           self.standardize)
+
+    def get_config(self):
+        return {**super().get_config(), "sequence_length": self.sequence_length,
+                "standardize": self.standardize}
 
 
 def trainable(config, prepared, model, bucketing, **extra):
-    """`model` trained on the prepared token ids (shuffled with a per-epoch seed),
-    served by a `TokenClassifier`; `extra`: the `Trainable`'s tags, artifacts, metrics."""
+    """`model` trained on the prepared token ids (shuffled with a per-epoch seed), served
+    as a `TextClassifier` that reads raw texts; `extra`: the `Trainable`'s tags,
+    artifacts, metrics."""
     weights = class_weights(config, prepared.labels("train"), prepared.classes)
 
     def batches(split, epoch=None):
@@ -40,42 +55,10 @@ def trainable(config, prepared, model, bucketing, **extra):
                              weights[labels] if split == "train" else None)
 
     vocabulary = prepared.vocabulary()
-    classifier = TokenClassifier(model, vocabulary, prepared.settings.sequence_length,
-                                 standardize=prepared.settings.standardize)
+    tokens = ReviewTokens(vocabulary, prepared.settings.sequence_length,
+                          prepared.settings.standardize)
+    classifier = TextClassifier(model, tokens, prepared.classes, requires=[layers.__name__],
+                                batch_size=64)
     extra["artifacts"] = {**extra.get("artifacts", {}), "vocabulary.txt": "\n".join(vocabulary)}
     return Trainable(model, lambda epoch: batches("train", epoch), batches("val"),
                      len(prepared.labels("train")), classifier, **extra)
-
-
-class TokenClassifier:
-    def __init__(self, model, vocabulary, sequence_length, batch_size=64,
-                 standardize="review"):
-        self.model, self.batch_size = model, batch_size
-        self.vectorizer = ReviewVectorizer(vocabulary, sequence_length, standardize)
-        self._forward = compiled(lambda ids: self.model(ids, training=False), model)
-
-    def predict(self, texts):
-        """P(positive) of each text, or with more classes each text's row of class
-        probabilities, in batches of `batch_size` (the last one padded)."""
-        ids = self.vectorizer(list(texts))
-        probabilities = []
-        for start in range(0, len(ids), self.batch_size):
-            batch = ids[start:start + self.batch_size]
-            padded = np.concatenate([batch, np.zeros((self.batch_size - len(batch),
-                                                      ids.shape[1]), "int32")])
-            output = keras.ops.convert_to_numpy(self._forward(padded))
-            probabilities.append(class_rows(output.reshape(len(padded), -1)[:len(batch)]))
-        return np.concatenate(probabilities) if probabilities else np.zeros(0)
-
-    def save(self, folder):
-        return save_folder(folder, self.model, KIND,
-                           {"sequence_length": self.vectorizer.sequence_length,
-                            "standardize": self.vectorizer.standardize},
-                           self.vectorizer.vocabulary)
-
-    @classmethod
-    def load(cls, folder):
-        model, settings, vocabulary = read_folder(folder, KIND)
-        return cls(model, vocabulary, settings["sequence_length"],
-                   standardize=settings.get("standardize", "review"))
-
