@@ -13,7 +13,8 @@ from data_prep.text import WordPiece
 from tests.data_prep.fixtures import write_tiny_encoder
 from workflows import imdb_sentiment as workflow
 from workflows.core.model_folder import SETTINGS_FILE, ModelFolderError
-from workflows.sentiment.encoder import WordPieceRows, encoder_classifier, padded_length
+from workflows.sentiment.encoder import encoder_classifier
+from workflows.sentiment.preprocessors import WordPieceRows, padded_length
 from workflows.sentiment.text_classifier import TextClassifier, load_classifier, save_classifier
 
 TINY = ["--epochs", "1", "--set", "batch_size=8", "--set", "max_review_tokens=64"]

@@ -14,7 +14,7 @@ from tests.data_prep.test_text_classes import FILLER, WORDS, news, write_tsv
 from tests.workflows.interrupts import stop_once_at
 from workflows import imdb_sentiment as workflow
 from workflows.core import models
-from workflows.sentiment.hub_classifier import HubFeatures
+from workflows.sentiment.preprocessors import HubFeatures
 
 TINY = ["--epochs", "2", "--set", "batch_size=8", "--set", "max_review_tokens=16",
         "--set", "learning_rate=0.003"]

@@ -1,11 +1,13 @@
 """IMDB sentiment models, the machinery behind `workflows.imdb_sentiment`.
 
 - One module per model family: `ngrams` (`bow`, `nbsvm`), `rnn`, `transformer`,
-  `doc2vec`, `encoder`, `lm_classifier`; each holds its config, its Keras model, how
-  reviews become its inputs, its classifier and `build(config, data)`.
-- `shared`: what the families share (the base config, texts and batches, the classifier
-  folder and `load_classifier`); `token_ids`: the prepared token ids the RNNs and the
-  Transformer read, and their `TokenClassifier`.
+  `doc2vec`, `encoder` (and `hub_classifier`, its keras-hub presets), `lm_classifier`;
+  each holds its config, its Keras network, its preprocessor layer and
+  `build(config, data)`.
+- `text_classifier`: every family's classifier as one Keras model (preprocessor and
+  network, saved in one `.keras` file); `family`: what the families share (the base
+  config, its loss and metrics, class weights, batch lengths); `token_ids`: the prepared
+  token ids the RNNs and the Transformer read, and their `ReviewTokens`.
 - `calibration`, `pyfunc`, `reviews`: Platt scaling, the one pyfunc of every classifier
   folder, the request check every sentiment pyfunc shares.
 - `evaluation`, `metrics`: the test metrics and figures.

@@ -2,23 +2,16 @@
 & Mikolov 2014) trained once on the unlabelled and train reviews, every review's vector
 inferred (and cached), then logistic regression (or one hidden layer) on the vectors.
 
-The classifier's preprocessor (`ParagraphVectorInputs`) holds the Doc2Vec model that
-infers each text's vector (without its training reviews' own vectors, which inference
-never reads), saved as the classifier's asset; its network takes the vectors.
+The classifier's preprocessor (`preprocessors.ParagraphVectorInputs`) holds the Doc2Vec
+model that infers each text's vector (without its training reviews' own vectors, which
+inference never reads), saved as the classifier's asset; its network takes the vectors.
 """
 
 from dataclasses import dataclass
-from pathlib import Path
 
-import keras
-
-from data_prep.paragraph_vectors import ParagraphVectors
 from data_prep.pipelines import untuned
 from workflows.core.config import MAX_BATCH_SIZE, MAX_EPOCHS, option, training_option, when
 from workflows.sentiment.family import OPTIMIZERS, TrainConfig
-from workflows.sentiment.text_classifier import PACKAGE, TextClassifier, TextPreprocessor
-
-DOC2VEC_FILE = "doc2vec"  # the Doc2Vec model, among the classifier's assets
 
 
 @dataclass(frozen=True)
@@ -86,6 +79,8 @@ def build(config, data):
 
     from data_prep import paragraph_vectors
     from workflows.sentiment.family import Trainable, class_weights
+    from workflows.sentiment.preprocessors import ParagraphVectorInputs
+    from workflows.sentiment.text_classifier import TextClassifier
 
     prepared, settings = data.prepared, paragraph_vector_settings(config)
     weights = class_weights(config, prepared.labels("train"), prepared.classes)
@@ -113,22 +108,3 @@ def build(config, data):
                      metrics={"doc2vec_vocabulary_size": len(vectors.model.wv),
                               **{f"{name}_minutes": value / 60
                                  for name, value in seconds.items() if value is not None}})
-
-
-@keras.saving.register_keras_serializable(package=PACKAGE)
-class ParagraphVectorInputs(TextPreprocessor):
-    """Texts -> their paragraph vectors, inferred by the Doc2Vec model (saved with the
-    classifier, without its training texts' own vectors): one shape."""
-
-    def __init__(self, vectors=None, **kwargs):
-        super().__init__(**kwargs)
-        self.vectors = vectors
-
-    def encode(self, texts):
-        return self.vectors.infer(list(texts))
-
-    def save_assets(self, dir_path):
-        self.vectors.for_inference().save(Path(dir_path) / DOC2VEC_FILE)
-
-    def load_assets(self, dir_path):
-        self.vectors = ParagraphVectors.load(Path(dir_path) / DOC2VEC_FILE)

@@ -7,18 +7,13 @@ Reviews are read as the encoder's WordPiece tokens (`[CLS] ... [SEP]`, at most
 `max_review_tokens`; plain Python, no TensorFlow needed): a longer review is cut to its
 start (`head`) or to its start and its end (`head+tail`), where a review's verdict
 usually is. The mean of the encoder's outputs over a review's tokens goes through dropout
-to P(positive). The classifier reads raw texts through its `WordPieceRows`, in batches
-of similar length padded to a few fixed lengths.
+to P(positive). The classifier reads raw texts through its `WordPieceRows`
+(`preprocessors.py`), in batches of similar length padded to a few fixed lengths.
 """
 
 from dataclasses import dataclass
 
-import keras
-
-import layers
-from data_prep import encoders, imdb
-from data_prep.text import SLICE_PLACES, WordPiece, boundaries_up_to, clean_html, pad_rows
-from workflows.core.batches import token_batches
+from data_prep.text import SLICE_PLACES
 from workflows.core.config import (
     MAX_BATCH_SIZE,
     MAX_LEARNING_RATE,
@@ -26,18 +21,9 @@ from workflows.core.config import (
     training_option,
     unless,
 )
-from workflows.sentiment.family import (
-    REVIEW_LENGTHS,
-    Trainable,
-    TrainConfig,
-    class_weights,
-    compile_loss,
-    output_layer,
-)
-from workflows.sentiment.text_classifier import PACKAGE, TextClassifier, TextPreprocessor
+from workflows.sentiment.family import TrainConfig
 
 ENCODER_READS = ("head", "head+tail")  # a long review's start, or its start and its end
-LENGTHS = (32, 64, 128, 192, 256, 384, 512)  # padded lengths of batches: few shapes
 
 
 @dataclass(frozen=True)
@@ -81,6 +67,8 @@ MODELS = {"encoder": EncoderConfig(model="encoder")}
 
 def kit_bert(config):
     """Whether the config's encoder is read as the kit's own BERT (not by keras-hub)."""
+    from data_prep import encoders
+
     return not encoders.names_hub_preset(config.encoder)
 
 
@@ -90,6 +78,10 @@ def kit_bert(config):
 def encoder_classifier(backbone, dropout, classes=2):
     """Token ids (0: padding) -> the backbone -> masked mean -> Dropout -> sigmoid (or
     a softmax over more classes)."""
+    import keras
+
+    from workflows.sentiment.family import output_layer
+
     backbone.get_layer("pooled_dense").trainable = False  # [CLS]'s pooler: unused
     ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
     mask = keras.ops.not_equal(ids, 0)
@@ -105,43 +97,33 @@ def encoder_classifier(backbone, dropout, classes=2):
 def build_model(config, backbone, steps_per_epoch, classes=2):
     """`encoder_classifier` over the pretrained backbone, every weight trained with Adam
     at a rate warmed up over the first 10% of the steps, then decayed to 0."""
+    import keras
+
+    import layers
+    from workflows.sentiment.family import compile_loss
+
     model = encoder_classifier(backbone, config.dropout, classes)
     total = max(config.epochs * steps_per_epoch, 2)
     schedule = layers.WarmupLinearDecay(config.learning_rate, max(total // 10, 1), total)
     return compile_loss(model, keras.optimizers.Adam(schedule), classes)
 
 
-# ## From reviews to token ids
-
-
-def token_rows(tokenizer, texts, max_tokens, read="head"):
-    """`[CLS]`, each text's token ids (`data_prep.text`) cut to fit, `[SEP]`: a text
-    too long keeps its first tokens (`head`), or its first quarter and last three
-    quarters of the room (`head+tail`, the best cut for IMDB in Sun et al. 2019)."""
-    first, last = tokenizer.ids["[CLS]"], tokenizer.ids["[SEP]"]
-    room = max_tokens - 2
-    head = room if read == "head" else room // 4
-    rows = []
-    for text in texts:
-        ids = tokenizer.encode(clean_html(text))
-        kept = ids if len(ids) <= room else ids[:head] + ids[len(ids) - (room - head):]
-        rows.append([first, *kept, last])
-    return rows
-
-
-def padded_length(length, max_tokens):
-    """The first of the few padded lengths up to `max_tokens` that holds `length`."""
-    return next(width for width in boundaries_up_to(max_tokens, LENGTHS) if width >= length)
-
-
 def build(config, data):
     """The encoder of `data.encoder` (a folder) under the classifier head, trained on
     the train reviews and their sentence slices read as its WordPiece tokens; a
     keras-hub preset through `hub_classifier`."""
+    from data_prep import encoders, imdb
+
     if encoders.is_hub_preset(data.encoder):
         from workflows.sentiment import hub_classifier
 
         return hub_classifier.build(config, data)
+    from data_prep.text import WordPiece, pad_rows
+    from workflows.core.batches import token_batches
+    from workflows.sentiment.family import REVIEW_LENGTHS, Trainable, class_weights
+    from workflows.sentiment.preprocessors import WordPieceRows, wordpiece_rows
+    from workflows.sentiment.text_classifier import TextClassifier
+
     weights = class_weights(config, data.prepared.labels("train"), data.prepared.classes)
     vocabulary = encoders.read_vocabulary(data.encoder)
     lowercase = encoders.lowercases(data.encoder)
@@ -151,7 +133,7 @@ def build(config, data):
     for split in ("train", "val"):
         texts, labels = imdb.split_texts(data.prepared, split, config.sentence_slices,
                                          config.seed, config.slices_from)
-        rows = token_rows(tokenizer, texts, config.max_review_tokens, config.read)
+        rows = wordpiece_rows(tokenizer, texts, config.max_review_tokens, config.read)
         splits[split] = (pad_rows(rows, config.max_review_tokens), labels)
 
     def batches(split, epoch=None):
@@ -168,32 +150,3 @@ def build(config, data):
                      len(splits["train"][1]), classifier, tags={"model_family": "encoder"},
                      metrics={"encoder_weights": backbone.count_params()},
                      artifacts={"vocabulary.txt": "\n".join(vocabulary)})
-
-
-# ## The classifier's preprocessor
-
-
-@keras.saving.register_keras_serializable(package=PACKAGE)
-class WordPieceRows(TextPreprocessor):
-    """Texts -> `token_rows` of the encoder's WordPiece vocabulary, padded to the first
-    of the few `padded_length`s that holds a batch's longest."""
-
-    def __init__(self, vocabulary=None, max_tokens=128, lowercase=True, read="head", **kwargs):
-        super().__init__(**kwargs)
-        self.max_tokens, self.lowercase, self.read = max_tokens, lowercase, read
-        self.restore({"vocabulary": vocabulary} if vocabulary is not None else {})
-
-    def encode(self, texts):
-        rows = token_rows(self.tokenizer, texts, self.max_tokens, self.read)
-        return pad_rows(rows, padded_length(max(map(len, rows)), self.max_tokens))
-
-    def assets(self):
-        return {"vocabulary": self.vocabulary}
-
-    def restore(self, assets):
-        self.vocabulary = assets.get("vocabulary")
-        self.tokenizer = WordPiece(self.vocabulary, self.lowercase) if self.vocabulary else None
-
-    def get_config(self):
-        return {**super().get_config(), "max_tokens": self.max_tokens,
-                "lowercase": self.lowercase, "read": self.read}

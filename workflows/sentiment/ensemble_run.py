@@ -33,8 +33,7 @@ from workflows.sentiment.ensemble import combine, fit_weights
 from workflows.sentiment.lexicon import LEXICON_PACKAGES, lexicon_probabilities
 from workflows.sentiment.metrics import binary_metrics, calibration
 
-PYFUNC_FILE = Path(__file__).with_name("ensemble_pyfunc.py")
-CLASSES_PYFUNC_FILE = Path(__file__).with_name("ensemble_classes_pyfunc.py")
+PYFUNC_FILE = Path(__file__).with_name("ensemble_pyfunc.py")  # any members' classes
 MIN_CALIBRATION_TEXTS = 20  # fewer say little about how sure to be
 
 
@@ -174,7 +173,7 @@ def _class_ensemble(experiment, member_runs, names, answers, labels, classes, fo
     fingerprint, params, settings = data
     params = {**params, "classes": json.dumps(classes, ensure_ascii=False)}
     return _log(experiment, member_runs, names, metrics, (np.ravel(weights).tolist(), bias),
-                folder, (fingerprint, params, settings), input_example, CLASSES_PYFUNC_FILE)
+                folder, (fingerprint, params, settings), input_example)
 
 
 def members_packages(member_runs):
@@ -219,8 +218,7 @@ def _fit_temperature(combined, labels, texts, reviews, fitted_rows):
         "temperature_at_10_words": float(short_text), "temperature_at_230_words": float(review)}
 
 
-def _log(experiment, member_runs, names, metrics, fitted, folder, data, input_example,
-         pyfunc=PYFUNC_FILE):
+def _log(experiment, member_runs, names, metrics, fitted, folder, data, input_example):
     weights, bias = fitted
     fingerprint, params, settings = data
     members = [run.info.run_id for run in member_runs]
@@ -238,7 +236,7 @@ def _log(experiment, member_runs, names, metrics, fitted, folder, data, input_ex
         requirements = models.model_requirements(
             *members_packages(member_runs),
             *([LEXICON_PACKAGES[lexicon]] if lexicon != "none" else []))
-        models.log_pyfunc_model(pyfunc, {"ensemble": folder}, input_example,
+        models.log_pyfunc_model(PYFUNC_FILE, {"ensemble": folder}, input_example,
                                 requirements, packages=("sentiment", "causal_lm"))
         mlflow.set_tag("model_logged", "true")
     shown = dict(zip(names, weights, strict=True)) if len(weights) == len(names) else weights

@@ -8,23 +8,15 @@ The preset's own preprocessor reads the texts (its tokenizer, its special tokens
 padded to `max_review_tokens`: one shape), ahead of training; the model trains on the
 token arrays, with Adam warmed up over 10% of the steps, then decayed to 0, as the
 kit's BERT path. The classifier holds the task (without its preprocessor) as its
-network and the preprocessor in its `HubFeatures`, and scores raw texts in batches of
-one shape.
+network and the preprocessor in its `HubFeatures` (`preprocessors.py`), and scores raw
+texts in batches of one shape.
 Its tokenizers are TensorFlow layers: this path needs TensorFlow where it trains and
 where it serves.
 """
 
-import keras
-import keras_hub
 import numpy as np
 
-import layers
-from data_prep import imdb
-from data_prep.encoders import EncoderError
-from data_prep.text import BucketPlan, clean_html
 from workflows.core.batches import BucketedBatches, for_backend, real_rows_and_weights
-from workflows.sentiment.family import Trainable, class_weights, compile_loss
-from workflows.sentiment.text_classifier import PACKAGE, TextClassifier, TextPreprocessor
 
 KIND = "hub_preset"
 
@@ -32,6 +24,10 @@ KIND = "hub_preset"
 def load_task(preset, classes, max_tokens):
     """The keras-hub `TextClassifier` of `preset` with a softmax head of `classes`
     outputs, its preprocessor cut to `max_tokens` tokens."""
+    import keras_hub
+
+    from data_prep.encoders import EncoderError
+
     try:
         task = keras_hub.models.TextClassifier.from_preset(
             str(preset), num_classes=classes, activation="softmax")
@@ -41,16 +37,6 @@ def load_task(preset, classes, max_tokens):
                            ) from error
     task.preprocessor.sequence_length = max_tokens
     return task
-
-
-def features(preprocessor, texts, batch_size=256):
-    """The preprocessor's arrays (`token_ids`, `padding_mask`, ...) of every text."""
-    chunks = []
-    for start in range(0, len(texts), batch_size):
-        batch = [clean_html(text) for text in texts[start:start + batch_size]]
-        chunks.append({name: keras.ops.convert_to_numpy(value)
-                       for name, value in preprocessor(batch).items()})
-    return {name: np.concatenate([chunk[name] for chunk in chunks]) for name in chunks[0]}
 
 
 class FeatureBatches(BucketedBatches):
@@ -76,6 +62,15 @@ class FeatureBatches(BucketedBatches):
 def build(config, data):
     """The preset's classifier with a new head, trained on the train texts (and their
     sentence slices) as its preprocessor reads them."""
+    import keras
+
+    import layers
+    from data_prep import imdb
+    from data_prep.text import BucketPlan
+    from workflows.sentiment.family import Trainable, class_weights, compile_loss
+    from workflows.sentiment.preprocessors import HubFeatures, hub_features
+    from workflows.sentiment.text_classifier import TextClassifier
+
     classes = len(data.prepared.classes)
     task = load_task(data.encoder, classes, config.max_review_tokens)
     preprocessor = task.preprocessor
@@ -84,7 +79,7 @@ def build(config, data):
     for split in ("train", "val"):
         texts, labels = imdb.split_texts(data.prepared, split, config.sentence_slices,
                                          config.seed, config.slices_from)
-        splits[split] = (features(preprocessor, texts), labels)
+        splits[split] = (hub_features(preprocessor, texts), labels)
     weights = class_weights(config, data.prepared.labels("train"), data.prepared.classes)
     plan = BucketPlan.single(config.max_review_tokens, config.batch_size)
 
@@ -106,25 +101,3 @@ def build(config, data):
                      tags={"model_family": "encoder", "encoder_kind": KIND,
                            "architecture": type(task).__name__},
                      metrics={"encoder_weights": task.backbone.count_params()})
-
-
-@keras.saving.register_keras_serializable(package=PACKAGE)
-class HubFeatures(TextPreprocessor):
-    """Texts -> the arrays of the preset's own preprocessor (a keras-hub layer, saved with
-    its tokenizer's assets as Keras saves it), cut or padded to one length."""
-
-    def __init__(self, preprocessor, **kwargs):
-        super().__init__(**kwargs)
-        self.preprocessor = preprocessor
-
-    def encode(self, texts):
-        return features(self.preprocessor, texts)
-
-    def get_config(self):
-        return {**super().get_config(),
-                "preprocessor": keras.saving.serialize_keras_object(self.preprocessor)}
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        return cls(keras.saving.deserialize_keras_object(config.pop("preprocessor")), **config)

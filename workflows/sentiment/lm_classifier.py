@@ -2,23 +2,14 @@
 with discriminative learning rates and gradual unfreezing (ULMFiT); reviews are read as
 the language model's WordPiece tokens.
 
-The classifier reads raw texts through its `SubwordRows`: tokenized the way the language
-model read its corpus (each document starts after `[END]`), in batches of similar
-length.
+The classifier reads raw texts through its `SubwordRows` (`preprocessors.py`):
+tokenized the way the language model read its corpus (each document starts after
+`[END]`), in batches of similar length.
 """
 
 import dataclasses
 from dataclasses import dataclass
 
-import keras
-import numpy as np
-
-import layers
-from data_prep.text import SPECIAL_TOKENS, clean_html, make_wordpiece_tokenizer, pad_rows
-from workflows.causal_lm import models as gpt_models
-from workflows.causal_lm import source as lm_source
-from workflows.core import devices
-from workflows.core.batches import token_batches
 from workflows.core.config import (
     DTYPE_POLICIES,
     MAX_BATCH_SIZE,
@@ -27,15 +18,7 @@ from workflows.core.config import (
     option,
     training_option,
 )
-from workflows.sentiment.family import (
-    REVIEW_LENGTHS,
-    Trainable,
-    TrainConfig,
-    class_weights,
-    compile_loss,
-    output_units,
-)
-from workflows.sentiment.text_classifier import PACKAGE, TextClassifier, TextPreprocessor
+from workflows.sentiment.family import TrainConfig
 
 LM_ARCHITECTURE = ("vocabulary_size", "sequence_length", "embed_dim", "dense_dim",
                    "num_heads", "num_layers", "dtype_policy")
@@ -86,6 +69,8 @@ MODELS = {"lm_classifier": LMClassifierConfig(model="lm_classifier")}
 def complete_config(config):
     """`config` with the language-model run it starts from (`init_from`, as a run id),
     and that run's architecture, vocabulary size and dtype policy."""
+    from workflows.causal_lm import source as lm_source
+
     if not config.init_from:
         raise ConfigError("lm_classifier fine-tunes a language model: give --init-from with "
                           "a run id or model URI from `python -m workflows.language_model`.")
@@ -106,6 +91,11 @@ def build_model(config, pretrained_gpt, steps_per_epoch, classes=2):
     """GPTClassifier over the pretrained GPT (or a new one), compiled with LayerwiseAdam:
     each layer down trains at `layer_lr_decay` times the rate of the one above, and the
     layers unfreeze top-down, evenly over the first `unfreeze_epochs`."""
+    import layers
+    from workflows.causal_lm import models as gpt_models
+    from workflows.core import devices
+    from workflows.sentiment.family import compile_loss, output_units
+
     gpt = pretrained_gpt if config.pretrained else gpt_models.GPT(
         config.vocabulary_size, config.sequence_length, config.embed_dim, config.dense_dim,
         config.num_heads, config.num_layers, dropout=0.1,
@@ -121,29 +111,25 @@ def build_model(config, pretrained_gpt, steps_per_epoch, classes=2):
     return compile_loss(model, layers.LayerwiseAdam(schedule, groups=groups), classes)
 
 
-# ## From reviews to subword ids
-
-
-def token_rows(tokenizer, texts, max_tokens, batch_size=512):
-    """`[END]` then each review's token ids, cut at `max_tokens`."""
-    end_id = SPECIAL_TOKENS.index("[END]")
-    rows = []
-    for start in range(0, len(texts), batch_size):
-        batch = [clean_html(text) for text in texts[start:start + batch_size]]
-        rows += [[end_id, *np.asarray(ids).tolist()][:max_tokens] for ids in tokenizer(batch)]
-    return rows
-
-
 def build(config, data):
     """The language model's GPT and WordPiece vocabulary under the classifier head;
     the reviews read as its subword tokens, batched by length."""
+    from data_prep.text import pad_rows
+    from workflows.causal_lm import models as gpt_models
+    from workflows.causal_lm import source as lm_source
+    from workflows.core.batches import token_batches
+    from workflows.sentiment.family import REVIEW_LENGTHS, Trainable, class_weights
+    from workflows.sentiment.preprocessors import SubwordRows, subword_rows
+    from workflows.sentiment.text_classifier import TextClassifier
+
     prepared = data.prepared
     weights = class_weights(config, prepared.labels("train"), prepared.classes)
     generator = lm_source.load_generator(lm_source.source_run(config.init_from))
     print(f"Tokenizing the reviews with the vocabulary of run {config.init_from}")
     splits = {}
     for split in ("train", "val"):
-        rows = token_rows(generator.tokenizer, prepared.texts(split), config.max_review_tokens)
+        rows = subword_rows(generator.tokenizer, prepared.texts(split),
+                            config.max_review_tokens)
         splits[split] = (pad_rows(rows, config.max_review_tokens), prepared.labels(split))
 
     def batches(split, epoch=None):
@@ -163,32 +149,3 @@ def build(config, data):
                      tags={"model_family": "lm_classifier",
                            "pretrained": str(config.pretrained).lower()},
                      artifacts={"vocabulary.txt": "\n".join(generator.vocabulary)})
-
-
-# ## The classifier's preprocessor
-
-
-@keras.saving.register_keras_serializable(package=PACKAGE)
-class SubwordRows(TextPreprocessor):
-    """Texts -> `token_rows` of the language model's WordPiece vocabulary (each text
-    starts after `[END]`, as the model read its corpus), padded to a multiple of the
-    model's chunk length: few shapes to compile."""
-
-    def __init__(self, vocabulary=None, max_tokens=512, chunk=128, **kwargs):
-        super().__init__(**kwargs)
-        self.max_tokens, self.chunk = max_tokens, chunk
-        self.restore({"vocabulary": vocabulary} if vocabulary is not None else {})
-
-    def encode(self, texts):
-        rows = token_rows(self.tokenizer, texts, self.max_tokens)
-        return pad_rows(rows, -(-max(map(len, rows)) // self.chunk) * self.chunk)
-
-    def assets(self):
-        return {"vocabulary": self.vocabulary}
-
-    def restore(self, assets):
-        self.vocabulary = assets.get("vocabulary")
-        self.tokenizer = make_wordpiece_tokenizer(self.vocabulary) if self.vocabulary else None
-
-    def get_config(self):
-        return {**super().get_config(), "max_tokens": self.max_tokens, "chunk": self.chunk}

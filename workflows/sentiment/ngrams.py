@@ -1,33 +1,12 @@
 """The n-gram models (`bow`, `nbsvm`): TensorFlow's `TextVectorization`, adapted on the
 train texts, turns each review into n-gram features on the fly, in training and inside
-the classifier (`NgramFeatures`), which takes raw strings."""
+the classifier (`preprocessors.NgramFeatures`), which takes raw strings."""
 
 from dataclasses import dataclass
 
-import keras
-import numpy as np
-
-import layers
-from data_prep import imdb
-from data_prep.text import (
-    SLICE_PLACES,
-    register_standardizations,
-    separate_review_punctuation,
-    standardize_any_language,
-    standardize_review,
-)
-from layers.naive_bayes_linear import log_count_ratios
+from data_prep.text import SLICE_PLACES
 from workflows.core.config import MAX_BATCH_SIZE, MAX_LEARNING_RATE, option, unless
-from workflows.sentiment.family import (
-    OPTIMIZERS,
-    Trainable,
-    TrainConfig,
-    class_weights,
-    compiled_classifier,
-    output_layer,
-    output_units,
-)
-from workflows.sentiment.text_classifier import PACKAGE, TextClassifier, TextPreprocessor
+from workflows.sentiment.family import OPTIMIZERS, TrainConfig
 
 
 @dataclass(frozen=True)
@@ -94,11 +73,17 @@ MODELS = {"bow": BowConfig(model="bow"), "nbsvm": NBSVMConfig(model="nbsvm")}
 
 def _texts(config, prepared, split):
     """(texts, labels) of `split`, with the config's sentence slices of train reviews."""
+    from data_prep import imdb
+
     return imdb.split_texts(prepared, split, getattr(config, "sentence_slices", 0),
                             config.seed, getattr(config, "slices_from", "anywhere"))
 
 
 def bow_model(config, vocabulary_size, classes=2):
+    import keras
+
+    from workflows.sentiment.family import output_layer
+
     inputs = keras.Input(shape=(vocabulary_size,), name="ngrams")
     x = keras.layers.Dense(config.hidden_units, activation="relu")(inputs)
     x = keras.layers.Dropout(config.dropout)(x)
@@ -109,6 +94,11 @@ def bow_model(config, vocabulary_size, classes=2):
 def nbsvm_model(config, vocabulary_size, ratios=None, classes=2):
     """Sparse binary n-gram vector -> NaiveBayesLinear -> sigmoid (two classes) or
     softmax over one-vs-rest logits."""
+    import keras
+
+    import layers
+    from workflows.sentiment.family import output_units
+
     inputs = keras.Input(shape=(vocabulary_size,), sparse=True, name="ngrams")
     linear = layers.NaiveBayesLinear(config.beta, config.l2, units=output_units(classes))
     activation = "sigmoid" if classes == 2 else "softmax"
@@ -121,6 +111,8 @@ def nbsvm_model(config, vocabulary_size, ratios=None, classes=2):
 def build_model(config, vocabulary_size, ratios=None, classes=2):
     """The compiled model on `vocabulary_size` n-gram features (NBSVM's weights scaled
     by its log-count `ratios`) for `classes` classes."""
+    from workflows.sentiment.family import compiled_classifier
+
     model = nbsvm_model(config, vocabulary_size, ratios, classes) if config.model == "nbsvm" \
         else bow_model(config, vocabulary_size, classes)
     return compiled_classifier(model, config, classes)
@@ -132,6 +124,16 @@ def build_model(config, vocabulary_size, ratios=None, classes=2):
 def ngram_vectorizer(config, prepared):
     """The n-gram `TextVectorization` of `bow` or `nbsvm` (binary and sparse), adapted
     on the train texts (deterministic, so a resumed run gets the same vectorizer back)."""
+    import keras
+
+    from data_prep import imdb
+    from data_prep.text import (
+        register_standardizations,
+        separate_review_punctuation,
+        standardize_any_language,
+        standardize_review,
+    )
+
     print(f"Adapting the 1- to {config.ngrams}-gram vocabulary ({config.max_tokens} entries) "
           "on train")
     register_standardizations()
@@ -151,7 +153,9 @@ def ngram_vectorizer(config, prepared):
 def class_feature_counts(config, vectorizer, prepared):
     """`(features, classes)` counts of each n-gram's presence in each class's training
     texts."""
-    import tensorflow as tf  # (TensorFlow loads with the n-gram models alone)
+    import tensorflow as tf  # n-gram vectorizers are TensorFlow layers
+
+    from data_prep import imdb
 
     counts, classes = 0, len(prepared.classes)
     for texts, labels in imdb.text_dataset(*_texts(config, prepared, "train"), 512):
@@ -164,6 +168,10 @@ def class_feature_counts(config, vectorizer, prepared):
 def naive_bayes_ratios(counts, alpha):
     """The log-count ratios of two classes (class 1 against class 0), or of each class
     against the others: `(features,)` or `(features, classes)`."""
+    import keras
+
+    from layers.naive_bayes_linear import log_count_ratios
+
     if counts.shape[1] == 2:
         return log_count_ratios(counts[:, 1], counts[:, 0], alpha)
     total = keras.ops.sum(counts, axis=1)
@@ -175,7 +183,13 @@ def build(config, data):
     """The vectorizer (NBSVM's with its naive-Bayes log-count ratios as the prior), the
     model on its features, and `(features, label)` batches of the train texts (reviews
     and their sentence slices) and validation reviews."""
-    import tensorflow as tf  # (TensorFlow loads with the n-gram models alone)
+    import tensorflow as tf  # the vectorizer is a TensorFlow layer
+
+    import layers
+    from data_prep import imdb
+    from workflows.sentiment.family import Trainable, class_weights
+    from workflows.sentiment.preprocessors import NgramFeatures
+    from workflows.sentiment.text_classifier import TextClassifier
 
     prepared = data.prepared
     vectorizer, ratios = ngram_vectorizer(config, prepared), None
@@ -201,35 +215,3 @@ def build(config, data):
     return Trainable(model, lambda epoch: batches("train", epoch), batches("val"),
                      len(texts["train"][1]), classifier, tags={"model_family": config.model},
                      artifacts={"vocabulary.txt": "\n".join(prepared.vocabulary())})
-
-
-# ## The classifier's preprocessor
-
-
-@keras.saving.register_keras_serializable(package=PACKAGE)
-class NgramFeatures(TextPreprocessor):
-    """Texts -> the n-gram features of the adapted `TextVectorization` (its vocabulary
-    saved with it, as Keras saves the layer): one shape, the vocabulary's size."""
-
-    def __init__(self, vectorizer, **kwargs):
-        super().__init__(**kwargs)
-        self.vectorizer = vectorizer
-
-    def encode(self, texts):
-        import tensorflow as tf  # (TensorFlow loads with the n-gram models alone)
-
-        features = self.vectorizer(tf.constant(texts, tf.string))
-        if keras.backend.backend() == "tensorflow":
-            return features
-        return tf.sparse.to_dense(features).numpy() if isinstance(features, tf.SparseTensor) \
-            else np.asarray(features)
-
-    def get_config(self):
-        return {**super().get_config(),
-                "vectorizer": keras.saving.serialize_keras_object(self.vectorizer)}
-
-    @classmethod
-    def from_config(cls, config):
-        register_standardizations()  # the vectorizer's standardization, by name
-        config = dict(config)
-        return cls(keras.saving.deserialize_keras_object(config.pop("vectorizer")), **config)

@@ -106,9 +106,10 @@ class TextClassifier(keras.Model):
                                                       else (0, len(self.classes)))
 
     def get_config(self):
+        network = keras.saving.serialize_keras_object(self.network)
+        network.pop("compile_config", None)  # how it trained: not what it answers with
         return {"name": self.name, "classes": self.classes, "requires": list(self.requires),
-                "batch_size": self.batch_size,
-                "network": keras.saving.serialize_keras_object(self.network),
+                "batch_size": self.batch_size, "network": network,
                 "preprocessor": keras.saving.serialize_keras_object(self.preprocessor)}
 
     @classmethod

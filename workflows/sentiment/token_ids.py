@@ -1,44 +1,12 @@
 """The prepared IMDB token ids, as the RNNs and the Transformer read them: their batches,
-and the classifier's preprocessor, the vectorizer in plain Python (`ReviewTokens`: it
-trains, serves and predicts without TensorFlow).
-
-`ReviewTokens` turns raw texts into the token ids the prepared data holds
-(`data_prep.imdb.ReviewVectorizer`), every row cut or padded to the sequence length:
-one shape.
-"""
-
-import keras
+and their classifier, whose preprocessor (`preprocessors.ReviewTokens`) is the vectorizer
+in plain Python: it trains, serves and predicts without TensorFlow."""
 
 import layers
-from data_prep.imdb import ReviewVectorizer
 from workflows.core.batches import token_batches
 from workflows.sentiment.family import REVIEW_LENGTHS, Trainable, class_weights
-from workflows.sentiment.text_classifier import PACKAGE, TextClassifier, TextPreprocessor
-
-
-@keras.saving.register_keras_serializable(package=PACKAGE)
-class ReviewTokens(TextPreprocessor):
-    """Texts -> `(texts, sequence_length)` token ids of the prepared vocabulary."""
-
-    def __init__(self, vocabulary=None, sequence_length=600, standardize="review", **kwargs):
-        super().__init__(**kwargs)
-        self.sequence_length, self.standardize = sequence_length, standardize
-        self.vectorizer = None if vocabulary is None else \
-            ReviewVectorizer(vocabulary, sequence_length, standardize)
-
-    def encode(self, texts):
-        return self.vectorizer(texts)
-
-    def assets(self):
-        return {"vocabulary": self.vectorizer.vocabulary}
-
-    def restore(self, assets):
-        self.vectorizer = ReviewVectorizer(assets["vocabulary"], self.sequence_length,
-                                           self.standardize)
-
-    def get_config(self):
-        return {**super().get_config(), "sequence_length": self.sequence_length,
-                "standardize": self.standardize}
+from workflows.sentiment.preprocessors import ReviewTokens
+from workflows.sentiment.text_classifier import TextClassifier
 
 
 def trainable(config, prepared, model, bucketing, **extra):
