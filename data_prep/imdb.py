@@ -22,6 +22,8 @@ from pathlib import Path
 import numpy as np
 
 from data_prep import cache
+from data_prep.commands import import_backend, run_main
+from data_prep.pipelines import untuned
 from data_prep.sources import (
     DatasetSource,
     DataSourceError,
@@ -29,11 +31,11 @@ from data_prep.sources import (
     prepared_entry,
     resolve,
 )
-from data_prep.commands import import_backend, run_main
-from data_prep.pipelines import untuned
 from data_prep.text import (
     CONTROLS,
+    TEXT_NORMALIZATION,
     clean_html,
+    normalize_text,
     register_standardizations,
     sentence_slices,
     standardize_any_language,
@@ -66,6 +68,12 @@ class ImdbSettings:
     standardize = "review"  # (not a field: the prepared reviews' key stays as it was)
 
 
+def read_review(path):
+    """A review file's text, normalized as every reader of the kit normalizes a text
+    (`data_prep.text.normalize_text`), then its HTML tags and entities cleaned."""
+    return clean_html(normalize_text(path.read_text(encoding="utf-8")))
+
+
 def read_reviews(folder):
     """Reads `folder/pos/*.txt` and `folder/neg/*.txt` -> (texts, labels, skipped).
 
@@ -76,7 +84,7 @@ def read_reviews(folder):
     for label, name in ((0, "neg"), (1, "pos")):
         for path in sorted((Path(folder) / name).glob("*.txt")):
             try:
-                texts.append(clean_html(path.read_text(encoding="utf-8")))
+                texts.append(read_review(path))
             except UnicodeDecodeError:
                 skipped += 1
                 continue
@@ -91,7 +99,7 @@ def read_unlabelled(folder):
     texts = []
     for path in sorted((Path(folder) / "unsup").glob("*.txt")):
         try:
-            texts.append(clean_html(path.read_text(encoding="utf-8")))
+            texts.append(read_review(path))
         except UnicodeDecodeError:
             continue
     return texts
@@ -207,7 +215,8 @@ class PreparedImdb:
 def prepare(path=None, settings=ImdbSettings(), root=None, verbose=True):
     """Prepares (or reuses) the IMDB data for `settings`; returns `PreparedImdb`."""
     directory, key_settings = prepared_entry(
-        ACL_IMDB, "imdb", {"dataset": "imdb", **asdict(settings)}, path, root)
+        ACL_IMDB, "imdb", {"dataset": "imdb", **asdict(settings), "text": TEXT_NORMALIZATION},
+        path, root)
     if not cache.is_intact(directory):
         folder = resolve(ACL_IMDB, path, root, key_settings.get("source")) / "aclImdb"
         cache.write_atomically(

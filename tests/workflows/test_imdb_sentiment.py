@@ -333,11 +333,11 @@ def test_nbsvm_scales_ngrams_by_the_log_count_ratios_of_the_train_reviews(store)
                           "--set", "sentence_slices=0"]) == 0
     run = runs_by_model()["nbsvm"]
     assert run.info.status == "FINISHED" and run.data.params["ngrams"] == "3"
-    end_to_end = keras.saving.load_model(
+    classifier = keras.saving.load_model(
         Path(run.data.tags["run_folder"]) / "classifier" / "model.keras")
-    vectorizer = next(layer for layer in end_to_end.layers
-                      if isinstance(layer, keras.layers.TextVectorization))
-    (linear,) = [layer for layer in end_to_end._flatten_layers()
+    vectorizer = classifier.preprocessor.vectorizer
+    assert isinstance(vectorizer, keras.layers.TextVectorization)
+    (linear,) = [layer for layer in classifier.network.layers
                  if isinstance(layer, layers.NaiveBayesLinear)]
     prepared = workflow.load_data(workflow.CATALOG.make("nbsvm", None, {})).prepared
     present = keras.ops.convert_to_numpy(
