@@ -5,9 +5,9 @@ newlines inside quoted CSV fields) is read once, normalized (`normalize_text`), 
 every sentiment family trained on it saves and reloads with the same predictions.
 
 The reader's properties run 60 examples in the quick tier and 300 in the integration
-tier; the families' a fast profile in the quick
-tier (two families, two examples) and `MANY` examples of every family in the
-integration tier (each trains a model)."""
+tier; the families' a fast profile in the quick tier (two families, two examples) and
+`MANY` examples of every family (the encoder's and a keras-hub preset's on tiny random
+weights) in the integration tier (each trains a model)."""
 
 import csv
 import dataclasses
@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from data_prep import text_classes
 from data_prep.labelled_texts import read_classes
 from data_prep.text import normalize_text
+from tests.data_prep.fixtures import write_tiny_encoder, write_tiny_hub_preset
 from workflows import imdb_sentiment as workflow
 from workflows.core import models, runs
 from workflows.sentiment.text_classifier import load_classifier, save_classifier
@@ -144,30 +145,37 @@ def own_texts_store(tmp_path, monkeypatch, new_store, restore_tracking_uri):
 # ## Every family: random texts -> a tiny model -> save -> reload -> the same answers
 
 TINY = {"max_tokens": 200, "batch_size": 8, "epochs": 1, "seed": 7}
-FAMILIES = {  # --model -> its tiny settings
+FAMILIES = {  # --model -> its tiny settings ("hub": `encoder` on a keras-hub preset)
     "bow": {"hidden_units": 4},
     "nbsvm": {"sentence_slices": 1},
     "bilstm": {"embed_dim": 4, "units": 2, "sequence_length": 32},
     "transformer": {"embed_dim": 8, "dense_dim": 8, "num_heads": 2, "sequence_length": 32},
+    "doc2vec": {"vector_size": 8, "doc2vec_epochs": 2, "min_count": 1},
+    "encoder": {"max_review_tokens": 32},
+    "hub": {"max_review_tokens": 16},
 }
 
 
-def tiny_trained(model, rows, labels, root):
-    """`model`'s classifier of the kit, trained one epoch on `rows` read as a user's
-    file (through the one reader and the lesson's own `build`)."""
+def tiny_trained(model, rows, labels, root, encoder=None):
+    """`model`'s classifier of the kit (on the `encoder` folder, if given), trained one
+    epoch on `rows` read as a user's file (through the one reader and the lesson's own
+    `build`)."""
     path = root / "texts.jsonl"
     write_labelled(path, rows, labels)
-    config = dataclasses.replace(workflow.family(model).MODELS[model],
-                                 **TINY, **FAMILIES[model])
+    family = workflow.family("encoder" if model == "hub" else model)
+    config = family.MODELS["encoder" if model == "hub" else model]
+    config = dataclasses.replace(config, **{name: value for name, value in TINY.items()
+                                            if hasattr(config, name)}, **FAMILIES[model],
+                                 **({"encoder": str(encoder)} if encoder else {}))
     prepared = text_classes.prepare(text_classes.TextsFiles(str(path)),
                                     workflow.data_settings(config, texts=True), root,
                                     verbose=False)
-    trainable = workflow.family(model).build(config, workflow.ImdbData(prepared, "tiny"))
+    trainable = family.build(config, workflow.ImdbData(prepared, "tiny", encoder=encoder))
     trainable.model.fit(trainable.train_batches(0), epochs=1, verbose=0)
     return trainable.classifier, prepared
 
 
-def check_family(model, root_of, examples):
+def check_family(model, root_of, examples, encoder=None):
     """Hypothesis: `examples` random sets of labelled texts, each trained on by a tiny
     `model`, whose saved classifier reloads and answers raw texts as it did."""
 
@@ -176,7 +184,7 @@ def check_family(model, root_of, examples):
     def trains_saves_and_reloads(rows):
         root = root_of(model)
         labels = ["yes" if i % 2 else "no" for i in range(len(rows))]
-        classifier, prepared = tiny_trained(model, rows, labels, root)
+        classifier, prepared = tiny_trained(model, rows, labels, root, encoder)
         save_classifier(root / "classifier", classifier)
         asked = [*rows, *AWKWARD]  # raw texts, as a caller sends them
         np.testing.assert_allclose(load_classifier(root / "classifier").predict(asked),
@@ -194,11 +202,17 @@ def test_a_family_trained_on_any_text_reloads_with_the_same_answers(model, tmp_p
 @pytest.mark.integration
 @pytest.mark.parametrize("model", FAMILIES)
 def test_many_random_texts_train_save_and_reload_in_every_family(model, tmp_path_factory):
-    check_family(model, tmp_path_factory.mktemp, examples=MANY[model])
+    encoder = None
+    if model in ("encoder", "hub"):  # a tiny pretrained encoder of the words texts hold
+        folder = tmp_path_factory.mktemp("encoder") / model
+        encoder = write_tiny_encoder(folder, words=WORDS) if model == "encoder" else \
+            write_tiny_hub_preset(folder, "bert", WORDS)
+    check_family(model, tmp_path_factory.mktemp, MANY[model], encoder)
 
 
-# examples per family: each trains a model (about 1, 1, 3 and 2.5 s on 2 cores)
-MANY = {"bow": 50, "nbsvm": 50, "bilstm": 20, "transformer": 20}
+# examples per family: each trains a model (about 1, 1, 3, 2.5, 1, 3 and 4 s on 2 cores)
+MANY = {"bow": 50, "nbsvm": 50, "bilstm": 20, "transformer": 20, "doc2vec": 30,
+        "encoder": 15, "hub": 10}
 
 
 # ## Every other vocabulary: learned on random texts, saved, reloaded, the same ids

@@ -1,6 +1,6 @@
 """The machinery every lesson shares, one module per concept.
 
-- `lesson`: the lesson contract (`Lesson`: its hooks `load_data`, `datasets`, `build`,
+- `lesson`: the lesson contract (`Lesson`, with its hooks `load_data`, `datasets`, `build`,
   `fit`, `export`; `DataPlace`, `TrainRequest`, `Built`, `ModelExport`) and the registry of
   lessons (every module of `workflows/` that declares `LESSON`).
 - `config`: typed configs (`option`, `when`/`unless` rules, `Catalog`), overrides and

@@ -1,0 +1,30 @@
+"""No stale text in the packages' own descriptions: every module a package docstring
+names as one of its parts (`name`: what it holds) exists in that package."""
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = sorted(path.parent for folder in ("layers", "data_prep", "workflows")
+                  for path in (ROOT / folder).rglob("__init__.py"))
+NAMED = re.compile(r"((?:`\w+`,\s*)*`\w+`):")  # `a`, `b`: ... names modules a and b
+
+
+def named_modules(package):
+    docstring = ast.get_docstring(ast.parse((package / "__init__.py").read_text())) or ""
+    return {name for group in NAMED.findall(docstring) for name in re.findall(r"`(\w+)`", group)}
+
+
+@pytest.mark.parametrize("package", PACKAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_module_a_package_docstring_names_exists(package):
+    missing = {name for name in named_modules(package)
+               if not (package / f"{name}.py").exists() and not (package / name).is_dir()}
+    assert not missing, f"{package.relative_to(ROOT)}/__init__.py names {sorted(missing)}"
+
+
+def test_the_rule_reads_the_docstrings_it_checks():
+    assert {"text_classifier", "family", "calibration", "pyfunc"} <= named_modules(
+        ROOT / "workflows" / "sentiment")
