@@ -1,5 +1,5 @@
 """The docs' Python runs: every block of docs/adding_a_lesson.md is the toy lesson's own
-code (which the contract test runs), and the README's model builds as it says. The
+code (which the contract test runs), and the layers doc's model builds as it says. The
 blocks that load a logged model run in the tests that train one (`doc_blocks`)."""
 
 import re
@@ -30,10 +30,10 @@ def test_every_block_of_adding_a_lesson_is_the_toy_lessons_own_code():
         assert block in toy, f"not in toy_lesson.py, word for word:\n{block}"
 
 
-def test_the_readme_s_translator_in_a_dozen_lines_builds():
-    (block,) = doc_blocks("README.md", "TransformerDecoder")
+def test_the_layers_doc_s_translator_in_a_dozen_lines_builds():
+    (block,) = doc_blocks("docs/layers.md", "TransformerDecoder")
     scope = {}
-    exec(compile(block, "README.md", "exec"), scope)
+    exec(compile(block, "docs/layers.md", "exec"), scope)
     assert scope["model"].output.shape == (None, None, 15000)
 
 

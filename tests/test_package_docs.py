@@ -1,5 +1,6 @@
 """No stale text in the packages' own descriptions: every module a package docstring
-names as one of its parts (`name`: what it holds) exists in that package."""
+names as one of its parts (`name`: what it holds) exists in that package; and the
+README stays a short manual."""
 
 import ast
 import re
@@ -28,3 +29,9 @@ def test_every_module_a_package_docstring_names_exists(package):
 def test_the_rule_reads_the_docstrings_it_checks():
     assert {"text_classifier", "family", "calibration", "pyfunc"} <= named_modules(
         ROOT / "workflows" / "sentiment")
+
+
+def test_the_readme_is_a_ten_minute_manual():
+    """At most 300 lines: the rest belongs in docs/ and benchmarks/."""
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").count("\n")
+    assert lines <= 300, f"README.md has {lines} lines; move detail to docs/"
