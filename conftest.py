@@ -29,7 +29,7 @@ def pytest_unconfigure(config):
     cores, which the runner waited for, up to its 10 s limit (`python -m pytest -n 0` or
     a single process ends as usual)."""
     if hasattr(config, "workerinput"):
-        from data_prep.stops import exit_at_once
+        from process.stops import exit_at_once
 
         exit_at_once(0)
 

@@ -96,7 +96,7 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    from data_prep.commands import import_backend
+    from process.commands import import_backend
 
     import_backend()
     main()

@@ -77,7 +77,7 @@ def earlier_scores(output, run_id, sentences, beam_width):
 
 
 if __name__ == "__main__":
-    from data_prep.commands import import_backend
+    from process.commands import import_backend
 
     import_backend()
     main()

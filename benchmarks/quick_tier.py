@@ -22,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.reporting import write_results  # noqa: E402
-from data_prep.commands import cpu_model  # noqa: E402
+from process.commands import cpu_model  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = Path(__file__).with_name("results") / "quick_tier.json"

@@ -10,7 +10,7 @@ def machine(**extra):
     """CPU, core count and Keras backend of this run (plus `extra` fields)."""
     import keras
 
-    from data_prep.commands import cpu_model
+    from process.commands import cpu_model
 
     return {"cpu": cpu_model(), "cores": os.cpu_count(),
             "backend": keras.backend.backend(), **extra}

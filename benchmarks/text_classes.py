@@ -172,7 +172,7 @@ def main(argv=None):
                              "stacking weight (none, balanced, sqrt_balanced; repeatable)")
     args = parser.parse_args(argv)
     from data_prep import cache
-    from data_prep.commands import import_backend
+    from process.commands import import_backend
 
     import_backend()
     overrides = dict(item.split("=", 1) for item in args.set)

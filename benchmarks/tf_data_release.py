@@ -80,8 +80,8 @@ def main(argv=None):
     parser.add_argument("--output", default=str(RESULTS))
     args = parser.parse_args(argv)
 
-    from data_prep.commands import import_backend
     from data_prep.pipelines import untuned
+    from process.commands import import_backend
 
     import_backend()
     rows = []

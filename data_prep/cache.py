@@ -25,7 +25,7 @@ from pathlib import Path
 
 import filelock
 
-from data_prep.errors import UserError
+from process.errors import UserError
 
 WORK_DIR_ENV = "NLPKIT_WORK_DIR"
 SETTINGS_FILE = "settings.json"

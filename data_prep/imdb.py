@@ -22,7 +22,6 @@ from pathlib import Path
 import numpy as np
 
 from data_prep import cache
-from data_prep.commands import import_backend, run_main
 from data_prep.pipelines import untuned
 from data_prep.sources import (
     DatasetSource,
@@ -41,6 +40,7 @@ from data_prep.text import (
     standardize_any_language,
     standardize_review,
 )
+from process.commands import import_backend, run_main
 
 ACL_IMDB = DatasetSource(
     name="aclImdb",

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-from data_prep.errors import UserError
 from data_prep.text import looks_binary, normalize_text, text_lines
+from process.errors import UserError
 
 LABELS = {"1": 1, "pos": 1, "positive": 1, "0": 0, "neg": 0, "negative": 0}
 TEXT_COLUMNS = ("text", "review", "sentence", "content")

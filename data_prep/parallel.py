@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from data_prep import cache
-from data_prep.errors import UserError
 from data_prep.text import looks_binary, normalize_text, text_lines
+from process.errors import UserError
 
 LANGUAGE_CODE = re.compile(r"[a-z]{2,3}")
 LANGUAGE_NAMES = {"en": "English", "es": "Spanish", "fr": "French", "de": "German",

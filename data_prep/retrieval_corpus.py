@@ -28,8 +28,8 @@ from pathlib import Path
 import numpy as np
 
 from data_prep import cache, sources
-from data_prep.errors import UserError
 from data_prep.text import text_lines
+from process.errors import UserError
 
 BEIR_URL = "https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets/"
 SCIFACT = sources.DatasetSource(

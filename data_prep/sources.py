@@ -26,7 +26,7 @@ from data_prep.cache import (
     source_digest,
     work_dir,
 )
-from data_prep.errors import UserError
+from process.errors import UserError
 
 # ## Find a dataset: explicit local path > cached copy > verified official download
 

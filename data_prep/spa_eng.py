@@ -32,7 +32,6 @@ from data_prep.sources import (
     prepared_entry,
     resolve,
 )
-from data_prep.commands import import_backend, run_main
 from data_prep.text import (
     SPECIAL_TOKENS,
     TEXT_NORMALIZATION,
@@ -42,6 +41,7 @@ from data_prep.text import (
     standardize_spanish,
     text_lines,
 )
+from process.commands import import_backend, run_main
 
 SPA_ENG = DatasetSource(
     name="spa-eng",

@@ -26,10 +26,10 @@ from pathlib import Path
 import numpy as np
 
 from data_prep import cache
-from data_prep.commands import import_backend, run_main
 from data_prep.imdb import PreparedImdb, make_vectorizer, vectorize
 from data_prep.labelled_texts import LabelledTextsError, read_classes
 from data_prep.text import TEXT_NORMALIZATION
+from process.commands import import_backend, run_main
 
 MIN_PER_CLASS = 2  # examples of each class: one to train on, one to validate on
 

@@ -13,8 +13,8 @@ from tqdm import tqdm
 
 from data_prep import imdb
 from data_prep.cache import produce_file
-from data_prep.commands import import_backend, run_main
 from data_prep.text import clean_html
+from process.commands import import_backend, run_main
 
 PUNCTUATION = re.compile(f"[{re.escape(string.punctuation)}]")
 PROBE_WORDS = ("movie", "great", "awful", "actor", "funny")

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from data_prep import glove, imdb, text_classes
-from data_prep.commands import run_main
+from process.commands import run_main
 from workflows.core.cli import LessonCLI, check_texts, read_texts
 from workflows.core.config import Catalog, ConfigError
 from workflows.core.lesson import Built, Lesson, ModelExport, RunDataset, dataset_digest
@@ -249,6 +249,8 @@ class SentimentLesson(Lesson):
                      trainable.train_examples, monitor=monitor)
 
     def export(self, config, data, built):
+        from workflows.sentiment.text_classifier import calibrated
+
         answers = "classes" if data.files else "probability"  # IMDB's: P(positive)
         return ModelExport("classifier", calibrated(built.parts.classifier, data.prepared,
                                                     answers), PYFUNC_FILE,
@@ -258,27 +260,6 @@ class SentimentLesson(Lesson):
 
 
 LESSON = SentimentLesson()
-
-
-def calibrated(classifier, prepared, answers):
-    """`save(folder)`: the classifier (its pyfunc's `answers`: `save_classifier`), then
-    its calibration (Platt scaling of two classes, a temperature of more), fitted on the
-    validation texts (never test) as the saved classifier scores them."""
-    from workflows.sentiment.calibration import Temperature, fit_calibration
-    from workflows.sentiment.text_classifier import load_classifier, save_classifier
-
-    def save(folder):
-        save_classifier(folder, classifier, answers)
-        probabilities = load_classifier(folder).predict(prepared.texts("val"))
-        fitted = fit_calibration(prepared.labels("val"), probabilities)
-        fitted.save(folder)
-        if isinstance(fitted, Temperature):
-            print(f"Calibration on the validation texts: temperature {fitted.temperature:.3f}")
-        else:
-            print(f"Calibration on the validation texts: p -> sigmoid({fitted.slope:.3f} "
-                  f"logit(p) + {fitted.intercept:.3f})")
-
-    return save
 
 
 # ## Evaluate and use the model

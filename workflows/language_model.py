@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from data_prep import corpus, imdb
-from data_prep.commands import run_main
+from process.commands import run_main
 from workflows.causal_lm.presets import (  # noqa: F401  (API)
     CATALOG,
     EXPERIMENT,

@@ -14,8 +14,8 @@ import argparse
 import os
 import sys
 
-from data_prep.commands import run_main
-from data_prep.errors import run_command
+from process.commands import run_main
+from process.errors import run_command
 from workflows.core import store
 from workflows.core.server_flags import add_server_flags
 

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from data_prep import retrieval_corpus
-from data_prep.commands import run_main
+from process.commands import run_main
 from workflows.core.cli import LessonCLI, read_texts
 from workflows.core.config import ConfigError
 from workflows.core.lesson import Built, DataPlace, Lesson, ModelExport, RunDataset, dataset_digest
@@ -135,9 +135,8 @@ def load_encoder(config, work_dir, folder):
 
 
 def make_searcher(config, data, bm25, encoder, work_dir):
-    from workflows.retrievers.searcher import Searcher, SearchSettings
-
     from workflows.retrievers.index import corpus_index
+    from workflows.retrievers.searcher import Searcher, SearchSettings
 
     index = None if encoder is None else corpus_index(config, data, encoder, work_dir)
     settings = SearchSettings(config.retriever, config.depth, 0.5, config.fusion,

@@ -12,8 +12,8 @@ stops the server and its workers.
 
 import argparse
 
-from data_prep.commands import run_main
-from data_prep.errors import run_command
+from process.commands import run_main
+from process.errors import run_command
 from workflows.core.server_flags import add_model_server_flags, serving_limits
 
 

@@ -33,7 +33,6 @@ from pathlib import Path
 import numpy as np
 
 from data_prep import cache, parallel, spa_eng
-from data_prep.commands import run_main
 from data_prep.pair_tokens import (
     TOKENIZATIONS,
     Tokenizer,
@@ -41,6 +40,7 @@ from data_prep.pair_tokens import (
     references,
     token_arrays,
 )
+from process.commands import run_main
 from workflows.core.cli import LessonCLI, check_texts, read_texts
 from workflows.core.config import ConfigError
 from workflows.core.lesson import Built, Lesson, ModelExport, RunDataset, dataset_digest

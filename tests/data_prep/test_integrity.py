@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from data_prep import cache, imdb, sources, spa_eng
-from data_prep.errors import UserError, run_command
+from process.errors import UserError, run_command
 from tests.data_prep.fixtures import (
     SPA_LINES,
     write_imdb_folder,

@@ -259,7 +259,7 @@ time.sleep(600)
 
 LAUNCHER = """
 import sys
-from data_prep.commands import run_main
+from process.commands import run_main
 from workflows.core.servers import run_until_stopped
 
 run_main(lambda argv: run_until_stopped([sys.executable, "-c", sys.argv[1]], "Slow server",

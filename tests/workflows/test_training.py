@@ -547,8 +547,8 @@ def test_a_stop_at_any_statement_of_an_epoch_end_keeps_each_epoch_once(tmp_path,
     import signal
     import sys
 
-    from data_prep import stops
-    from data_prep.stops import Stop
+    from process import stops
+    from process.stops import Stop
 
     code, line = where
     logged, delivered = [], []

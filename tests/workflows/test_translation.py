@@ -413,7 +413,7 @@ def test_logged_translator_ships_only_the_code_it_needs(translation_store, tmp_p
     run_id = runs()["transformer"].info.run_id
     code = Path(mlflow.artifacts.download_artifacts(f"runs:/{run_id}/model/code",
                                                     dst_path=str(tmp_path)))
-    assert sorted(p.name for p in code.iterdir()) == ["data_prep", "layers", "workflows"]
+    assert sorted(p.name for p in code.iterdir()) == ["data_prep", "layers", "process", "workflows"]
     assert sorted(p.name for p in (code / "workflows").iterdir()) == ["core", "seq2seq"]
     # of the core, the compiled model calls and batches, the model folder, the configs
     assert sorted(p.name for p in (code / "workflows" / "core").iterdir()) == [

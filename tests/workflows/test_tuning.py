@@ -231,7 +231,7 @@ time.sleep(600)
 
 TUNE_WITH_SLOW_WORKERS = """
 import sys
-from data_prep.commands import run_main
+from process.commands import run_main
 from workflows import imdb_sentiment as workflow
 from workflows.core import tuning, tuning_space
 

@@ -25,7 +25,7 @@ import keras
 import numpy as np
 
 from data_prep.cache import remove, sha256_of
-from data_prep.errors import UserError
+from process.errors import UserError
 
 STATE_FILE = "state.json"
 PREVIOUS_STATE_FILE = "state.previous.json"  # the state of the checkpoint before

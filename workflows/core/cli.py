@@ -15,10 +15,10 @@ from pathlib import Path
 
 import yaml
 
-from data_prep.commands import import_backend
-from data_prep.errors import run_command
 from data_prep.sources import add_location_arguments
 from data_prep.text import text_lines
+from process.commands import import_backend
+from process.errors import run_command
 from workflows.core import tuning_space
 from workflows.core.config import (
     TRAINING_OPTIONS,

@@ -17,7 +17,7 @@ import types
 import typing
 from dataclasses import dataclass
 
-from data_prep.errors import UserError
+from process.errors import UserError
 
 
 class ConfigError(UserError):

@@ -33,7 +33,7 @@ from pathlib import Path
 import keras
 import numpy as np
 
-from data_prep.errors import UserError
+from process.errors import UserError
 
 
 class DistributionError(UserError):

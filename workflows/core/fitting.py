@@ -15,9 +15,9 @@ from collections.abc import Callable
 import keras
 import numpy as np
 
-from data_prep import stops
 from data_prep.pipelines import untuned
-from data_prep.stops import ForcedStop, Stop
+from process import stops
+from process.stops import ForcedStop, Stop
 from workflows.core import compilation
 from workflows.core.checkpoints import TrainingFolder
 from workflows.core.horizon import ScheduleHorizon

@@ -10,7 +10,7 @@ the model again.
 import json
 from pathlib import Path
 
-from data_prep.errors import UserError
+from process.errors import UserError
 
 SETTINGS_FILE = "settings.json"
 MODEL_FILE = "model.keras"

@@ -14,7 +14,7 @@ import numpy as np
 from tqdm import tqdm
 
 from data_prep.cache import folder_digest, remove
-from data_prep.errors import UserError
+from process.errors import UserError
 from workflows.core.store import PROJECT_ROOT
 
 
@@ -70,7 +70,7 @@ def log_pyfunc_model(python_model_file, artifacts, input_example, pip_requiremen
                      packages=(), params=None):
     """Logs a models-from-code pyfunc named `model` with just the code it needs.
 
-    `layers/` and `data_prep/` always travel with the model, and `packages` names the
+    `layers/`, `data_prep/` and `process/` always travel with the model, and `packages` names the
     subpackages of `workflows/` it needs too (e.g. `seq2seq`), shipped alone as
     `workflows/<package>` with the compiled model calls they use
     and batches (`workflows/core/compilation.py`, `batches.py`): a translator does not carry the IMDB lesson. It loads in a
@@ -80,7 +80,7 @@ def log_pyfunc_model(python_model_file, artifacts, input_example, pip_requiremen
     in the run's tags (`verified_model` checks it).
     """
     with tempfile.TemporaryDirectory() as staging:
-        code_paths = [str(PROJECT_ROOT / "layers"), str(PROJECT_ROOT / "data_prep")]
+        code_paths = [str(PROJECT_ROOT / name) for name in ("layers", "data_prep", "process")]
         if packages:
             shipped = Path(staging) / "workflows"
             for package in packages:

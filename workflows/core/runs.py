@@ -8,7 +8,7 @@ from datetime import datetime
 import mlflow
 
 from data_prep import cache
-from data_prep.errors import UserError
+from process.errors import UserError
 from workflows.core import models, tracking
 from workflows.core.config import ConfigError
 from workflows.core.metric_groups import ungrouped_columns

@@ -14,8 +14,8 @@ import time
 
 import mlflow
 
-from data_prep.errors import UserError
-from data_prep.stops import ForcedStop
+from process.errors import UserError
+from process.stops import ForcedStop
 from workflows.core import models, runs, store
 from workflows.core.scoring_app import ServingLimits
 

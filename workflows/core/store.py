@@ -20,7 +20,7 @@ from pathlib import Path
 
 import filelock
 
-from data_prep.errors import UserError
+from process.errors import UserError
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_STORE_DIR = PROJECT_ROOT / "mlflow"

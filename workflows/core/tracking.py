@@ -10,7 +10,7 @@ import subprocess
 import sys
 import warnings
 
-from data_prep.commands import cpu_model
+from process.commands import cpu_model
 from workflows.core.metric_groups import grouped, ungrouped
 from workflows.core.store import PROJECT_ROOT
 

@@ -33,8 +33,8 @@ import mlflow
 import numpy as np
 
 from data_prep import cache
-from data_prep.errors import KeptWorkError, UserError, reported_in_one_line
-from data_prep.stops import ForcedStop
+from process.errors import KeptWorkError, UserError, reported_in_one_line
+from process.stops import ForcedStop
 from workflows.core import compilation, devices, store, tracking
 from workflows.core.checkpoints import (
     DamagedStateError,

@@ -31,7 +31,7 @@ import optuna
 import sqlalchemy
 
 from data_prep import cache
-from data_prep.stops import STOP_GRACE_SECONDS, ForcedStop
+from process.stops import STOP_GRACE_SECONDS, ForcedStop
 from workflows.core import servers, store, tracking
 from workflows.core.config import ConfigError, apply_overrides, describe
 from workflows.core.metric_groups import ungrouped

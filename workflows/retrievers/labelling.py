@@ -34,8 +34,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from data_prep.errors import UserError
-from data_prep.stops import ForcedStop, Stop
+from process.errors import UserError
+from process.stops import ForcedStop, Stop
 
 # Beam warns at import that Google Cloud's optional clients are absent: not this lesson's
 _root_level = logging.getLogger().level

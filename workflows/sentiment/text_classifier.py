@@ -139,6 +139,26 @@ def save_classifier(folder, classifier, answers="classes"):
     return save_folder(folder, classifier, MODEL_KIND, {"answers": answers})
 
 
+def calibrated(classifier, prepared, answers="classes"):
+    """`save(folder)`: `save_classifier`, then the classifier's calibration (Platt
+    scaling of two classes, a temperature of more) fitted on the validation texts of
+    `prepared` (never test) as the saved classifier scores them."""
+    from workflows.sentiment.calibration import Temperature, fit_calibration
+
+    def save(folder):
+        save_classifier(folder, classifier, answers)
+        probabilities = load_classifier(folder).predict(prepared.texts("val"))
+        fitted = fit_calibration(prepared.labels("val"), probabilities)
+        fitted.save(folder)
+        if isinstance(fitted, Temperature):
+            print(f"Calibration on the validation texts: temperature {fitted.temperature:.3f}")
+        else:
+            print(f"Calibration on the validation texts: p -> sigmoid({fitted.slope:.3f} "
+                  f"logit(p) + {fitted.intercept:.3f})")
+
+    return save
+
+
 def load_classifier(folder):
     """The `TextClassifier` that `save_classifier` wrote in `folder` (a folder of
     another version or kind: one line saying to train again)."""

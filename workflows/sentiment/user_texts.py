@@ -95,7 +95,7 @@ def encoder_missing(args, work_dir=None):
     neither cached nor fetchable), or None: the one `--encoder` (or `--set encoder=`)
     names, or the family's default, fetched once, here."""
     from data_prep import encoders
-    from data_prep.errors import UserError
+    from process.errors import UserError
     from workflows.core.cli import overrides_from_args
     from workflows.sentiment.encoder import MODELS
 

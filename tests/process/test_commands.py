@@ -13,7 +13,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 # pydantic does when a stop lands in the schema build under `import mlflow`
 SWALLOWING_COMMAND = textwrap.dedent("""
     import sys, time
-    from data_prep.commands import run_main
+    from process.commands import run_main
 
     def main(argv):
         print("ready", flush=True)
@@ -50,7 +50,7 @@ def test_a_stop_a_library_turns_into_its_own_error_is_still_one_line_and_130(sto
 
 
 def test_an_error_with_no_stop_behind_it_still_shows_its_traceback():
-    failing = "from data_prep.commands import run_main\n" \
+    failing = "from process.commands import run_main\n" \
               "def main(argv):\n    raise RuntimeError('a bug')\nrun_main(main)\n"
     result = subprocess.run([sys.executable, "-c", failing], cwd=ROOT, capture_output=True,
                             text=True, env={**os.environ, "PYTHONPATH": ROOT}, timeout=20)
@@ -62,7 +62,7 @@ def test_an_error_with_no_stop_behind_it_still_shows_its_traceback():
 # (as JAX's and TensorFlow's do): the stop lands after its last line
 SLOW_SHUTDOWN_COMMAND = textwrap.dedent("""
     import time
-    from data_prep.commands import run_main
+    from process.commands import run_main
 
     class SlowToCollect:
         sleep = time.sleep
@@ -96,7 +96,7 @@ SLOW_LIBRARY = textwrap.dedent("""
     pathlib.Path(__file__).with_name("imported").touch()
 """)
 IMPORTING_COMMAND = textwrap.dedent("""
-    from data_prep.commands import import_backend, run_main
+    from process.commands import import_backend, run_main
 
     def main(argv):
         import_backend()
@@ -144,7 +144,7 @@ def test_an_import_longer_than_the_grace_period_is_ended_with_its_line_on_the_re
 EXIT_FUNCTIONS_COMMAND = textwrap.dedent("""
     import atexit, time
     from pathlib import Path
-    from data_prep.commands import run_main
+    from process.commands import run_main
 
     def main(argv):
         atexit.register(Path(MARKER).write_text, "ran")
@@ -168,7 +168,7 @@ def test_a_stopped_command_runs_its_exit_functions_quietly(tmp_path):
 
 WATCHER_MASK_COMMAND = textwrap.dedent("""
     import threading
-    from data_prep.commands import run_main
+    from process.commands import run_main
 
     def main(argv):
         watcher = next(t for t in threading.enumerate() if t.name == "forced-stop")
@@ -208,7 +208,7 @@ flags\t\t: fpu sse2 avx avx2 {extra}
 ])
 def test_the_cpu_model_tells_apart_machines_that_share_a_generic_name(tmp_path, name, extra,
                                                                        expected):
-    from data_prep.commands import cpu_model
+    from process.commands import cpu_model
 
     info = tmp_path / "cpuinfo"  # two cores: only the first one's block is read
     info.write_text("\n".join(CPU_INFO.format(index=index, vendor="x", name=name, extra=extra)
@@ -220,7 +220,7 @@ def test_the_cpu_model_tells_apart_machines_that_share_a_generic_name(tmp_path, 
 def test_a_read_only_tracking_store_is_one_line_and_status_2(capsys):
     import sqlite3
 
-    from data_prep.errors import run_command
+    from process.errors import run_command
 
     def write_to_the_store(argv):
         try:

@@ -11,9 +11,9 @@ import signal
 import sys
 import time
 
-from data_prep import stops
-from data_prep.errors import run_command
-from data_prep.stops import STOP_SIGNALS, ForcedStop, Stop, exit_at_once
+from process import stops
+from process.errors import run_command
+from process.stops import STOP_SIGNALS, ForcedStop, Stop, exit_at_once
 
 
 def import_backend():
