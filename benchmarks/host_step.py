@@ -59,7 +59,7 @@ def tiny_model(steps_per_execution, random_generator, **changes):
 
 def epochs_of(config, pairs):
     from workflows.core.batches import for_backend
-    from workflows.seq2seq.translator import PairBatches, pair_plan
+    from workflows.seq2seq.batching import PairBatches, pair_plan
 
     plan = pair_plan(config.sequence_length, config.batch_tokens,
                      bucket_width=config.bucket_width)

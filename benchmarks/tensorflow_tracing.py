@@ -32,8 +32,8 @@ def first_steps(built, scan_blocks):
     from benchmarks.host_step import synthetic_pairs
     from workflows.core import compilation
     from workflows.core.batches import for_backend
+    from workflows.seq2seq.batching import PairBatches, pair_plan
     from workflows.seq2seq.presets import make_config
-    from workflows.seq2seq.translator import PairBatches, pair_plan
     from workflows.translation import build_model
 
     config = make_config("transformer", "gpu", {

@@ -72,7 +72,7 @@ def main(argv=None):
     from data_prep.text import pad_rows
     from workflows import translation as workflow
     from workflows.core import runs
-    from workflows.seq2seq.translator import truncate
+    from workflows.seq2seq.batching import truncate
 
     parser = translation_run_parser("translation_decoding.py", __doc__.split("\n")[0])
     parser.add_argument("--sentences", type=int, default=100)

@@ -27,7 +27,7 @@ from workflows.core.cli import LessonCLI, check_texts, read_texts
 from workflows.core.config import Catalog, ConfigError
 from workflows.core.lesson import Built, Lesson, ModelExport, RunDataset, dataset_digest
 from workflows.sentiment.family import CLASS_WEIGHTS
-from workflows.sentiment.user_texts import (  # noqa: F401  (the lesson's API)
+from workflows.sentiment.user_texts import (
     TEXTS_FAMILIES,
     check_augmentation,
     encoder_missing,

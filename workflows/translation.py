@@ -114,7 +114,7 @@ class TranslationData:
                 f"{cache.settings_key(vocabulary)}")
 
     def batches(self, config, split, epoch=None, limit=None):
-        from workflows.seq2seq.translator import PairBatches, batch_plan, truncate
+        from workflows.seq2seq.batching import PairBatches, batch_plan, truncate
 
         source, target = self.arrays[split]
         source = truncate(source[:limit], config.sequence_length)
@@ -147,10 +147,10 @@ def build_model(config, source_vocab_size, target_vocab_size):
     import keras
 
     import layers
-    from workflows.core import devices
+    from workflows.core import precision
 
-    devices.use_precision(config.dtype_policy)
-    devices.use_random_generator(config.random_generator)
+    precision.use_precision(config.dtype_policy)
+    precision.use_random_generator(config.random_generator)
     family = importlib.import_module(f"workflows.seq2seq.{FAMILIES[config.model]}")
     model = family.build(config, source_vocab_size, target_vocab_size)
     rate = {"noam": lambda: layers.NoamSchedule(config.embed_dim, config.warmup_steps,
@@ -327,7 +327,8 @@ def evaluate(run_id=None, spa_eng_path=None, work_dir=None, model_uri=None, limi
                             corpus_of(run.data.params))
     data, sources, _ = test
     tracking.log_datasets([RunDataset(
-        f"{data.prepared.name} {config.direction} test", dataset_digest(data.fingerprint, "test", limit),
+        f"{data.prepared.name} {config.direction} test",
+        dataset_digest(data.fingerprint, "test", limit),
         str(data.prepared.directory), "test", len(sources))], run.info.run_id)
     return evaluation.score_and_log(run, translator, config, test, beam_width,
                                     length_penalty)

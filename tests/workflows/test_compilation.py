@@ -15,8 +15,8 @@ from tests.data_prep.fixtures import generated_spa_lines, write_spa_eng_zip
 from tests.workflows.jax_only import hits, programs, run_steps
 from workflows import translation as workflow
 from workflows.core.batches import for_backend
+from workflows.seq2seq.batching import PairBatches, pair_plan
 from workflows.seq2seq.presets import make_config
-from workflows.seq2seq.translator import PairBatches, pair_plan
 from workflows.translation import build_model
 
 TINY = ["--preset", "cpu", "--epochs", "1", "--set", "embed_dim=16", "--set", "dense_dim=32",
@@ -140,7 +140,7 @@ from workflows.core import compilation, devices
 from workflows.core.batches import for_backend
 from workflows.core.fitting import Checkpointing, EpochHooks, Stopping, fit_resumably
 from workflows.seq2seq.presets import make_config
-from workflows.seq2seq.translator import PairBatches, pair_plan
+from workflows.seq2seq.batching import PairBatches, pair_plan
 
 rng = np.random.default_rng(0)
 source = [rng.integers(4, 40, rng.integers(1, 24)).astype("int32") for _ in range(400)]
@@ -188,14 +188,14 @@ def test_every_train_step_compiles_before_the_first_batch_and_once(tmp_path):
 RANDOM = """
 import json
 import keras, numpy as np
-from workflows.core import devices
+from workflows.core import precision
 
 def mask(seed):
     return np.asarray(keras.layers.Dropout(0.5, seed=seed)(np.ones((8, 1000)), training=True))
 
-devices.use_random_generator("rbg")
+precision.use_random_generator("rbg")
 rbg, again = mask(1), mask(1)
-devices.use_random_generator("threefry")
+precision.use_random_generator("threefry")
 threefry = mask(1)
 print(json.dumps({"kept": float((rbg != 0).mean()), "scaled": float(rbg.max()),
                   "repeatable": bool((rbg == again).all()),

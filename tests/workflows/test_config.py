@@ -1,6 +1,5 @@
-from dataclasses import dataclass
-
 import importlib
+from dataclasses import dataclass
 
 import pytest
 

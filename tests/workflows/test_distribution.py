@@ -224,7 +224,7 @@ def test_batches_are_padded_to_the_device_count_with_zero_weight_rows():
 
     from data_prep.text import BucketPlan
     from workflows.core.devices import EvenBatches
-    from workflows.seq2seq.translator import PairBatches
+    from workflows.seq2seq.batching import PairBatches
 
     rows = [np.arange(1, n + 2, dtype="int32") for n in range(5)]
     inner = PairBatches(rows, rows, BucketPlan.single(6, 3))  # 5 rows: 3, then 2 + a top-up

@@ -12,9 +12,9 @@ import pytest
 
 from tests.data_prep.fixtures import write_tiny_causal_lm_preset
 from tests.workflows.interrupts import stop_once_at
-from tests.workflows.test_lesson_contract import latest_run as lesson_run
 from tests.workflows.serving import post, served
 from tests.workflows.test_language_model import ADJECTIVES, NOUNS, write_corpus
+from tests.workflows.test_lesson_contract import latest_run as lesson_run
 from workflows import language_model as workflow
 from workflows.causal_lm import hub
 from workflows.causal_lm.batching import WindowBatches

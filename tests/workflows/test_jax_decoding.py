@@ -20,7 +20,7 @@ from data_prep.text import BucketPlan
 from workflows.causal_lm.generator import Generator
 from workflows.causal_lm.sampling import Sampling
 from workflows.causal_lm.models import GPT
-from workflows.seq2seq.translator import PairBatches
+from workflows.seq2seq.batching import PairBatches
 from workflows.seq2seq.presets import make_config
 from workflows.translation import build_model
 from data_prep.pair_tokens import Tokenizer

@@ -3,7 +3,7 @@
 import keras
 import pytest
 
-from workflows.core import devices
+from workflows.core import precision
 from workflows.seq2seq.presets import make_config
 from workflows.translation import build_model
 
@@ -13,8 +13,8 @@ from workflows.translation import build_model
     (("gpu", "7.0"), "mixed_float16", True),  # V100: float16 with loss scaling
     (("cpu", None), "float32", False)])
 def test_auto_picks_the_precision_of_the_device(monkeypatch, device, policy, loss_scaling):
-    monkeypatch.setattr(devices, "first_device", lambda: device)
-    monkeypatch.setattr(devices, "cpu_computes_bfloat16", lambda: False)
+    monkeypatch.setattr(precision, "first_device", lambda: device)
+    monkeypatch.setattr(precision, "cpu_computes_bfloat16", lambda: False)
     config = make_config("transformer", "gpu", {"embed_dim": 8, "dense_dim": 8,
                                                 "num_heads": 2, "encoder_layers": 1,
                                                 "decoder_layers": 1})
@@ -26,17 +26,17 @@ def test_auto_picks_the_precision_of_the_device(monkeypatch, device, policy, los
 
 
 def test_auto_on_this_machine_is_what_its_first_device_calls_for():
-    assert devices.resolve_precision("auto") == devices.policy_for(*devices.first_device())
-    assert devices.resolve_precision("mixed_bfloat16") == "mixed_bfloat16"
+    assert precision.resolve_precision("auto") == precision.policy_for(*precision.first_device())
+    assert precision.resolve_precision("mixed_bfloat16") == "mixed_bfloat16"
 
 
 def test_a_cpu_computes_in_bfloat16_only_with_the_instructions_for_it(tmp_path, monkeypatch):
     cpuinfo = tmp_path / "cpuinfo"
     cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx2 fma\n")
-    assert not devices.cpu_computes_bfloat16(cpuinfo)  # AVX2 only: float32
+    assert not precision.cpu_computes_bfloat16(cpuinfo)  # AVX2 only: float32
     cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu avx2 avx512f avx512_bf16\n")
-    assert devices.cpu_computes_bfloat16(cpuinfo)
-    assert not devices.cpu_computes_bfloat16(tmp_path / "missing")  # not Linux: float32
-    monkeypatch.setattr(devices, "cpu_computes_bfloat16", lambda: True)
-    assert devices.policy_for("cpu") == "mixed_bfloat16"
+    assert precision.cpu_computes_bfloat16(cpuinfo)
+    assert not precision.cpu_computes_bfloat16(tmp_path / "missing")  # not Linux: float32
+    monkeypatch.setattr(precision, "cpu_computes_bfloat16", lambda: True)
+    assert precision.policy_for("cpu") == "mixed_bfloat16"
     assert make_config("transformer", "cpu").dtype_policy == "auto"

@@ -145,9 +145,9 @@ class GPTClassifier(keras.Model):
 
 def build_model(config, vocabulary_size, source=None):
     """A new GPT, or the model to fine-tune; compiled with AdamW and warmup + decay."""
-    from workflows.core import devices
+    from workflows.core import precision
 
-    devices.use_precision(config.dtype_policy)
+    precision.use_precision(config.dtype_policy)
     model = source.model if source else GPT(
         vocabulary_size, config.sequence_length, config.embed_dim, config.dense_dim,
         config.num_heads, config.num_layers, config.dropout)

@@ -67,7 +67,7 @@ class LMConfig(TrainingOptions):
                                 help="tokens generated from each prompt after an epoch")  # generated from each prompt, each epoch
     dtype_policy: str = option("auto", choices=DTYPE_POLICIES,
                                help="Keras dtype policy; auto: what the device does best "
-                                    "(core/devices.py)")  # auto: core/devices.py
+                                    "(core/precision.py)")
 
 
 CATALOG = Catalog({"gpt": {

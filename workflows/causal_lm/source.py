@@ -30,10 +30,10 @@ def load_source(config):
     """The generator `config.init_from` names: a keras-hub preset's (with LoRA adapters
     if `config.lora_rank`), or a run's."""
     from workflows.causal_lm import hub
-    from workflows.core import devices
+    from workflows.core import precision
 
     if hub.is_hub_source(config.init_from):
-        devices.use_precision(config.dtype_policy)
+        precision.use_precision(config.dtype_policy)
         generator = hub.HubGenerator(hub.load_task(config.init_from), config.lora_rank)
         if generator.max_length and config.sequence_length > generator.max_length:
             raise ConfigError(f"sequence_length={config.sequence_length} is longer than "

@@ -10,14 +10,14 @@
   `TrainingRun`, its steps (load the data, open the run folder, start or resume the
   MLflow run, fit with the shared training options, export); `fitting`:
   the resumable `fit` under it (early stopping, a wall budget, stops at any moment);
-  `horizon`: a learning-rate schedule sized to the steps the run affords; `checkpoints`: the run folder's state and
-  weight files, written atomically, checked by digest, falling back to the newest
-  intact one.
-- `devices`: where a run trains, in which precision and with which dropout generator
-  (processes, mirrored or data-parallel devices); `batches`: the batches in few fixed
-  shapes that `fit` reads; `compilation`: what XLA compiled (compiled model calls,
-  counted, the persistent cache, every batch shape's steps compiled ahead). The three
-  ship with every logged model.
+  `horizon`: a learning-rate schedule sized to the steps the run affords;
+  `checkpoints`: the run folder's state and weight files, written atomically, checked
+  by digest, falling back to the newest intact one.
+- `devices`: where a run trains (processes, mirrored or data-parallel devices);
+  `precision`: in which dtype policy and with which dropout generator; `batches`: the
+  batches in few fixed shapes that `fit` reads; `compilation`: what XLA compiled
+  (compiled model calls, counted, the persistent cache, every batch shape's steps
+  compiled ahead). The four ship with every logged model.
 - `models`: the logged model: exported with its code and digest, loaded verified;
   `model_folder`: the one folder format every trained model is saved in.
 - `runs`: finding, comparing and registering runs; evaluations logged back to them.

@@ -74,9 +74,9 @@ DISTRIBUTION_HELP = (
     "device of this machine, or of every process when KERAS_DISTRIBUTION_NUM_PROCESSES > "
     "1); batch_size is the global batch, split across devices")
 
-# The precision a model computes in (`core/devices.py`: what "auto" picks)
+# The precision a model computes in (`core/precision.py`: what "auto" picks)
 DTYPE_POLICIES = ("auto", "float32", "mixed_bfloat16", "mixed_float16")
-# JAX's random generators for dropout (`core/devices.py`: `use_random_generator`)
+# JAX's random generators for dropout (`core/precision.py`: `use_random_generator`)
 RANDOM_GENERATORS = ("threefry", "rbg")
 
 

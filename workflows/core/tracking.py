@@ -106,7 +106,6 @@ def log_metrics(metrics, step=None):
 def log_compilations(compiled):
     """What XLA compiled for this session's `fit` calls (JAX): train and test steps, and
     the seconds spent compiling or loading them from the persistent cache."""
-    import mlflow
 
     if not compiled.counts:
         return
@@ -131,7 +130,6 @@ def child_tags(parent_run_id):
 
 
 def log_epoch(epoch, metrics, after_epoch=None):
-    import mlflow
 
     log_metrics(metrics, step=epoch + 1)
     if after_epoch:
@@ -141,12 +139,12 @@ def log_epoch(epoch, metrics, after_epoch=None):
 def log_run_setup(config, params, tags, artifacts, metrics, folder, fingerprint):
     import mlflow
 
-    from workflows.core import devices
+    from workflows.core import precision
 
     mlflow.log_params({**flat_params(config), **params})
     mlflow.set_tags(run_tags(fingerprint, run_folder=str(folder), **tags))
     if hasattr(config, "dtype_policy"):  # "auto" as this device resolved it
-        mlflow.set_tag("dtype_policy_used", devices.resolve_precision(config.dtype_policy))
+        mlflow.set_tag("dtype_policy_used", precision.resolve_precision(config.dtype_policy))
     mlflow.log_dict(dataclasses.asdict(config), "config.json")
     for name, content in artifacts.items():
         (mlflow.log_dict if isinstance(content, dict) else mlflow.log_text)(content, name)

@@ -60,7 +60,7 @@ class LMClassifierConfig(TrainConfig):
     num_heads: int = option(4, at_least=1, help="attention heads")
     num_layers: int = option(4, at_least=1, help="Transformer decoder blocks")
     dtype_policy: str = option("float32", choices=DTYPE_POLICIES, help="Keras dtype "
-                               "policy; auto: what the device does best (core/devices.py)")
+                               "policy; auto: what the device does best (core/precision.py)")
 
 
 MODELS = {"lm_classifier": LMClassifierConfig(model="lm_classifier")}
@@ -93,13 +93,13 @@ def build_model(config, pretrained_gpt, steps_per_epoch, classes=2):
     layers unfreeze top-down, evenly over the first `unfreeze_epochs`."""
     import layers
     from workflows.causal_lm import models as gpt_models
-    from workflows.core import devices
+    from workflows.core import precision
     from workflows.sentiment.family import compile_loss, output_units
 
     gpt = pretrained_gpt if config.pretrained else gpt_models.GPT(
         config.vocabulary_size, config.sequence_length, config.embed_dim, config.dense_dim,
         config.num_heads, config.num_layers, dropout=0.1,
-        dtype=devices.resolve_precision(config.dtype_policy))
+        dtype=precision.resolve_precision(config.dtype_policy))
     model = gpt_models.GPTClassifier(gpt, config.dropout, num_classes=output_units(classes))
     names = ["final_norm", *(f"decoder_{i}" for i in reversed(range(config.num_layers))),
              "embedding"]  # top-down

@@ -53,7 +53,7 @@ class TranslationConfig(TrainingOptions):
         8000, at_least=16, applies=when("tokenization", "joint_wordpiece"),
                                         help="joint_wordpiece: the vocabulary's size")
     sequence_length: int = option(20, at_least=2,
-                                  help="longest source / target input, in tokens")  # longest source / target input, in tokens
+                                  help="longest source / target input, in tokens")
     embed_dim: int = option(256, at_least=1, help="size of the token vectors")
     dense_dim: int = option(2048, at_least=1, applies=TRANSFORMER,
                             help="width of each block's feed-forward layer")
@@ -67,7 +67,7 @@ class TranslationConfig(TrainingOptions):
     dropout: float = option(0.0, at_least=0, below=1, applies=TRANSFORMER,
                             help="dropout rate inside the blocks and after the embeddings")
     output_dropout: float = option(0.5, at_least=0, below=1,
-                                   help="dropout rate before the output layer")  # before the output layer
+                                   help="dropout rate before the output layer")
     norm_first: bool = option(False, applies=TRANSFORMER,
                               help="pre-LN blocks (normalize before each sublayer) instead of "
                                    "post-LN")
@@ -90,7 +90,7 @@ class TranslationConfig(TrainingOptions):
     latent_dim: int = option(1024, at_least=1, applies=GRU_ONLY,
                              help="gru_seq2seq: the GRU's units")
     attention: bool = option(False, applies=GRU_ONLY,
-                             help="gru_seq2seq: additive (Bahdanau) attention over the source")  # additive attention
+                             help="gru_seq2seq: additive (Bahdanau) attention over the source")
     optimizer: str = option("rmsprop", choices=("rmsprop", "adam"), help="the optimizer")
     # constant; noam: a scale of the curve; cosine: the peak
     learning_rate: float = option(0.001, above=0, at_most=MAX_LEARNING_RATE,
@@ -125,7 +125,7 @@ class TranslationConfig(TrainingOptions):
     patience: int = training_option("patience", 3)
     dtype_policy: str = option("float32", choices=DTYPE_POLICIES,
                                help="Keras dtype policy; auto: what the device does best "
-                                    "(core/devices.py)")  # auto: core/devices.py
+                                    "(core/precision.py)")
     # JAX's generator of dropout masks (core/devices.py: rbg compiles and runs faster)
     random_generator: str = option("threefry", choices=RANDOM_GENERATORS,
                                    help="JAX's generator of dropout masks (rbg compiles and runs "
@@ -138,9 +138,9 @@ class TranslationConfig(TrainingOptions):
                                         "fixed subset)")  # fixed val subset for the val loss
     bleu_sentences: int = option(300, at_least=1,
                                  help="validation sentences decoded for BLEU and chrF after an "
-                                      "epoch")  # val sentences decoded each epoch...
+                                      "epoch")
     bleu_every_epochs: int = option(1, at_least=1,
-                                    help="decode them every this many epochs")  # ...of every this many (a GPU: several)
+                                    help="decode them every this many epochs (a GPU: several)")
     # batches dispatched back to back before the metrics are read (which waits for the
     # device): a GPU computes one while the host prepares the next
     steps_per_execution: int = option(1, at_least=1, at_most=1000,

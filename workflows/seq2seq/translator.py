@@ -5,7 +5,8 @@ model, both vocabularies, the settings); `Translator.load(folder)` gives back an
 `translate(["How are you?"])` returns `["¿Cómo estás?"]` (an `en-es` translator) and
 whose `score` gives the log-likelihood of sentence pairs. The MLflow pyfunc
 (`pyfunc.py`) and the lesson's `evaluate`/`translate`/`score` steps all go through it.
-Its `Decoder` (below) runs batched greedy and beam search on the model's cached steps.
+Its `Decoder` (below) runs batched greedy and beam search on the model's cached steps;
+its `score` reads the pairs in the batches both models train on (`batching.py`).
 """
 
 import logging
@@ -17,18 +18,10 @@ from keras import ops
 
 import layers  # noqa: F401  registers the layers and the loss a saved model uses
 from data_prep.pair_tokens import Tokenizer
-from data_prep.text import (
-    EMPTY,
-    PAD_ID,
-    BucketPlan,
-    boundaries_every,
-    boundaries_up_to,
-    pad_rows,
-    take_rows,
-)
-from workflows.core.batches import BucketedBatches
+from data_prep.text import PAD_ID, BucketPlan, boundaries_up_to, pad_rows
 from workflows.core.compilation import compiled
 from workflows.core.model_folder import read_folder, save_folder
+from workflows.seq2seq.batching import PairBatches, truncate
 from workflows.seq2seq.gru import GRUTranslator  # noqa: F401  registered: a saved model is one
 from workflows.seq2seq.transformer import TransformerTranslator  # noqa: F401  likewise
 
@@ -341,64 +334,3 @@ def rank_hypotheses(tokens, log_probs, alpha=0.0):
                 row.append((beams[beam], float(penalized[beam])))
         ranked.append(row)
     return ranked
-
-
-# ## Teacher-forcing batches of token id pairs in a few fixed shapes, for any backend:
-# what both models train on and `score` reads
-
-def truncate(rows, max_length, keep_last=False):
-    """Rows cut to `max_length` ids (a target keeps its `[end]` when `keep_last`)."""
-    cut = []
-    for row in rows:
-        if len(row) > max_length:
-            row = np.concatenate([row[:max_length - 1], row[-1:]]) if keep_last \
-                else row[:max_length]
-        cut.append(row)
-    return cut
-
-
-def pair_plan(max_length, batch_tokens=None, batch_size=None, bucket_width=8):
-    """Length buckets every `bucket_width` tokens up to `max_length` with batches from
-    the `batch_tokens` budget, or one `(batch_size, max_length)` shape (the tutorial's
-    fixed-length batches)."""
-    if batch_tokens is None:
-        return BucketPlan.single(max_length, batch_size)
-    return BucketPlan(boundaries_every(bucket_width, max_length), batch_tokens)
-
-
-class PairBatches(BucketedBatches):
-    """Teacher-forcing batches: `({"source", "target": ids[:-1]}, ids[1:], label mask)`.
-
-    A pair goes to the bucket that holds both its source and its target input
-    (`len(target) - 1`); both are padded to the bucket's length. Top-up rows repeat
-    a real pair of the batch with labels that weigh 0, so the loss and metrics are
-    unchanged (and no row is all padding).
-    """
-
-    def __init__(self, source, target, plan, seed=None, order=None):
-        self.source, self.target = source, target
-        lengths = [max(len(s), len(t) - 1) for s, t in zip(source, target, strict=True)]
-        super().__init__(plan, lengths, seed, order)
-
-    def make(self, bucket, rows):
-        length = self.plan.boundaries[bucket]
-        real = rows != EMPTY
-        rows = np.where(real, rows, rows[real][0])  # top-up rows: a real pair that weighs 0
-        target = pad_rows(take_rows(self.target, rows), length + 1)
-        labels = target[:, 1:]
-        weights = (labels != 0) & real[:, None]
-        return ({"source": pad_rows(take_rows(self.source, rows), length),
-                 "target": target[:, :-1]}, labels, weights.astype("float32"))
-
-    def with_order(self, order):
-        return PairBatches(self.source, self.target, self.plan, order=order)
-
-    def target_tokens(self):
-        """Target tokens predicted in an epoch (padding left out)."""
-        return int(sum(len(self.target[i]) - 1 for i in self.rows()))
-
-
-def batch_plan(config):
-    """The fixed batch shapes of a config (`pair_plan`)."""
-    return pair_plan(config.sequence_length, config.batch_tokens if config.bucketing else None,
-                     config.batch_size, config.bucket_width)
