@@ -22,7 +22,8 @@ RESULTS = Path(__file__).with_name("results")
 def main(argv=None):
     from workflows import translation as workflow
     from workflows.core import runs
-    from workflows.core.checkpoints import TrainingFolder, average_weights
+    from workflows.core.checkpoints import TrainingFolder
+    from workflows.core.weight_files import average_weights
     from workflows.seq2seq import evaluation
     from workflows.seq2seq.metrics import bleu_scores
 

@@ -49,8 +49,8 @@ def main(argv=None):
         CHECKPOINT_SHARE,
         TrainingFolder,
         TrainingState,
-        weight_values,
     )
+    from workflows.core.weight_files import weight_values
     from workflows.seq2seq.presets import make_config
     from workflows.translation import build_model
 

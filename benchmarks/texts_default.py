@@ -19,7 +19,6 @@ Writes `benchmarks/results/texts_default.json`.
 
 import argparse
 import csv
-import json
 import os
 import random
 import re

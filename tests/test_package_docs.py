@@ -35,3 +35,21 @@ def test_the_readme_is_a_ten_minute_manual():
     """At most 300 lines: the rest belongs in docs/ and benchmarks/."""
     lines = (ROOT / "README.md").read_text(encoding="utf-8").count("\n")
     assert lines <= 300, f"README.md has {lines} lines; move detail to docs/"
+
+
+LIMIT = 400  # lines of a module: one concept, read top to bottom
+# the modules still over it (issue 86), at their present length: each may only shrink
+OVER = {"workflows/core/cli.py": 506, "workflows/core/fitting.py": 501,
+        "workflows/imdb_sentiment.py": 516, "workflows/translation.py": 480,
+        "workflows/core/training.py": 429, "workflows/retrieval.py": 414}
+
+
+def test_no_module_grows_past_400_lines():
+    sizes = {str(path.relative_to(ROOT)): path.read_text(encoding="utf-8").count("\n")
+             for package in ("layers", "data_prep", "process", "workflows")
+             for path in (ROOT / package).rglob("*.py")}
+    grown = {name: lines for name, lines in sizes.items()
+             if lines > OVER.get(name, LIMIT)}
+    assert not grown, f"over {LIMIT} lines (or longer than they were): {grown}"
+    shrunk = {name: sizes[name] for name, lines in OVER.items() if sizes[name] < lines}
+    assert not shrunk, f"shorter now: lower their entries in OVER (or drop them): {shrunk}"

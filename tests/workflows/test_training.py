@@ -5,8 +5,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from workflows.core.checkpoints import TrainingFolder, average_weights, load_values
+from workflows.core.checkpoints import TrainingFolder
 from workflows.core.fitting import Checkpointing, EpochHooks, Stopping, fit_resumably
+from workflows.core.weight_files import average_weights, load_values
 
 STEPS = 8  # batches per epoch
 

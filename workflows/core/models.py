@@ -72,11 +72,11 @@ def log_pyfunc_model(python_model_file, artifacts, input_example, pip_requiremen
 
     `layers/`, `data_prep/` and `process/` always travel with the model, and `packages` names the
     subpackages of `workflows/` it needs too (e.g. `seq2seq`), shipped alone as
-    `workflows/<package>` with the compiled model calls they use
-    and batches (`workflows/core/compilation.py`, `batches.py`): a translator does not carry the IMDB lesson. It loads in a
-    fresh process that does not have this repository. `params` (name -> default) are
-    declared in the signature (inferred with the input example), so callers and the
-    model server may pass them. A digest of every file of the logged model is recorded
+    `workflows/<package>` with the compiled model calls they use and batches
+    (`workflows/core/compilation.py`, `batches.py`): a translator does not carry the IMDB
+    lesson. It loads in a fresh process that does not have this repository. `params` (name
+    -> default) are declared in the signature (inferred with the input example), so callers
+    and the model server may pass them. A digest of every file of the logged model is recorded
     in the run's tags (`verified_model` checks it).
     """
     with tempfile.TemporaryDirectory() as staging:

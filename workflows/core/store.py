@@ -51,9 +51,10 @@ def runs_table_url(experiment_id, run_id=None, ui=UI_ADDRESS):
 
 def quiet_mlflow():
     """Silences what MLflow says that a user cannot act on: INFO lines as it migrates a
-    store, infers a signature or starts and stops sampling system metrics, progress bars in logs, the warning that the pyfuncs'
-    predictions are typed Any (on purpose: strings, n-best lists, scores), and the
-    traceback it logs for a database error it raises anyway (the command reports it)."""
+    store, infers a signature or starts and stops sampling system metrics, progress bars in
+    logs, the warning that the pyfuncs' predictions are typed Any (on purpose: strings,
+    n-best lists, scores), and the traceback it logs for a database error it raises anyway
+    (the command reports it)."""
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     for noisy in ("alembic", "mlflow.models.signature", "mlflow.system_metrics"):
         logging.getLogger(noisy).setLevel(logging.WARNING)

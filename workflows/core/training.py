@@ -39,7 +39,6 @@ from workflows.core import compilation, devices, store, tracking
 from workflows.core.checkpoints import (
     DamagedStateError,
     TrainingFolder,
-    average_weights,
     remove_partial_files,
     starting_state,
 )
@@ -55,6 +54,7 @@ from workflows.core.fitting import (
 )
 from workflows.core.models import export_and_log_model
 from workflows.core.runs import RunNotFoundError, stored_run
+from workflows.core.weight_files import average_weights
 
 
 def train_lesson(lesson, config, place, request):
