@@ -372,7 +372,7 @@ def test_damaged_best_weights_are_reported_and_never_loaded(tmp_path, capsys):
 
 
 def test_a_model_with_non_finite_weights_or_outputs_is_never_exported():
-    from workflows.core.training import ExportError, check_finite
+    from workflows.core.exported_weights import ExportError, check_finite
 
     model, validation = small_model(), epoch_dataset(99)
     check_finite(model, validation)  # a trained-looking model passes

@@ -12,7 +12,8 @@
   the resumable `fit` under it (early stopping, a wall budget, stops at any moment);
   `horizon`: a learning-rate schedule sized to the steps the run affords;
   `checkpoints`: the run folder's state and weight files, written atomically, checked
-  by digest, falling back to the newest intact one; `weight_files`: those files.
+  by digest, falling back to the newest intact one; `weight_files`: those files;
+  `exported_weights`: which weights a run exports (the best epoch's or an average).
 - `devices`: where a run trains (processes, mirrored or data-parallel devices);
   `precision`: in which dtype policy and with which dropout generator; `batches`: the
   batches in few fixed shapes that `fit` reads; `compilation`: what XLA compiled
