@@ -68,6 +68,7 @@ def main(argv=None):
     from data_prep import glove, imdb
     from workflows import imdb_sentiment as workflow
     from workflows.sentiment import family
+    from workflows.sentiment.sources import ImdbReviews
 
     parser = argparse.ArgumentParser(prog="python benchmarks/imdb_bucketing.py",
                                      description=__doc__.split("\n")[0])
@@ -79,7 +80,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     config = workflow.CATALOG.make("bilstm_glove", overrides={  # the recorded variant
         "fine_tune_embeddings": False, "units": 32, "batch_size": 32})
-    prepared = imdb.prepare(args.imdb_path, workflow.data_settings(config), args.work_dir)
+    source = ImdbReviews(args.imdb_path)
+    prepared = source.prepare(workflow.data_settings(source, config), args.work_dir)
     matrix, _ = glove.build_embedding_matrix(prepared.vocabulary(), glove.load_word_vectors())
     seconds, models = interleaved_runs(config, prepared, matrix, args.rounds, args.steps)
     padded = dataclasses.replace(config, bucketing=False)

@@ -117,6 +117,7 @@ def main(argv=None):
     from data_prep import cache, imdb
     from workflows import imdb_sentiment as workflow
     from workflows.core import models, runs
+    from workflows.sentiment.sources import source_of_run
 
     parser = argparse.ArgumentParser(prog="python benchmarks/serving_load.py",
                                      description=__doc__.split("\n")[0])
@@ -139,8 +140,8 @@ def main(argv=None):
                             if args.model_uri else None)
     model_uri = args.model_uri or models.model_uri(run.info.run_id)
     config = runs.config_of(workflow.LESSON, run)
-    files = workflow.texts_files(run.data.params)  # a run of a user's texts: theirs
-    texts = workflow.load_data(config, args.imdb_path, args.work_dir, files).prepared.texts("test")
+    source = source_of_run(run, args.imdb_path)  # a run of a user's texts: theirs
+    texts = workflow.load_data(config, source, args.work_dir).prepared.texts("test")
     size = args.reviews_per_request
     payloads = [[texts[(i * size + k) % len(texts)] for k in range(size)]
                 for i in range(args.requests)]

@@ -27,30 +27,31 @@ from workflows.core.cli import LessonCLI, check_texts, read_texts
 from workflows.core.config import Catalog, ConfigError
 from workflows.core.lesson import Built, Lesson, ModelExport, RunDataset, dataset_digest
 from workflows.sentiment.family import CLASS_WEIGHTS
+from workflows.sentiment.sources import (
+    EXAMPLES,
+    TEXTS_OPTIONS,
+    ImdbReviews,
+    classes_of_run,
+    source_of,
+    source_of_run,
+)
 from workflows.sentiment.user_texts import (
-    TEXTS_FAMILIES,
-    check_augmentation,
     encoder_missing,
     leaderboard_budget,
     leaderboard_models,
     print_leaderboard,
     scored_texts,
-    texts_files,
-    texts_params,
     validation_score,
 )
 
 EXPERIMENT = "imdb_sentiment"
+IMDB = ImdbReviews()  # the reviews at $NLPKIT_IMDB_PATH, in the cache, or downloaded
 PYFUNC_FILE = Path(__file__).parent / "sentiment" / "pyfunc.py"  # every classifier folder
 # `ensemble`: what the weights are fitted on (the validation reviews, or them and a slice
 # of one or two sentences of each, labelled as its review: weights and confidence for
 # short text), and a general-purpose lexicon to add as a member (`sentiment/lexicon.py`)
 FIT_ON = ("reviews", "reviews+slices")
 LEXICONS = ("none", "vader")
-EXAMPLES = ["A gripping, beautifully shot film.", "Dull, predictable and far too long."]
-# the data flags of a user's labelled texts (`data_prep.text_classes.add_texts_arguments`)
-TEXTS_OPTIONS = ("texts", "validation_texts", "test_texts", "text_column", "label_column")
-TEXTS_PARAMS = (*TEXTS_OPTIONS, "classes")  # what a run of them logs (`texts_params`)
 
 
 # ## The models
@@ -92,37 +93,25 @@ def complete_config(config):
 
 
 # ## Prepare the data
-# Reviews, vocabulary and token ids come from data_prep (cached); embeddings too.
+# The labelled texts come from one source (`sentiment/sources.py`: the IMDB reviews or
+# a user's file), prepared by data_prep (cached); embeddings too.
 
 
-def data_settings(config=None, texts=False):
-    """The prepared-data settings a config needs: the vocabulary size and length of the
-    token ids if it reads them, its validation share (the unlabelled reviews feed
-    Word2Vec and Doc2Vec). `texts`: a user's texts' (`TextsSettings`)."""
+def data_settings(source, config=None):
+    """The prepared-data settings of `source` a config needs: the vocabulary size and
+    length of the token ids if it reads them, its validation share."""
     fields = {name: getattr(config, name) for name in ("max_tokens", "sequence_length")}  \
         if hasattr(config, "max_tokens") and hasattr(config, "sequence_length") else {}
     if config is not None:
         fields["val_fraction"] = config.val_fraction
-    if texts:
-        return text_classes.TextsSettings(**fields)
-    return imdb.ImdbSettings(include_unlabelled=True, **fields)
+    return source.settings(**fields)
 
 
-def prepared_data(settings_of, imdb_path=None, work_dir=None, files=None, verbose=False):
-    """The prepared IMDB reviews, or the user's labelled texts `files` (a `TextsFiles`),
-    with the settings `settings_of(texts)` gives."""
-    if files is not None:
-        return text_classes.prepare(files, settings_of(True), work_dir, verbose)
-    return imdb.prepare(imdb_path, settings_of(False), work_dir, verbose)
-
-
-def prepare(imdb_path=None, work_dir=None, word2vec_vectors=True, glove_source=None,
-            glove_dim=None, files=None):
-    """Prepares the reviews or your texts (and Word2Vec vectors) and prints a summary
-    with coverage."""
+def prepare(source, work_dir=None, word2vec_vectors=True, glove_source=None, glove_dim=None):
+    """Prepares the texts of `source` (and Word2Vec vectors) and prints a summary with
+    coverage."""
     started = time.perf_counter()
-    prepared = prepared_data(lambda texts: data_settings(texts=texts), imdb_path, work_dir,
-                             files, verbose=True)
+    prepared = source.prepare(data_settings(source), work_dir, verbose=True)
     summary = {"directory": str(prepared.directory), **prepared.summary}
     from workflows.sentiment import rnn
 
@@ -137,23 +126,21 @@ def prepare(imdb_path=None, work_dir=None, word2vec_vectors=True, glove_source=N
 
 
 @dataclass
-class ImdbData:
+class LabelledData:
     prepared: imdb.PreparedImdb  # or `AugmentedImdb`: its train split has extra rows
     fingerprint: str  # the prepared folder, a hash of its vocabulary, the augmentation
     augmentation: dict = dataclasses.field(default_factory=dict)  # what was added
     encoder: Path | None = None  # `encoder`: the pretrained encoder's folder
-    files: text_classes.TextsFiles | None = None  # a user's texts (None: IMDB)
+    source: object = IMDB  # where the texts came from (`sentiment/sources.py`)
 
 
-def load_data(config, imdb_path=None, work_dir=None, files=None):
-    """The prepared reviews (or the user's labelled texts `files`) `config` trains on,
-    augmented if it says so, and their fingerprint, which includes a pretrained
-    encoder's weights."""
+def load_data(config, source=IMDB, work_dir=None):
+    """The prepared texts of `source` that `config` trains on, augmented if it says so,
+    and their fingerprint, which includes a pretrained encoder's weights."""
     from data_prep import cache
 
-    check_augmentation(config.augment, files)
-    prepared = prepared_data(lambda texts: data_settings(config, texts), imdb_path, work_dir,
-                             files)
+    source.check_augmentation(config.augment)
+    prepared = source.prepare(data_settings(source, config), work_dir)
     vocabulary_hash = cache.sha256_of(prepared.directory / "vocabulary.txt")[:12]
     fingerprint = f"{prepared.directory.name}:{vocabulary_hash}"
     folder = None
@@ -163,12 +150,18 @@ def load_data(config, imdb_path=None, work_dir=None, files=None):
         folder = encoders.encoder_folder(config.encoder, work_dir)
         fingerprint += ":encoder-" + encoders.encoder_digest(folder, work_dir)[:16]
     if config.augment == "none":
-        return ImdbData(prepared, fingerprint, encoder=folder, files=files)
+        return LabelledData(prepared, fingerprint, encoder=folder, source=source)
     from workflows.sentiment import augmentation
 
     added = augmentation.augment(config, prepared, work_dir)
-    return ImdbData(augmentation.AugmentedImdb(prepared, added),
-                    f"{fingerprint}:{added.name}", added.summary, folder, files)
+    return LabelledData(augmentation.AugmentedImdb(prepared, added),
+                        f"{fingerprint}:{added.name}", added.summary, folder, source)
+
+
+def data_source(args):
+    """The source of a step's data flags (`sentiment/sources.py`)."""
+    place = CLI.data_place(args)
+    return source_of(place.options, place.path)
 
 
 def check_training_data(args):
@@ -176,19 +169,20 @@ def check_training_data(args):
     runs (round-trip translators) or any data is read."""
     from workflows.core.cli import overrides_from_args
 
+    text_classes.files_of(args)  # a split's file without --texts is refused
     augment = getattr(args, "augment", None) or overrides_from_args(args).get("augment")
-    check_augmentation(augment, text_classes.files_of(args))
+    data_source(args).check_augmentation(augment)
 
 
-def augment(config, imdb_path=None, work_dir=None, files=None):
+def augment(config, source, work_dir=None):
     """`augment`: makes (or finds) the augmented train rows `config` trains on, ahead of
-    `train`, and prints a few with the reviews they came from."""
+    `train`, and prints a few with the texts they came from."""
     from workflows.sentiment import augmentation
 
     if config.augment == "none":
         raise ConfigError("Say which augmentation: --augment round_trip (paraphrases by "
                           "the translation lesson's translators) or --augment edit.")
-    data = load_data(config, imdb_path, work_dir, files)
+    data = load_data(config, source, work_dir)
     added, originals = data.prepared.augmentation, data.prepared.prepared.texts("train")
     picked = augmentation.units(originals, config.augment_unit, config.augment_copies,
                                 config.augment_fraction, config.seed)
@@ -220,12 +214,11 @@ class SentimentLesson(Lesson):
         return complete_config(config)
 
     def load_data(self, config, place):
-        return load_data(config, place.path, place.work_dir, texts_files(place.options))
+        return load_data(config, source_of(place.options, place.path), place.work_dir)
 
     def datasets(self, config, data, place):
         added = f" + {config.augment}" if data.augmentation else ""
-        corpus = Path(data.files.texts).name if data.files else "aclImdb"
-        return [RunDataset(f"{corpus} {split}{added if split == 'train' else ''}",
+        return [RunDataset(f"{data.source.corpus} {split}{added if split == 'train' else ''}",
                            dataset_digest(data.fingerprint, split),
                            str(data.prepared.directory), context,
                            len(data.prepared.labels(split)))
@@ -235,7 +228,8 @@ class SentimentLesson(Lesson):
         trainable = family(config.model).build(config, data)
         added = {key: value for key, value in data.augmentation.items()
                  if isinstance(value, (int, float))}
-        return Built(trainable.model, trainable, params=texts_params(data), tags=trainable.tags,
+        return Built(trainable.model, trainable, params=data.source.params(data.prepared),
+                     tags=trainable.tags,
                      artifacts={**trainable.artifacts, **({"augmentation.json":
                                 data.augmentation} if data.augmentation else {})},
                      metrics={**trainable.metrics, **added})
@@ -251,10 +245,10 @@ class SentimentLesson(Lesson):
     def export(self, config, data, built):
         from workflows.sentiment.text_classifier import calibrated
 
-        answers = "classes" if data.files else "probability"  # IMDB's: P(positive)
+        source = data.source
         return ModelExport("classifier", calibrated(built.parts.classifier, data.prepared,
-                                                    answers), PYFUNC_FILE,
-                           [data.prepared.texts("val")[0][:500]] if data.files else EXAMPLES[:1],
+                                                    source.answers), PYFUNC_FILE,
+                           source.examples(data.prepared)[:1],
                            packages=("sentiment", "causal_lm"),
                            requirements=("gensim",) if config.model == "doc2vec" else ())
 
@@ -268,9 +262,9 @@ LESSON = SentimentLesson()
 
 def evaluate(run_id=None, imdb_path=None, work_dir=None, model_uri=None, top_wrong=20,
              texts_file=None, text_column=None, label_column=None):
-    """Metrics of a run's model on its test split (the test reviews, or the test texts
-    of the user's texts it trained on), or on the labelled texts of `texts_file` (see
-    `data_prep.labelled_texts`), printed and logged back to that run.
+    """Metrics of a run's model on the test split of the texts it trained on, or on the
+    labelled texts of `texts_file` (see `data_prep.labelled_texts`), printed and logged
+    back to that run.
 
     Metric names start with `test_`, or with `texts_<file stem>_`, so one run holds
     its scores on several files.
@@ -279,44 +273,38 @@ def evaluate(run_id=None, imdb_path=None, work_dir=None, model_uri=None, top_wro
     from workflows.core import models, runs, tracking
     from workflows.sentiment import evaluation
 
-    source = {}
     run = runs.model_run(LESSON, run_id, model_uri)
-    classes = json.loads(run.data.params["classes"]) if "classes" in run.data.params else None
-    if texts_file:
-        texts, labels = scored_texts(texts_file, text_column, label_column, classes)
-        name = "texts_" + re.sub(r"[^0-9a-zA-Z]+", "_", Path(texts_file).stem).strip("_").lower()
-        source = {"file": str(texts_file), "sha256": cache.sha256_of(texts_file)}
+    source, classes = source_of_run(run, imdb_path), classes_of_run(run)
     model = models.load_pyfunc(run)
-    if not texts_file:  # an ensemble has no config: any settings give the same test reviews
+    if texts_file:
+        texts, labels = scored_texts(texts_file, text_column, label_column,
+                                     classes if source.answers == "classes" else None)
+        name = "texts_" + re.sub(r"[^0-9a-zA-Z]+", "_", Path(texts_file).stem).strip("_").lower()
+        file = {"file": str(texts_file), "sha256": cache.sha256_of(texts_file)}
+        scored_on = RunDataset(Path(texts_file).name, file["sha256"][:12], str(texts_file),
+                               "test", len(texts))
+    else:  # an ensemble has no config: its members' validation share
         config = runs.config_of(LESSON, run) if run.data.params.get("model") in \
             CATALOG.models else None
-        prepared = trained_on(run, config, imdb_path, work_dir)
-        texts, labels, name = prepared.texts("test"), prepared.labels("test"), "test"
-    corpus = Path(run.data.params.get("texts", "aclImdb")).name
-    tracking.log_datasets([RunDataset(
-        Path(texts_file).name if texts_file else f"{corpus} test",
-        source["sha256"][:12] if texts_file else dataset_digest(prepared.directory.name, name),
-        str(texts_file or prepared.directory), "test", len(texts))], run.info.run_id)
-    return evaluation.score_and_log(run, model, (texts, labels, name, source), top_wrong,
-                                    classes)
+        prepared = trained_on(run, source, config, work_dir)
+        texts, labels, name, file = prepared.texts("test"), prepared.labels("test"), "test", {}
+        scored_on = RunDataset(f"{source.corpus} test",
+                               dataset_digest(prepared.directory.name, name),
+                               str(prepared.directory), "test", len(texts))
+    tracking.log_datasets([scored_on], run.info.run_id)
+    return evaluation.score_and_log(run, model, (texts, labels, name, file), classes,
+                                    top_wrong)
 
 
-def trained_on(run, config, imdb_path=None, work_dir=None):
-    """The prepared data `run` trained on: the IMDB reviews, or the user's texts named
-    in its params, refused in one line if they changed since (their test split would
-    differ from the one held out)."""
-    params = run.data.params
-    if "texts" not in params:
-        return imdb.prepare(imdb_path, data_settings(config), work_dir, verbose=False)
-    files = texts_files({**params})
-    settings = data_settings(config, texts=True) if config else text_classes.TextsSettings(
-        val_fraction=float(params.get("val_fraction", text_classes.TextsSettings.val_fraction)))
-    prepared = text_classes.prepare(files, settings, work_dir, verbose=False)
-    trained = run.data.tags.get("dataset_fingerprint", "").split(":")[0]
-    if trained and trained != prepared.directory.name:
-        raise ConfigError(f"{files.texts} changed since run {run.info.run_id[:8]} trained on "
-                          "it, so its test split is not the one held out: score the run on "
-                          "held-out texts with --texts FILE, or train again.")
+def trained_on(run, source, config, work_dir=None):
+    """The prepared texts of `source` that `run` trained on (`config`'s settings, or the
+    validation share it logged), refused in one line where their test split is not the
+    one it held out (`check_test_split`)."""
+    settings = data_settings(source, config) if config else source.settings(
+        val_fraction=float(run.data.params.get("val_fraction",
+                                               source.settings().val_fraction)))
+    prepared = source.prepare(settings, work_dir)
+    source.check_test_split(run, prepared)
     return prepared
 
 
@@ -369,18 +357,10 @@ def ensemble(run_ids, imdb_path=None, work_dir=None, lexicon="none", fit_on="rev
             raise ConfigError(f"The runs hold out different validation shares ({sorted(fractions)}"
                               "): ensemble runs trained with the same --set val_fraction.")
         fraction = fractions.pop()
-        if "texts" in member_runs[0].data.params:  # a user's texts: the members' file
-            params = {key: member_runs[0].data.params[key] for key in TEXTS_PARAMS
-                      if key in member_runs[0].data.params}
-            prepared = text_classes.prepare(
-                texts_files(params), text_classes.TextsSettings(val_fraction=fraction),
-                work_dir, verbose=False)
-            return (prepared.texts("val"), prepared.labels("val"), prepared.directory.name,
-                    {"val_fraction": fraction, **params})
-        settings = dataclasses.replace(data_settings(), val_fraction=fraction)
-        prepared = imdb.prepare(imdb_path, settings, work_dir, verbose=False)
+        source = source_of_run(member_runs[0], imdb_path)
+        prepared = source.prepare(source.settings(val_fraction=fraction), work_dir)
         return (prepared.texts("val"), prepared.labels("val"), prepared.directory.name,
-                {"val_fraction": settings.val_fraction})
+                {"val_fraction": fraction, **source.params(prepared)})
 
     return ensemble_run.ensemble(EXPERIMENT, run_ids, validation, EXAMPLES[:1], lexicon,
                                  fit_on, calibration_texts, class_weight)
@@ -403,23 +383,22 @@ def run_lesson(args):
     the run to use; `--max-train-minutes` is the whole command's (`leaderboard_budget`)."""
     from workflows.core import runs
 
-    files = texts_files(CLI.data_place(args).options)
-    configs = CLI.configs(args, args.model or (
-        [*TEXTS_FAMILIES, "encoder"] if files else ["bow", "bilstm_glove"]))
+    source = data_source(args)
+    configs = CLI.configs(args, args.model or list(source.models))
     uses_word2vec = any(getattr(c, "embedding", "") == "word2vec" for c in configs)
-    prepared = prepare(args.imdb_path, args.work_dir, uses_word2vec, args.glove,
-                       args.glove_dim, files)
-    if files and not args.model:  # the encoder only if it can be had and fits the budget
+    prepared = prepare(source, args.work_dir, uses_word2vec, args.glove, args.glove_dim)
+    ranked = source.leaderboard
+    if ranked and not args.model:  # the encoder only if it can be had and fits the budget
         models, left_out = leaderboard_models(prepared.texts("train"),
                                               configs[0].max_train_minutes,
                                               lambda: encoder_missing(args, args.work_dir))
         if left_out:
             print(f"Leaving out the pretrained encoder: {left_out}.")
         configs = [config for config in configs if config.model in models]
-    examples = prepared.texts("val")[:3] if files else EXAMPLES
+    examples = source.examples(prepared)
     board, evaluations = [], []
     for index, config in enumerate(configs):
-        if files and config.max_train_minutes:  # the budget of the whole leaderboard
+        if ranked and config.max_train_minutes:  # the budget of the whole leaderboard
             config = dataclasses.replace(config, max_train_minutes=leaderboard_budget(
                 config.max_train_minutes, index, len(configs), evaluations,
                 then_ensemble=len(configs) > 1))
@@ -430,7 +409,7 @@ def run_lesson(args):
         predict(examples, run_id)
         evaluations.append(time.perf_counter() - trained)
         board.append((config.model, metrics, (time.perf_counter() - began) / 60, run_id))
-    if files:
+    if ranked:
         if len(board) > 1:
             began = time.perf_counter()
             run_id = ensemble([row[3] for row in board], args.imdb_path, args.work_dir)
@@ -450,8 +429,8 @@ CLI = LessonCLI(LESSON, "workflows.imdb_sentiment", __doc__.split("\n")[0], imdb
                 switches=("fine_tune_embeddings",),
                 data_options=TEXTS_OPTIONS, data_arguments=text_classes.add_texts_arguments)
 _prepare = CLI.step("prepare", "prepare reviews (or --texts), vocabulary and embeddings",
-                    lambda a: prepare(a.imdb_path, a.work_dir, not a.skip_word2vec, a.glove,
-                                      a.glove_dim, texts_files(CLI.data_place(a).options)),
+                    lambda a: prepare(data_source(a), a.work_dir, not a.skip_word2vec,
+                                      a.glove, a.glove_dim),
                     data=True)
 _prepare.add_argument("--glove", help="GloVe .txt/.zip or gensim .kv file")
 _prepare.add_argument("--glove-dim", type=int, help="dimension to read from glove.6B.zip")
@@ -459,7 +438,7 @@ _prepare.add_argument("--skip-word2vec", action="store_true",
                       help="do not train the Word2Vec vectors (about 5 min, once)")
 CLI.step("augment", "make the augmented train rows a config trains on (train makes them "
          "too): --augment round_trip or edit", lambda a: augment(
-             CLI.configs(a)[0], a.imdb_path, a.work_dir, texts_files(CLI.data_place(a).options)),
+             CLI.configs(a)[0], data_source(a), a.work_dir),
          data=True, train="config", check=check_training_data)
 CLI.step("train", "train one model (resumes an interrupted run)", CLI.train, data=True,
          train="one", check=check_training_data)

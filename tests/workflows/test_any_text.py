@@ -26,6 +26,7 @@ from data_prep.text import normalize_text
 from tests.data_prep.fixtures import write_tiny_encoder, write_tiny_hub_preset
 from workflows import imdb_sentiment as workflow
 from workflows.core import models, runs
+from workflows.sentiment.sources import LabelledFiles
 from workflows.sentiment.text_classifier import load_classifier, save_classifier
 
 # the characters that broke a vocabulary, or that real files carry
@@ -167,10 +168,10 @@ def tiny_trained(model, rows, labels, root, encoder=None):
     config = dataclasses.replace(config, **{name: value for name, value in TINY.items()
                                             if hasattr(config, name)}, **FAMILIES[model],
                                  **({"encoder": str(encoder)} if encoder else {}))
-    prepared = text_classes.prepare(text_classes.TextsFiles(str(path)),
-                                    workflow.data_settings(config, texts=True), root,
-                                    verbose=False)
-    trainable = family.build(config, workflow.ImdbData(prepared, "tiny", encoder=encoder))
+    source = LabelledFiles(text_classes.TextsFiles(str(path)))
+    prepared = source.prepare(workflow.data_settings(source, config), root)
+    data = workflow.LabelledData(prepared, "tiny", encoder=encoder, source=source)
+    trainable = family.build(config, data)
     trainable.model.fit(trainable.train_batches(0), epochs=1, verbose=0)
     return trainable.classifier, prepared
 

@@ -14,6 +14,7 @@ from tests.data_prep.fixtures import write_tiny_encoder, write_tiny_hub_preset
 from tests.workflows.test_any_text import AWKWARD, write_labelled
 from workflows import imdb_sentiment as workflow
 from workflows.core.model_folder import MODEL_FILE
+from workflows.sentiment.sources import LabelledFiles
 from workflows.sentiment.text_classifier import TextClassifier, save_classifier
 
 WORDS = ["good", "bad", "film", "plot", "great", "dull", "fine", "awful"]
@@ -51,10 +52,9 @@ def trained_classifier(model, root, encoder=None):
                                  **FAMILIES[model])
     if encoder is not None:
         config = dataclasses.replace(config, encoder=str(encoder))
-    prepared = text_classes.prepare(text_classes.TextsFiles(str(path)),
-                                    workflow.data_settings(config, texts=True), root,
-                                    verbose=False)
-    data = workflow.ImdbData(prepared, "tiny", encoder=encoder)
+    source = LabelledFiles(text_classes.TextsFiles(str(path)))
+    prepared = source.prepare(workflow.data_settings(source, config), root)
+    data = workflow.LabelledData(prepared, "tiny", encoder=encoder, source=source)
     trainable = workflow.family(family).build(config, data)
     trainable.model.fit(trainable.train_batches(0), epochs=1, steps_per_epoch=1, verbose=0)
     return trainable.classifier

@@ -14,6 +14,7 @@ from workflows import imdb_sentiment as workflow
 from workflows.core import models, runs
 from workflows.sentiment import token_ids
 from workflows.sentiment.calibration import Temperature
+from workflows.sentiment.sources import source_of
 
 TINY = ["--epochs", "2", "--set", "max_tokens=300", "--set", "batch_size=8"]
 CLASSES = ["negativo", "neutral", "positivo"]
@@ -142,10 +143,10 @@ def test_round_trip_augmentation_of_a_user_s_texts_is_one_line_before_anything_l
 
 def test_balanced_class_weights_weigh_each_class_alike(texts_store):
     path, _ = texts_store
-    files = workflow.texts_files({"texts": str(path), "text_column": "titular",
-                                  "label_column": "sentimiento"})
+    source = source_of({"texts": str(path), "text_column": "titular",
+                        "label_column": "sentimiento"})
     config = workflow.CATALOG.make("bilstm", None, {"class_weight": "balanced"})
-    data = workflow.load_data(config, files=files)
+    data = workflow.load_data(config, source)
     model = workflow.family("bilstm").build_model(config, 300, classes=3)
     trainable = token_ids.trainable(config, data.prepared, model, bucketing=True)
     counts = np.bincount(data.prepared.labels("train"))

@@ -126,8 +126,8 @@ def members_classes(member_runs, lexicon, fit_on, calibration_texts, class_weigh
     """The classes of members trained on a user's texts (None: IMDB's members); refuses
     members of different texts or classes, IMDB's options with them, or a class weight
     with IMDB's."""
-    found = {(run.data.params.get("texts"), run.data.params.get("classes"))
-             for run in member_runs}
+    found = {(run.data.params.get("texts"), run.data.params.get("classes")) if
+             "texts" in run.data.params else (None, None) for run in member_runs}
     if len(found) > 1:
         raise ConfigError("The runs were trained on different texts or classes: an ensemble "
                           "combines runs of the same --texts file (or all of IMDB).")

@@ -24,21 +24,6 @@ def binary_metrics(labels, probabilities, threshold=0.5):
             "recall": recall, "f1": f1, "confusion_matrix": [[tn, fp], [fn, tp]]}
 
 
-def class_f1_scores(labels, probabilities, threshold=0.5):
-    """F1 of each class (negative, positive), their mean (macro) and the micro F1,
-    which for one label per text equals the accuracy."""
-    labels = np.asarray(labels).astype(bool)
-    predicted = np.asarray(probabilities) >= threshold
-    scores = []
-    for positive in (False, True):
-        truth, guess = labels == positive, predicted == positive
-        hits = np.sum(truth & guess)
-        scores.append(float(2 * hits / (truth.sum() + guess.sum())) if truth.sum() + guess.sum()
-                      else 0.0)
-    return {"f1_negative": scores[0], "f1_positive": scores[1],
-            "macro_f1": float(np.mean(scores)), "micro_f1": float(np.mean(predicted == labels))}
-
-
 def calibration(labels, probabilities, bins=10):
     """Reliability of the probabilities: per equal-width bin, the mean predicted
     probability, the fraction of positives and the count; and the expected calibration
@@ -51,15 +36,6 @@ def calibration(labels, probabilities, bins=10):
     gaps = np.abs(np.array(predicted) - np.array(observed))
     return {"mean_predicted": predicted, "fraction_positive": observed, "count": counts,
             "expected_calibration_error": float(np.sum(gaps * counts) / len(labels))}
-
-
-def confidently_wrong(texts, labels, probabilities, count):
-    """The `count` texts the model got wrong with the most confidence."""
-    error = np.abs(np.asarray(probabilities) - np.asarray(labels))
-    worst = [i for i in np.argsort(-error)[:count] if error[i] > 0.5]
-    return {"label": [int(labels[i]) for i in worst],
-            "probability_positive": [round(float(probabilities[i]), 4) for i in worst],
-            "review": [texts[i][:1000] for i in worst]}
 
 
 def class_metrics(labels, probabilities, classes):
@@ -107,7 +83,7 @@ def top_label_calibration(labels, probabilities, bins=10):
     return calibration(correct, probabilities.max(axis=1), bins)
 
 
-def confidently_wrong_per_class(texts, labels, probabilities, classes, count):
+def confidently_wrong(texts, labels, probabilities, classes, count):
     """Per true class, the `count` texts the model got wrong with the most confidence,
     each with the class it chose and that class's probability."""
     probabilities, labels = np.asarray(probabilities), np.asarray(labels)
@@ -122,6 +98,15 @@ def confidently_wrong_per_class(texts, labels, probabilities, classes, count):
             table["probability"].append(round(float(confidence[i]), 4))
             table["text"].append(texts[i][:1000])
     return table
+
+
+def answer_matrix(answers, classes):
+    """`(texts, classes)` probabilities of a classifier pyfunc's answers: P(class 1) of
+    each text (IMDB's model), or dicts with their `probabilities` by class name."""
+    if len(answers) and not isinstance(answers[0], dict):
+        positive = np.asarray(answers, "float64")
+        return np.column_stack([1 - positive, positive])
+    return class_matrix(answers, classes)
 
 
 def class_matrix(answers, classes):

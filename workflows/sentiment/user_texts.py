@@ -1,46 +1,7 @@
-"""A user's labelled texts in the sentiment lesson: the data flags as files, what a run
-logs of them (so `evaluate` finds its test split again), a labelled file scored against
-a run's classes, and the leaderboard of `run --texts`."""
-
-import json
-from pathlib import Path
+"""A user's labelled texts in the sentiment lesson: a labelled file scored against a
+run's classes, and the leaderboard of `run --texts`."""
 
 import numpy as np
-
-from data_prep import text_classes
-from workflows.core.config import ConfigError
-
-
-def check_augmentation(augment, files):
-    """Refuses round-trip paraphrases of a user's texts: the kit's translators read
-    English reviews only."""
-    if files is not None and augment == "round_trip":
-        raise ConfigError("--augment round_trip paraphrases English reviews through the "
-                          "translation lesson's en-es runs; for your own texts use "
-                          "--augment edit.")
-
-
-def texts_files(options):
-    """The user's labelled texts the data flags name (`TextsFiles`), or None: IMDB."""
-    if not options.get("texts"):
-        return None
-    return text_classes.TextsFiles(**{field: options.get(option) for field, option in (
-        ("texts", "texts"), ("validation", "validation_texts"), ("test", "test_texts"),
-        ("text_column", "text_column"), ("label_column", "label_column"))})
-
-
-def texts_params(data):
-    """What a run of a user's texts logs of them: the files (absolute paths), columns and
-    classes, by which `evaluate` finds its test split again."""
-    if data.files is None:
-        return {}
-    files = data.files
-    given = {"texts": files.texts, "validation_texts": files.validation,
-             "test_texts": files.test}
-    return {**{key: str(Path(path).resolve()) for key, path in given.items() if path},
-            **{key: value for key, value in (("text_column", files.text_column),
-                                             ("label_column", files.label_column)) if value},
-            "classes": json.dumps(data.prepared.classes, ensure_ascii=False)}
 
 
 def scored_texts(path, text_column, label_column, classes):
