@@ -253,6 +253,12 @@ class SentimentLesson(Lesson):
                            requirements=("gensim",) if config.model == "doc2vec" else ())
 
 
+    def exportable(self, run, folder):
+        from workflows.sentiment import exported
+
+        return exported.exportable(run, exported.classifier_folder(folder))
+
+
 LESSON = SentimentLesson()
 
 

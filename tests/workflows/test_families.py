@@ -36,7 +36,11 @@ FAMILIES = {  # --model -> its tiny settings (a keras-hub preset or encoder fold
 
 @pytest.fixture(scope="module")
 def encoders_of(tmp_path_factory):
-    root = tmp_path_factory.mktemp("encoders")
+    return tiny_encoders(tmp_path_factory.mktemp("encoders"))
+
+
+def tiny_encoders(root):
+    """`{"encoder": the kit's BERT folder, "hub": a keras-hub preset}`, tiny, of `WORDS`."""
     return {"encoder": write_tiny_encoder(root / "bert", words=WORDS + ["yes", "no"]),
             "hub": write_tiny_hub_preset(root / "hub", "bert", WORDS)}
 

@@ -126,6 +126,13 @@ class LessonCLI:
         step = self.step("serve", "serve a run's model over HTTP (MLflow's scoring server)",
                          self.serve, model=True)
         add_model_server_flags(step)
+        step = self.step("export", "a run's model as ONNX, a SavedModel or LiteRT (int8 if "
+                         "asked), logged to the run, with how to call it", self.export,
+                         model=True)
+        step.add_argument("--format", required=True, help="onnx, saved_model or litert")
+        step.add_argument("--quantize", default="none", help="none or int8 (weights)")
+        step.add_argument("--work-dir", help="cache folder (default: $NLPKIT_WORK_DIR or "
+                                             "./work); exports go to its exports/")
 
     def main(self, argv=None):
         """Parses `argv` and runs the step; returns the exit status."""
@@ -288,6 +295,23 @@ class LessonCLI:
             self.lesson, args.run_id, args.model_uri, self.run_params(args)))
         servers.serve(args.model_uri or models.model_uri(run.info.run_id), args.host,
                       args.port, args.workers, serving_limits(args))
+
+    def export(self, args):
+        """`export`: the run's model in `--format` (`core/export.py`), logged to it."""
+        from data_prep.cache import work_dir
+        from workflows.core import export, models, runs
+
+        export.check_choice("--format", args.format, export.FORMATS)
+        export.check_choice("--quantize", args.quantize, export.QUANTIZATIONS)
+        run = runs.check_has_model(runs.model_run(
+            self.lesson, args.run_id, args.model_uri, self.run_params(args)))
+        with models.verified_model(run) as local:
+            exportable = self.lesson.exportable(run, local)
+        folder = export.export_run(exportable, run.info.run_id, args.format, args.quantize,
+                                   work_dir(args.work_dir) / "exports" / run.info.run_id)
+        export.log_export(run.info.run_id, folder)
+        print(f"Logged to run {run.info.run_id} as exports/{folder.name}. Call it (in "
+              f"{folder}, as its {export.USAGE_FILE}):\n\n{export.usage(folder)}")
 
     # ## Reading arguments
 

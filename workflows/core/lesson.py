@@ -182,6 +182,12 @@ class Lesson(abc.ABC):
     def export(self, config: TrainingOptions, data: LessonData, built: Built) -> ModelExport:
         """How the trained model is saved and logged."""
 
+    def exportable(self, run, folder):
+        """What the `export` step writes of `run`'s model, whose logged pyfunc is in
+        `folder`: a `core.export.Exportable`."""
+        raise ConfigError(f"The {self.experiment} lesson has no export yet: serve its "
+                          "models through MLflow (the serve step).")
+
     def train(self, config, place: DataPlace | None = None,
               request: TrainRequest | None = None) -> str:
         """Trains `config` (or resumes it, or finds it trained); returns the run id."""

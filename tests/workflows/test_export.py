@@ -1,0 +1,109 @@
+"""A run's model out of the kit: every sentiment family's classifier exported as ONNX, a
+SavedModel and LiteRT answers what the Keras model answers (its calibration inside) on
+100 inputs, in float32 (max abs difference <= 1e-4) and with int8 weights; the export
+step logs the artifact to the run and its five lines of usage run as printed; a bad
+format, an ensemble and a store without a model are one line."""
+
+import json
+import subprocess
+import sys
+
+import keras
+import mlflow
+import numpy as np
+import pytest
+
+from tests.workflows.test_any_text import AWKWARD, tiny_trained
+from tests.workflows.test_families import FAMILIES, ROWS, tiny_encoders, trained_classifier
+from workflows import imdb_sentiment as workflow
+from workflows.core import export, models, runs
+from workflows.core.export import Exportable
+from workflows.sentiment.calibration import Calibration, Temperature
+from workflows.sentiment.exported import as_arrays, calibrated_network
+
+ASKED = [*ROWS, *AWKWARD, "", "a good film " * 40, *ROWS[:22]]  # 100 texts
+FORMATS = list(export.FORMATS)
+
+
+def exported_answers(classifier, calibration, format, quantize, folder):
+    """The Keras model's and the exported artifact's answers to `ASKED`."""
+    model = calibrated_network(classifier, calibration)
+    arrays = as_arrays(classifier.preprocessor.encode(ASKED), model)
+    expected = keras.ops.convert_to_numpy(model(arrays))
+    exportable = Exportable(model, as_arrays(classifier.preprocessor.encode(ASKED[:1]), model))
+    written = export.export_run(exportable, "run0", format, quantize, folder)
+    answer, names = export.load_export(written)
+    return expected, answer(export.named_arrays(arrays, names))
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("format", FORMATS)
+@pytest.mark.parametrize("model", FAMILIES)
+def test_every_family_exports_with_the_answers_of_its_keras_model(model, format, tmp_path,
+                                                                  encoders_of):
+    classifier = trained_classifier(model, tmp_path, encoders_of.get(model))
+    expected, found = exported_answers(classifier, Temperature(1.7), format, "none",
+                                       tmp_path / "exports")
+    assert found.shape == (len(ASKED), 3)
+    assert np.abs(found - expected).max() <= 1e-4
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("format", FORMATS)
+def test_two_classes_export_their_platt_scaling_and_int8_weights_stay_close(format, tmp_path):
+    rows = [f"{'good' if i % 2 else 'bad'} film {i}" for i in range(24)]
+    classifier, _ = tiny_trained("bow", rows, ["yes" if i % 2 else "no" for i in range(24)],
+                                 tmp_path)
+    platt = Calibration(slope=1.4, intercept=-0.3)
+    expected, found = exported_answers(classifier, platt, format, "none", tmp_path / "f32")
+    assert np.abs(found - expected).max() <= 1e-4
+    expected_pyfunc = platt.apply(classifier.predict(ASKED))  # what the pyfunc answers
+    assert np.abs(found[:, 1] - expected_pyfunc).max() <= 1e-4
+    _, quantized = exported_answers(classifier, platt, format, "int8", tmp_path / "int8")
+    np.testing.assert_allclose(quantized.sum(axis=1), 1, atol=1e-5)
+    assert np.abs(quantized - found).max() <= 0.05  # int8 weights: close, not equal
+
+
+@pytest.mark.integration
+def test_the_export_step_logs_the_artifact_and_its_usage_runs(own_texts_store, capsys):
+    path = own_texts_store / "texts.tsv"
+    path.write_text("".join(f"{row}\t{'yes' if 'good' in row else 'no'}\n" for row in ROWS))
+    assert workflow.main(["train", "--texts", str(path), "--model", "bow", "--epochs", "1",
+                          "--set", "hidden_units=4"]) == 0
+    assert workflow.main(["export", "--format", "onnx"]) == 0
+    printed = capsys.readouterr().out
+    run = runs.model_run(workflow.LESSON)
+    logged = {item.path for item in mlflow.MlflowClient().list_artifacts(
+        run.info.run_id, "exports/onnx")}
+    assert {"exports/onnx/model.onnx", "exports/onnx/usage.py", "exports/onnx/classes.json",
+            "exports/onnx/preprocessing.json"} <= logged
+    folder = own_texts_store / "work" / "exports" / run.info.run_id / "onnx"
+    assert export.usage(folder) in printed
+    shown = subprocess.run([sys.executable, "usage.py"], cwd=folder, capture_output=True,
+                           text=True, check=True).stdout
+    answers = np.array(json.loads(shown))
+    served = models.load_pyfunc(run).predict(["A gripping, beautifully shot film."])[0]
+    classes = json.loads((folder / "classes.json").read_text())
+    np.testing.assert_allclose(answers[0], [served["probabilities"][name] for name in classes],
+                               atol=1e-4)
+
+
+def test_a_bad_format_or_quantization_is_one_line(own_texts_store, capsys):
+    for flags in (["--format", "pdf"], ["--format", "onnx", "--quantize", "int3"]):
+        assert workflow.main(["export", *flags]) == 2
+        error = capsys.readouterr().err.strip()
+        assert error.startswith("error:") and len(error.splitlines()) == 1
+    assert workflow.main(["export", "--format", "onnx"]) == 2  # no run has a model
+    assert "error:" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def encoders_of(tmp_path_factory):
+    return tiny_encoders(tmp_path_factory.mktemp("encoders"))
+
+
+@pytest.fixture
+def own_texts_store(tmp_path, monkeypatch, new_store, restore_tracking_uri):
+    monkeypatch.setenv("NLPKIT_WORK_DIR", str(tmp_path / "work"))
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", new_store(tmp_path / "mlflow.db"))
+    return tmp_path
