@@ -34,6 +34,7 @@ from workflows.sentiment.sources import (
     classes_of_run,
     source_of,
     source_of_run,
+    validation_texts,
 )
 from workflows.sentiment.user_texts import (
     encoder_missing,
@@ -356,20 +357,9 @@ def ensemble(run_ids, imdb_path=None, work_dir=None, lexicon="none", fit_on="rev
     calibration_texts = ensemble_run.calibration_texts(calibrate_on, text_column,
                                                        label_column) if calibrate_on else None
 
-    def validation(member_runs):
-        fractions = {float(run.data.params.get("val_fraction", imdb.ImdbSettings.val_fraction))
-                     for run in member_runs}
-        if len(fractions) > 1:
-            raise ConfigError(f"The runs hold out different validation shares ({sorted(fractions)}"
-                              "): ensemble runs trained with the same --set val_fraction.")
-        fraction = fractions.pop()
-        source = source_of_run(member_runs[0], imdb_path)
-        prepared = source.prepare(source.settings(val_fraction=fraction), work_dir)
-        return (prepared.texts("val"), prepared.labels("val"), prepared.directory.name,
-                {"val_fraction": fraction, **source.params(prepared)})
-
-    return ensemble_run.ensemble(EXPERIMENT, run_ids, validation, EXAMPLES[:1], lexicon,
-                                 fit_on, calibration_texts, class_weight)
+    return ensemble_run.ensemble(
+        EXPERIMENT, run_ids, lambda members: validation_texts(members, imdb_path, work_dir),
+        EXAMPLES[:1], lexicon, fit_on, calibration_texts, class_weight)
 
 
 def compare(sort_by=None, model=None, since=None, style="text", ascending=False):

@@ -3,7 +3,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from workflows.core import cli, config
+from workflows.core import cli, config, config_files
 
 
 @dataclass(frozen=True)
@@ -58,15 +58,15 @@ def test_yaml_file_then_set_flags(tmp_path):
 def test_a_yaml_key_given_twice_is_refused(tmp_path, content, message):
     (tmp_path / "run.yaml").write_text(content)
     with pytest.raises(config.ConfigError, match=message):
-        cli.read_yaml_mapping(tmp_path / "run.yaml")
+        config_files.read_yaml_mapping(tmp_path / "run.yaml")
 
 
 def test_a_config_that_is_no_regular_file_is_refused_before_it_is_read(tmp_path):
     big = tmp_path / "big.yaml"
-    big.write_text("# " + "x" * (cli.MAX_CONFIG_BYTES + 10))
+    big.write_text("# " + "x" * (config_files.MAX_CONFIG_BYTES + 10))
     for path in (big, tmp_path, "/dev/zero"):
         with pytest.raises(config.ConfigError, match="is not a YAML file of a config"):
-            cli.read_yaml_mapping(path)
+            config_files.read_yaml_mapping(path)
 
 
 def test_every_setting_of_every_lesson_declares_its_help():

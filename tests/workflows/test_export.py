@@ -13,6 +13,7 @@ import mlflow
 import numpy as np
 import pytest
 
+from tests.test_docs import doc_blocks
 from tests.workflows.test_any_text import AWKWARD, tiny_trained
 from tests.workflows.test_families import FAMILIES, ROWS, tiny_encoders, trained_classifier
 from workflows import imdb_sentiment as workflow
@@ -65,27 +66,28 @@ def test_two_classes_export_their_platt_scaling_and_int8_weights_stay_close(form
 
 
 @pytest.mark.integration
-def test_the_export_step_logs_the_artifact_and_its_usage_runs(own_texts_store, capsys):
+def test_the_export_step_logs_each_format_and_the_docs_lines_call_it(own_texts_store, capsys):
     path = own_texts_store / "texts.tsv"
     path.write_text("".join(f"{row}\t{'yes' if 'good' in row else 'no'}\n" for row in ROWS))
     assert workflow.main(["train", "--texts", str(path), "--model", "bow", "--epochs", "1",
                           "--set", "hidden_units=4"]) == 0
-    assert workflow.main(["export", "--format", "onnx"]) == 0
-    printed = capsys.readouterr().out
     run = runs.model_run(workflow.LESSON)
-    logged = {item.path for item in mlflow.MlflowClient().list_artifacts(
-        run.info.run_id, "exports/onnx")}
-    assert {"exports/onnx/model.onnx", "exports/onnx/usage.py", "exports/onnx/classes.json",
-            "exports/onnx/preprocessing.json"} <= logged
-    folder = own_texts_store / "work" / "exports" / run.info.run_id / "onnx"
-    assert export.usage(folder) in printed
-    shown = subprocess.run([sys.executable, "usage.py"], cwd=folder, capture_output=True,
-                           text=True, check=True).stdout
-    answers = np.array(json.loads(shown))
     served = models.load_pyfunc(run).predict(["A gripping, beautifully shot film."])[0]
-    classes = json.loads((folder / "classes.json").read_text())
-    np.testing.assert_allclose(answers[0], [served["probabilities"][name] for name in classes],
-                               atol=1e-4)
+    blocks = doc_blocks("docs/export.md", "example_inputs.npz")
+    assert len(blocks) == len(FORMATS)
+    for format, block in zip(FORMATS, blocks, strict=True):
+        assert workflow.main(["export", "--format", format]) == 0
+        folder = own_texts_store / "work" / "exports" / run.info.run_id / format
+        assert export.usage(folder) == block and block in capsys.readouterr().out
+        logged = {item.path for item in mlflow.MlflowClient().list_artifacts(
+            run.info.run_id, f"exports/{format}")}
+        assert {f"exports/{format}/{name}" for name in (
+            "usage.py", "classes.json", "preprocessing.json", "export.json")} <= logged
+        shown = subprocess.run([sys.executable, "-c", block], cwd=folder, text=True,
+                               capture_output=True, check=True).stdout
+        classes = json.loads((folder / "classes.json").read_text())
+        np.testing.assert_allclose(json.loads(shown)[0], [served["probabilities"][name]
+                                                          for name in classes], atol=1e-4)
 
 
 def test_a_bad_format_or_quantization_is_one_line(own_texts_store, capsys):

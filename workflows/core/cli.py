@@ -13,19 +13,18 @@ import dataclasses
 import sys
 from pathlib import Path
 
-import yaml
-
 from data_prep.sources import add_location_arguments
 from data_prep.text import text_lines
 from process.commands import import_backend
 from process.errors import run_command
-from workflows.core import tuning_space
+from workflows.core import export, tuning_space
 from workflows.core.config import (
     TRAINING_OPTIONS,
     ConfigError,
     TrainingOptions,
     applicable_fields,
 )
+from workflows.core.config_files import read_yaml_mapping, tune_block
 from workflows.core.lesson import DataPlace, TrainRequest
 from workflows.core.server_flags import add_model_server_flags, serving_limits
 
@@ -123,16 +122,12 @@ class LessonCLI:
                                            "`compare` prints it (default: the latest run)")
         step.add_argument("--alias", help="also point this alias at the new version "
                                           "(models:/NAME@ALIAS)")
-        step = self.step("serve", "serve a run's model over HTTP (MLflow's scoring server)",
-                         self.serve, model=True)
-        add_model_server_flags(step)
-        step = self.step("export", "a run's model as ONNX, a SavedModel or LiteRT (int8 if "
-                         "asked), logged to the run, with how to call it", self.export,
-                         model=True)
-        step.add_argument("--format", required=True, help="onnx, saved_model or litert")
-        step.add_argument("--quantize", default="none", help="none or int8 (weights)")
-        step.add_argument("--work-dir", help="cache folder (default: $NLPKIT_WORK_DIR or "
-                                             "./work); exports go to its exports/")
+        add_model_server_flags(self.step("serve", "serve a run's model over HTTP (MLflow's "
+                                         "scoring server)", self.serve, model=True))
+        export.add_export_arguments(self.step(
+            "export", "a run's model as ONNX, a SavedModel or LiteRT (int8 if asked), logged "
+            "to the run, with how to call it", lambda args: export.export_step(
+                self.lesson, lambda: self.model_run(args), args), model=True))
 
     def main(self, argv=None):
         """Parses `argv` and runs the step; returns the exit status."""
@@ -289,29 +284,17 @@ class LessonCLI:
         runs.register(self.lesson, args.run_id, args.name, args.alias)
 
     def serve(self, args):
-        from workflows.core import models, runs, servers
+        from workflows.core import models, servers
 
-        run = runs.check_has_model(runs.model_run(
-            self.lesson, args.run_id, args.model_uri, self.run_params(args)))
-        servers.serve(args.model_uri or models.model_uri(run.info.run_id), args.host,
-                      args.port, args.workers, serving_limits(args))
+        servers.serve(args.model_uri or models.model_uri(self.model_run(args).info.run_id),
+                      args.host, args.port, args.workers, serving_limits(args))
 
-    def export(self, args):
-        """`export`: the run's model in `--format` (`core/export.py`), logged to it."""
-        from data_prep.cache import work_dir
-        from workflows.core import export, models, runs
+    def model_run(self, args):
+        """The run with a model that `--run-id`, `--model-uri` and the run filters name."""
+        from workflows.core import runs
 
-        export.check_choice("--format", args.format, export.FORMATS)
-        export.check_choice("--quantize", args.quantize, export.QUANTIZATIONS)
-        run = runs.check_has_model(runs.model_run(
-            self.lesson, args.run_id, args.model_uri, self.run_params(args)))
-        with models.verified_model(run) as local:
-            exportable = self.lesson.exportable(run, local)
-        folder = export.export_run(exportable, run.info.run_id, args.format, args.quantize,
-                                   work_dir(args.work_dir) / "exports" / run.info.run_id)
-        export.log_export(run.info.run_id, folder)
-        print(f"Logged to run {run.info.run_id} as exports/{folder.name}. Call it (in "
-              f"{folder}, as its {export.USAGE_FILE}):\n\n{export.usage(folder)}")
+        return runs.check_has_model(runs.model_run(self.lesson, args.run_id, args.model_uri,
+                                                   self.run_params(args)))
 
     # ## Reading arguments
 
@@ -462,52 +445,6 @@ def overrides_from_args(args):
             raise ConfigError(f"--set expects KEY=VALUE, got {item!r}.")
         overrides[key.strip().replace("-", "_")] = value.strip()
     return overrides
-
-
-MAX_CONFIG_BYTES = 1 << 20  # a --config file larger than this is not a config
-
-
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """YAML's safe loader, refusing a key given twice in one mapping (YAML keeps the
-    last one in silence: a typo'd copy would win)."""
-
-    def construct_mapping(self, node, deep=False):
-        keys = [self.construct_object(key, deep=deep) for key, _ in node.value]
-        twice = sorted({str(key) for key in keys if keys.count(key) > 1})
-        if twice:
-            raise ConfigError(f"{', '.join(twice)} given twice (the mapping at line "
-                              f"{node.start_mark.line + 1}): keep one.")
-        return super().construct_mapping(node, deep)
-
-
-def read_yaml_mapping(path):
-    """The `field: value` mapping of a YAML file (plain YAML only: no Python tags, no
-    key given twice)."""
-    path = Path(path)
-    if path.exists() and (not path.is_file() or path.stat().st_size > MAX_CONFIG_BYTES):
-        raise ConfigError(f"--config {path} is not a YAML file of a config (a regular file "
-                          f"under {MAX_CONFIG_BYTES >> 20} MiB).")
-    try:
-        loaded = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader) or {}
-    except ConfigError as error:
-        raise ConfigError(f"--config {path}: {error}") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise ConfigError(f"Cannot read --config {path}: {error}.") from None
-    except yaml.YAMLError as error:
-        raise ConfigError(f"--config {path} is not valid YAML: "
-                          f"{' '.join(str(error).split())}") from None
-    if not isinstance(loaded, dict):
-        raise ConfigError(f"{path} must hold a mapping of field: value.")
-    return {str(key): value for key, value in loaded.items()}
-
-
-def tune_block(path):
-    """The `tune:` mapping of a `--config` file (empty when there is none)."""
-    block = read_yaml_mapping(path).get("tune") if path else None
-    if block is not None and not isinstance(block, dict):
-        raise ConfigError(f"The tune: block of {path} must be a mapping (space:, trials:, "
-                          "metric:, ...).")
-    return block or {}
 
 
 def verify_work_folder(work_dir=None):

@@ -49,6 +49,32 @@ class Exportable:
     outputs: str = "the model's outputs"
 
 
+def add_export_arguments(parser):
+    """The `export` step's own flags."""
+    parser.add_argument("--format", required=True, help="onnx, saved_model or litert")
+    parser.add_argument("--quantize", default="none", help="none or int8 (weights)")
+    parser.add_argument("--work-dir", help="cache folder (default: $NLPKIT_WORK_DIR or "
+                                           "./work); exports go to its exports/")
+
+
+def export_step(lesson, find_run, args):
+    """`export`: the model of the run `find_run()` gives (`lesson.exportable`) in
+    `--format`, logged to the run."""
+    from data_prep.cache import work_dir
+    from workflows.core import models
+
+    check_choice("--format", args.format, FORMATS)
+    check_choice("--quantize", args.quantize, QUANTIZATIONS)
+    run = find_run()
+    with models.verified_model(run) as local:
+        exportable = lesson.exportable(run, local)
+    folder = export_run(exportable, run.info.run_id, args.format, args.quantize,
+                        work_dir(args.work_dir) / "exports" / run.info.run_id)
+    log_export(run.info.run_id, folder)
+    print(f"Logged to run {run.info.run_id} as exports/{folder.name}. Call it (in {folder}, "
+          f"as its {USAGE_FILE}):\n\n{usage(folder)}")
+
+
 def export_run(exportable, run_id, format, quantize, folder):
     """Writes `exportable` in `format` (one of `FORMATS`), quantized to int8 or not, to
     `folder/<format>[-int8]` (replaced atomically), with the example's arrays, the files

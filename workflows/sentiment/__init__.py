@@ -10,7 +10,11 @@
   token ids the RNNs and the Transformer read, and their `ReviewTokens`.
 - `calibration`, `pyfunc`, `reviews`: Platt scaling, the one pyfunc of every classifier
   folder, the request check every sentiment pyfunc shares.
-- `evaluation`, `metrics`: the test metrics and figures.
+- `sources`: where a run's labelled texts come from (the IMDB reviews or a user's
+  file), one interface; `user_texts`: a labelled file scored against a run's classes,
+  the leaderboard of `run --texts`.
+- `evaluation`, `metrics`: the test metrics and figures, of any number of classes.
+- `exported`: a classifier as the `export` step writes it (calibration inside).
 - `augmentation`: extra train rows (round-trip translation, random edits).
 - `ensemble`, `ensemble_run`, `ensemble_pyfunc`, `lexicon`: stacking weights fitted on
   validation, the lesson's `ensemble` step and its pyfunc, the optional lexicon column.

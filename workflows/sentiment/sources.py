@@ -123,3 +123,18 @@ def classes_of_run(run):
     """The label of each class index of a run's model (IMDB's before runs logged them)."""
     logged = run.data.params.get("classes")
     return json.loads(logged) if logged else list(imdb.CLASSES)
+
+
+def validation_texts(member_runs, imdb_path=None, work_dir=None):
+    """(texts, labels, prepared folder name, params to log) of the validation split the
+    runs of an ensemble held out (refused where they held out different shares)."""
+    fractions = {float(run.data.params.get("val_fraction", imdb.ImdbSettings.val_fraction))
+                 for run in member_runs}
+    if len(fractions) > 1:
+        raise ConfigError(f"The runs hold out different validation shares ({sorted(fractions)}"
+                          "): ensemble runs trained with the same --set val_fraction.")
+    fraction = fractions.pop()
+    source = source_of_run(member_runs[0], imdb_path)
+    prepared = source.prepare(source.settings(val_fraction=fraction), work_dir)
+    return (prepared.texts("val"), prepared.labels("val"), prepared.directory.name,
+            {"val_fraction": fraction, **source.params(prepared)})
