@@ -24,6 +24,7 @@ from workflows.sentiment.exported import as_arrays, calibrated_network
 
 ASKED = [*ROWS, *AWKWARD, "", "a good film " * 40, *ROWS[:22]]  # 100 texts
 FORMATS = list(export.FORMATS)
+RECURRENT = ("bilstm",)  # LiteRT's interpreter lacks their loop's TensorFlow ops (Flex)
 
 
 def exported_answers(classifier, calibration, format, quantize, folder):
@@ -43,6 +44,10 @@ def exported_answers(classifier, calibration, format, quantize, folder):
 def test_every_family_exports_with_the_answers_of_its_keras_model(model, format, tmp_path,
                                                                   encoders_of):
     classifier = trained_classifier(model, tmp_path, encoders_of.get(model))
+    if format == "litert" and model in RECURRENT:
+        with pytest.raises(export.ExportFailedError, match="runtime cannot run this model"):
+            exported_answers(classifier, Temperature(1.7), format, "none", tmp_path / "out")
+        return
     expected, found = exported_answers(classifier, Temperature(1.7), format, "none",
                                        tmp_path / "exports")
     assert found.shape == (len(ASKED), 3)

@@ -99,13 +99,18 @@ def export_run(exportable, run_id, format, quantize, folder):
     converted(lambda: model.export(str(partial / artifact), format=keras_format,
                                    verbose=False, **options), format)
     seconds = time.perf_counter() - started
-    names = input_names(format, partial / artifact)
+    answer, names = loaded(format, partial / artifact)
     example = named_arrays(exportable.example, names)
+    import keras  # (here: the steps' --help loads no Keras)
+
+    difference = np.abs(ran(answer, example, format) - keras.ops.convert_to_numpy(
+        model(exportable.example))).max()  # (int8: the quantized model's, LiteRT's float's)
     np.savez(partial / EXAMPLE_FILE, **example)
     for file, value in {**exportable.beside, "export.json": {
             "run_id": run_id, "format": format, "quantize": quantize, "inputs": {
                 key: {"shape": ["batch", *array.shape[1:]], "dtype": str(array.dtype)}
-                for key, array in example.items()}, "outputs": exportable.outputs}}.items():
+                for key, array in example.items()}, "outputs": exportable.outputs,
+            "example_max_difference_from_keras": float(difference)}}.items():
         (partial / file).write_text(json.dumps(value, ensure_ascii=False, indent=1),
                                     encoding="utf-8")
     (partial / USAGE_FILE).write_text(USAGE[format].format(artifact=artifact), "utf-8")
@@ -130,14 +135,20 @@ def converted(export, format):
                                 "Another --format may take it.") from error
 
 
+def ran(answer, arrays, format):
+    """`answer(arrays)`; a runtime that cannot run the artifact is one line."""
+    try:
+        return answer(arrays)
+    except RuntimeError as error:
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
+        raise ExportFailedError(f"The {format} runtime cannot run this model ({first}): the "
+                                "format lacks an operation it needs (a recurrent layer's "
+                                "loop, in LiteRT); another --format may take it.") from None
+
+
 def check_choice(flag, value, choices):
     if value not in choices:
         raise ConfigError(f"{flag} {value!r} is not one of: {', '.join(choices)}.")
-
-
-def input_names(format, path):
-    """The names under which the artifact at `path` takes its inputs."""
-    return loaded(format, path)[1]
 
 
 def loaded(format, path):
