@@ -7,8 +7,9 @@ runtime, float32 and int8.
 Without `--run-id`: the latest run of `--model` (default bow) in the store, trained
 first with the lesson's defaults if there is none. Every text is preprocessed once (the
 preprocessor is the same Keras layer for every format: its time is reported apart);
-the formats answer the same arrays. Latency: the median of `--single` calls on one
-review; throughput: every test review in batches of `--batch-size`.
+the formats answer the same arrays, made batch by batch outside the timing. Latency:
+the median of `--single` calls on one review; throughput: every test review in
+batches of `--batch-size`, the model's time alone.
 """
 
 import argparse
@@ -26,62 +27,68 @@ VARIANTS = [("onnx", "none"), ("onnx", "int8"), ("saved_model", "none"),
             ("saved_model", "int8"), ("litert", "none"), ("litert", "int8")]
 
 
-def timed(answer, arrays, batch_size, single):
-    """(seconds for every row in batches, median seconds of one row, the answers)."""
+def timed(answer, chunks, single):
+    """(seconds answering every chunk, median seconds answering one text, the answers);
+    `chunks()` yields the arrays of each batch (made outside the timing)."""
     import numpy as np
 
-    rows = len(next(iter(arrays.values())))
-    started, chunks = time.perf_counter(), []
-    for start in range(0, rows, batch_size):
-        chunks.append(answer({name: array[start:start + batch_size]
-                              for name, array in arrays.items()}))
-    seconds = time.perf_counter() - started
-    one = {name: array[:1] for name, array in arrays.items()}
-    answer(one)  # warm
+    seconds, answers, first = 0.0, [], None
+    for arrays in chunks():
+        first = first or {name: array[:1] for name, array in arrays.items()}
+        started = time.perf_counter()
+        answers.append(answer(arrays))
+        seconds += time.perf_counter() - started
+    answer(first)  # warm
     latencies = []
     for _ in range(single):
         began = time.perf_counter()
-        answer(one)
+        answer(first)
         latencies.append(time.perf_counter() - began)
-    return seconds, statistics.median(latencies), np.concatenate(chunks)
+    return seconds, statistics.median(latencies), np.concatenate(answers)
 
 
 def measured(run, prepared, args):
-    """A row per variant (Keras first): size, latency, throughput, accuracy."""
+    """A row per variant (Keras first): size, latency, throughput, accuracy; and the
+    seconds the preprocessor took (once) to make every test review's arrays."""
     import keras
 
     from workflows.core import export, models
     from workflows.sentiment import exported
 
     texts, labels = prepared.texts("test"), prepared.labels("test")
+    spent = []
+
+    def chunks_for(model, names=None):
+        def chunks():
+            for start in range(0, len(texts), args.batch_size):
+                began = time.perf_counter()
+                arrays = exported.as_arrays(preprocessor.encode(
+                    texts[start:start + args.batch_size]), model)
+                spent.append(time.perf_counter() - began)
+                yield export.named_arrays(arrays, names) if names else \
+                    (arrays if isinstance(arrays, dict) else {"inputs": arrays})
+        return chunks
+
     with models.verified_model(run) as local:
         folder = exported.classifier_folder(local)
-        keras_size = export.folder_size(folder / "model.keras")
         base = exported.exportable(run, folder)
         preprocessor = exported.load_classifier(folder).preprocessor
-        started = time.perf_counter()
-        arrays = exported.as_arrays(preprocessor.encode(texts), base.model)
-        preprocess_seconds = time.perf_counter() - started
-        arrays = arrays if isinstance(arrays, dict) else {"inputs": arrays}
 
-        def keras_answer(batch):
+        def keras_answer(arrays):
             return keras.ops.convert_to_numpy(base.model.predict_on_batch(
-                batch if len(batch) > 1 else next(iter(batch.values()))))
+                arrays if len(arrays) > 1 else next(iter(arrays.values()))))
 
-        rows = [row_of("keras", "none", keras_size, *timed(keras_answer, arrays,
-                                                            args.batch_size, args.single),
-                       labels)]
+        rows = [row_of("keras", "none", export.folder_size(folder / "model.keras"),
+                       *timed(keras_answer, chunks_for(base.model), args.single), labels)]
+        preprocess_seconds = sum(spent)
         with tempfile.TemporaryDirectory() as out:
             for format, quantize in VARIANTS:
                 written = export.export_run(exported.exportable(run, folder), run.info.run_id,
                                             format, quantize, Path(out))
                 answer, names = export.load_export(written)
-                named = export.named_arrays(arrays if len(arrays) > 1 else
-                                            arrays["inputs"], names)
                 size = export.folder_size(written / export.FORMATS[format][1])
-                rows.append(row_of(format, quantize, size, *timed(answer, named,
-                                                                  args.batch_size,
-                                                                  args.single), labels))
+                rows.append(row_of(format, quantize, size, *timed(
+                    answer, chunks_for(base.model, names), args.single), labels))
     for row in rows:
         row["accuracy_delta"] = round(row["accuracy"] - rows[0]["accuracy"], 5)
     return rows, preprocess_seconds, len(texts)
