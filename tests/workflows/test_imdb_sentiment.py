@@ -335,20 +335,21 @@ def test_nbsvm_scales_ngrams_by_the_log_count_ratios_of_the_train_reviews(store)
     assert run.info.status == "FINISHED" and run.data.params["ngrams"] == "3"
     classifier = keras.saving.load_model(
         Path(run.data.tags["run_folder"]) / "classifier" / "model.keras")
-    vectorizer = classifier.preprocessor.vectorizer
-    assert isinstance(vectorizer, keras.layers.TextVectorization)
+    assert isinstance(classifier.preprocessor.vectorizer, keras.layers.TextVectorization)
     (linear,) = [layer for layer in classifier.network.layers
                  if isinstance(layer, layers.NaiveBayesLinear)]
     prepared = workflow.load_data(workflow.CATALOG.make("nbsvm", None, {})).prepared
     present = keras.ops.convert_to_numpy(
-        tf.sparse.to_dense(vectorizer(prepared.texts("train")))).astype(bool)
+        tf.sparse.to_dense(classifier.preprocessor.features(
+            tf.constant(prepared.texts("train"))))).astype(bool)
     labels = prepared.labels("train")
     p = present[labels == 1].sum(axis=0) + 1.0  # alpha = 1
     q = present[labels == 0].sum(axis=0) + 1.0
     expected = np.log(p / p.sum()) - np.log(q / q.sum())
     np.testing.assert_allclose(keras.ops.convert_to_numpy(linear.ratios), expected, rtol=1e-5,
                                atol=1e-5)
-    assert any(len(term.split()) == 3 for term in vectorizer.get_vocabulary())  # trigrams
+    assert any(len(term.split()) == 3 for term in  # trigrams
+               classifier.preprocessor.vectorizer.get_vocabulary())
     config = workflow.CATALOG.make("nbsvm", None, {})  # by default, one slice per review too
     texts, labels = imdb.split_texts(prepared, "train", config.sentence_slices, config.seed)
     assert len(texts) == 2 * len(labels) // 2 == 2 * len(prepared.texts("train"))

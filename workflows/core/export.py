@@ -127,8 +127,9 @@ def converted(export, format):
     try:
         return export()
     except ImportError as error:
-        raise ExportFailedError(f"--format {format} needs {error.name or error}: pip install "
-                                f"{RUNTIMES[format]}") from error
+        raise ExportFailedError(f"--format {format} needs {error.name}: pip install "
+                                f"{RUNTIMES[format]}" if error.name else
+                                f"--format {format}: {error}") from error
     except (ValueError, TypeError, NotImplementedError, RuntimeError) as error:
         first = (str(error).strip().splitlines() or [type(error).__name__])[0][:300]
         raise ExportFailedError(f"Keras could not export this model as {format}: {first}. "
@@ -139,11 +140,12 @@ def ran(answer, arrays, format):
     """`answer(arrays)`; a runtime that cannot run the artifact is one line."""
     try:
         return answer(arrays)
-    except RuntimeError as error:
+    except Exception as error:  # noqa: BLE001  any runtime's own error type (onnxruntime's Fail)
         first = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
         raise ExportFailedError(f"The {format} runtime cannot run this model ({first}): the "
                                 "format lacks an operation it needs (a recurrent layer's "
-                                "loop, in LiteRT); another --format may take it.") from None
+                                "loop, in LiteRT), or the converter got it wrong; another "
+                                "--format may take it.") from None
 
 
 def check_choice(flag, value, choices):

@@ -92,14 +92,15 @@ def bow_model(config, vocabulary_size, classes=2):
 
 
 def nbsvm_model(config, vocabulary_size, ratios=None, classes=2):
-    """Sparse binary n-gram vector -> NaiveBayesLinear -> sigmoid (two classes) or
-    softmax over one-vs-rest logits."""
+    """Binary n-gram vector (sparse on TensorFlow) -> NaiveBayesLinear -> sigmoid (two
+    classes) or softmax over one-vs-rest logits."""
     import keras
 
     import layers
     from workflows.sentiment.family import output_units
 
-    inputs = keras.Input(shape=(vocabulary_size,), sparse=True, name="ngrams")
+    inputs = keras.Input(shape=(vocabulary_size,), name="ngrams",
+                         sparse=keras.backend.backend() == "tensorflow")
     linear = layers.NaiveBayesLinear(config.beta, config.l2, units=output_units(classes))
     activation = "sigmoid" if classes == 2 else "softmax"
     outputs = keras.layers.Activation(activation, dtype="float32")(linear(inputs))
@@ -123,7 +124,10 @@ def build_model(config, vocabulary_size, ratios=None, classes=2):
 
 def ngram_vectorizer(config, prepared):
     """The n-gram `TextVectorization` of `bow` or `nbsvm` (binary and sparse), adapted
-    on the train texts (deterministic, so a resumed run gets the same vectorizer back)."""
+    on the train texts (deterministic, so a resumed run gets the same vectorizer back),
+    and the standardization its texts go through first: applied outside the layer
+    (`NgramFeatures` does), since Keras calls a layer's own standardization callable on
+    NumPy arrays on JAX and PyTorch, which a `tf.data` map cannot give it."""
     import keras
 
     from data_prep import imdb
@@ -143,14 +147,15 @@ def ngram_vectorizer(config, prepared):
     if prepared.settings.standardize == "any_language":  # a user's texts, any script
         standardize = standardize_any_language
     vectorizer = keras.layers.TextVectorization(
-        max_tokens=config.max_tokens, ngrams=config.ngrams, standardize=standardize,
-        output_mode="multi_hot" if nbsvm else config.output_mode, sparse=nbsvm)
+        max_tokens=config.max_tokens, ngrams=config.ngrams, standardize=None,
+        output_mode="multi_hot" if nbsvm else config.output_mode,
+        sparse=nbsvm and keras.backend.backend() == "tensorflow")  # (TensorFlow's alone)
     vectorizer.adapt(imdb.text_dataset(*_texts(config, prepared, "train"), 512)
-                     .map(lambda text, label: text))
-    return vectorizer
+                     .map(lambda text, label: standardize(text)))
+    return vectorizer, standardize
 
 
-def class_feature_counts(config, vectorizer, prepared):
+def class_feature_counts(config, features, prepared):
     """`(features, classes)` counts of each n-gram's presence in each class's training
     texts."""
     import tensorflow as tf  # n-gram vectorizers are TensorFlow layers
@@ -160,8 +165,10 @@ def class_feature_counts(config, vectorizer, prepared):
     counts, classes = 0, len(prepared.classes)
     for texts, labels in imdb.text_dataset(*_texts(config, prepared, "train"), 512):
         one_hot = tf.one_hot(labels, classes, dtype=tf.float32)
-        present = tf.cast(vectorizer(texts), tf.float32)
-        counts += tf.sparse.sparse_dense_matmul(present, one_hot, adjoint_a=True)
+        present = tf.cast(features(texts), tf.float32)
+        counts += tf.sparse.sparse_dense_matmul(present, one_hot, adjoint_a=True) \
+            if isinstance(present, tf.SparseTensor) else tf.matmul(present, one_hot,
+                                                                    transpose_a=True)
     return counts
 
 
@@ -191,10 +198,12 @@ def build(config, data):
     from workflows.sentiment.preprocessors import NgramFeatures
     from workflows.sentiment.text_classifier import TextClassifier
 
-    prepared = data.prepared
-    vectorizer, ratios = ngram_vectorizer(config, prepared), None
+    prepared, ratios = data.prepared, None
+    vectorizer, standardize = ngram_vectorizer(config, prepared)
+    preprocessor = NgramFeatures(vectorizer, standardize.__name__)
+    features = preprocessor.features
     if config.model == "nbsvm":
-        ratios = naive_bayes_ratios(class_feature_counts(config, vectorizer, prepared),
+        ratios = naive_bayes_ratios(class_feature_counts(config, features, prepared),
                                     config.alpha)
     model = build_model(config, vectorizer.vocabulary_size(), ratios, len(prepared.classes))
     texts = {split: _texts(config, prepared, split) for split in ("train", "val")}
@@ -204,13 +213,13 @@ def build(config, data):
         shuffle, seed = epoch is not None, config.seed + (epoch or 0)
         dataset = imdb.text_dataset(*texts[split], config.batch_size, shuffle, seed)
         if split == "train" and config.class_weight != "none":
-            return dataset.map(lambda text, label: (vectorizer(text), label,
+            return dataset.map(lambda text, label: (features(text), label,
                                                     tf.gather(weights, label)),
                                num_parallel_calls=tf.data.AUTOTUNE)
-        return dataset.map(lambda text, label: (vectorizer(text), label),
+        return dataset.map(lambda text, label: (features(text), label),
                            num_parallel_calls=tf.data.AUTOTUNE)
 
-    classifier = TextClassifier(model, NgramFeatures(vectorizer), prepared.classes,
+    classifier = TextClassifier(model, preprocessor, prepared.classes,
                                 requires=[layers.__name__], batch_size=64)
     return Trainable(model, lambda epoch: batches("train", epoch), batches("val"),
                      len(texts["train"][1]), classifier, tags={"model_family": config.model},

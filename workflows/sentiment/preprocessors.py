@@ -54,31 +54,42 @@ class ReviewTokens(TextPreprocessor):
 
 @keras.saving.register_keras_serializable(package=PACKAGE)
 class NgramFeatures(TextPreprocessor):
-    """Texts -> the n-gram features of the adapted `TextVectorization` (its vocabulary
-    saved with it, as Keras saves the layer): one shape, the vocabulary's size."""
+    """Texts -> the `standardize` function of `data_prep.text` (by name; None: the
+    vectorizer's own, as classifiers saved before it did) then the n-gram features of the
+    adapted `TextVectorization` (its vocabulary saved with it, as Keras saves the
+    layer): one shape, the vocabulary's size."""
 
-    def __init__(self, vectorizer, **kwargs):
+    def __init__(self, vectorizer, standardize=None, **kwargs):
         super().__init__(**kwargs)
-        self.vectorizer = vectorizer
+        self.vectorizer, self.standardize = vectorizer, standardize
+
+    def features(self, texts):
+        """The features of a batch of texts (a `tf.string` tensor: in `tf.data` too)."""
+        from data_prep.text import STANDARDIZATIONS
+
+        if self.standardize:
+            texts = {function.__name__: function
+                     for function in STANDARDIZATIONS}[self.standardize](texts)
+        return self.vectorizer(texts)
 
     def encode(self, texts):
         import tensorflow as tf  # the vectorizer is a TensorFlow layer
 
-        features = self.vectorizer(tf.constant(texts, tf.string))
+        features = self.features(tf.constant(texts, tf.string))
         if keras.backend.backend() == "tensorflow":
             return features
         return tf.sparse.to_dense(features).numpy() if isinstance(features, tf.SparseTensor) \
             else np.asarray(features)
 
     def get_config(self):
-        return {**super().get_config(),
+        return {**super().get_config(), "standardize": self.standardize,
                 "vectorizer": keras.saving.serialize_keras_object(self.vectorizer)}
 
     @classmethod
     def from_config(cls, config):
         from data_prep.text import register_standardizations
 
-        register_standardizations()  # the vectorizer's standardization, by name
+        register_standardizations()  # an earlier vectorizer's standardization, by name
         config = dict(config)
         return cls(keras.saving.deserialize_keras_object(config.pop("vectorizer")), **config)
 
