@@ -27,7 +27,7 @@ def main(argv=None):
     from workflows.core.servers import serve
 
     return run_command(lambda a: serve(a.model_uri, a.host, a.port, a.workers,
-                                       serving_limits(a)), args)
+                                       serving_limits(a), a.export), args)
 
 
 if __name__ == "__main__":

@@ -32,8 +32,9 @@ def post(url, body):
 
 
 @contextlib.contextmanager
-def served(model_uri, log_path, startup_seconds=180):
-    """Serves `model_uri` with `python -m workflows.serve_model` on a free loopback port.
+def served(model_uri, log_path, startup_seconds=180, flags=()):
+    """Serves `model_uri` with `python -m workflows.serve_model` (and `flags`) on a free
+    loopback port.
 
     Yields its URL; afterwards stops it with Ctrl-C and checks that no server process
     is left behind.
@@ -41,7 +42,8 @@ def served(model_uri, log_path, startup_seconds=180):
     port = free_port()
     with open(log_path, "w+") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "workflows.serve_model", model_uri, "--port", str(port)],
+            [sys.executable, "-m", "workflows.serve_model", model_uri, "--port", str(port),
+             *flags],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         url = f"http://127.0.0.1:{port}"
         try:

@@ -14,9 +14,11 @@ import numpy as np
 import pytest
 
 from tests.test_docs import doc_blocks
+from tests.workflows.serving import post, served
 from tests.workflows.test_any_text import AWKWARD, tiny_trained
 from tests.workflows.test_families import FAMILIES, ROWS, tiny_encoders, trained_classifier
 from workflows import imdb_sentiment as workflow
+from workflows import serve_model
 from workflows.core import export, models, runs
 from workflows.core.export import Exportable
 from workflows.sentiment.calibration import Calibration, Temperature
@@ -93,6 +95,32 @@ def test_the_export_step_logs_each_format_and_the_docs_lines_call_it(own_texts_s
         classes = json.loads((folder / "classes.json").read_text())
         np.testing.assert_allclose(json.loads(shown)[0], [served["probabilities"][name]
                                                           for name in classes], atol=1e-4)
+
+
+@pytest.mark.integration
+def test_a_served_model_answers_through_its_export_as_it_does_through_keras(own_texts_store,
+                                                                            capsys):
+    path = own_texts_store / "texts.tsv"
+    path.write_text("".join(f"{row}\t{['yes', 'no', 'maybe'][i % 3]}\n"
+                            for i, row in enumerate(ROWS)))
+    assert workflow.main(["train", "--texts", str(path), "--model", "bow", "--epochs", "1",
+                          "--set", "hidden_units=4"]) == 0
+    run = runs.model_run(workflow.LESSON)
+    uri = models.model_uri(run.info.run_id)
+    assert serve_model.main([uri, "--export", "onnx"]) == 2  # not exported yet
+    assert "has no export 'onnx'" in capsys.readouterr().err
+    assert workflow.main(["export", "--format", "onnx", "--quantize", "int8"]) == 0
+    asked = [*ROWS[:30], *(f"a good{character}film" for character in AWKWARD)]
+    expected = models.load_pyfunc(run).predict(asked)
+    with served(uri, own_texts_store / "server.log", flags=["--export", "onnx-int8",
+                                                             "--max-inputs", "100"]) as url:
+        status, body = post(url, json.dumps({"inputs": asked}).encode())
+        assert status == 200
+        for found, wanted in zip(body["predictions"], expected, strict=True):
+            np.testing.assert_allclose([found["probabilities"][c] for c in sorted(wanted[
+                "probabilities"])], [wanted["probabilities"][c] for c in sorted(wanted[
+                    "probabilities"])], atol=0.05)  # int8 weights: close, not equal
+        assert post(url, json.dumps({"inputs": ["a"] * 101}).encode())[0] == 413
 
 
 def test_a_bad_format_or_quantization_is_one_line(own_texts_store, capsys):

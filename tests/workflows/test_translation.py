@@ -415,11 +415,11 @@ def test_logged_translator_ships_only_the_code_it_needs(translation_store, tmp_p
                                                     dst_path=str(tmp_path)))
     assert sorted(p.name for p in code.iterdir()) == ["data_prep", "layers", "process", "workflows"]
     assert sorted(p.name for p in (code / "workflows").iterdir()) == ["core", "seq2seq"]
-    # of the core, the compiled model calls and batches, the model folder, the configs and
-    # the precision the model was built in
+    # of the core, the compiled model calls and batches, the model folder, the configs,
+    # the precision the model was built in and the exports it may be served through
     assert sorted(p.name for p in (code / "workflows" / "core").iterdir()) == [
         "__init__.py", "batches.py", "compilation.py", "config.py", "devices.py",
-        "model_folder.py", "precision.py"]
+        "export.py", "model_folder.py", "precision.py"]
 
 
 @pytest.mark.integration

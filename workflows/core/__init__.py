@@ -21,7 +21,8 @@
   compiled ahead). The four ship with every logged model.
 - `models`: the logged model: exported with its code and digest, loaded verified;
   `model_folder`: the one folder format every trained model is saved in; `export`: a
-  run's model out of the kit (ONNX, SavedModel, LiteRT; int8), the `export` step's.
+  run's model out of the kit (ONNX, SavedModel, LiteRT; int8), the `export` step's
+  (shipped with every logged model too: a served model may answer through its export).
 - `runs`: finding, comparing and registering runs; evaluations logged back to them.
 - `store`: the MLflow store, its experiments, runs opened and ended there, whether it
   answers; `tracking`: what a run records there (tags, params, its setup, each epoch,

@@ -287,7 +287,7 @@ class LessonCLI:
         from workflows.core import models, servers
 
         servers.serve(args.model_uri or models.model_uri(self.model_run(args).info.run_id),
-                      args.host, args.port, args.workers, serving_limits(args))
+                      args.host, args.port, args.workers, serving_limits(args), args.export)
 
     def model_run(self, args):
         """The run with a model that `--run-id`, `--model-uri` and the run filters name."""

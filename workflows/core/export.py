@@ -28,6 +28,8 @@ FORMATS = {"onnx": ("onnx", "model.onnx"), "saved_model": ("tf_saved_model", "sa
 QUANTIZATIONS = ("none", "int8")
 RUNTIMES = {"onnx": "tf2onnx onnxruntime", "saved_model": "tensorflow",  # (requirements.txt)
             "litert": "ai-edge-litert"}
+# set by `serve_model --export NAME`: the export folder a served pyfunc answers through
+SERVED_EXPORT_ENV = "NLPKIT_SERVED_EXPORT"
 EXAMPLE_FILE = "example_inputs.npz"  # the example's arrays, by the artifact's input names
 USAGE_FILE = "usage.py"  # the five lines that call it, runnable in the export's folder
 

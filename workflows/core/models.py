@@ -25,7 +25,7 @@ class ModelChangedError(UserError):
 # what the packages' models import of core: compiled steps, and the configs that the
 # model families' modules declare beside their classifiers
 SHIPPED_CORE = ("__init__.py", "batches.py", "compilation.py", "config.py", "devices.py",
-                "model_folder.py", "precision.py")
+                "export.py", "model_folder.py", "precision.py")
 DIGEST_TAG = "model_sha256"  # digest of every file of the run's logged model
 
 

@@ -35,6 +35,9 @@ def add_model_server_flags(parser):
                         default=default.concurrent,
                         help="most connections each worker takes at once, 1-100,000; the "
                              f"next get a 503 (default {default.concurrent})")
+    parser.add_argument("--export", metavar="NAME", help="answer through the run's export "
+                        "NAME (onnx, onnx-int8, saved_model, litert...: what its export step "
+                        "logged) instead of Keras; same requests and answers")
 
 
 def serving_limits(args):

@@ -10,7 +10,9 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import mlflow
 
@@ -104,21 +106,47 @@ def server_environment():
     return {**os.environ, "MLFLOW_TRACKING_URI": store.tracking_uri()}
 
 
-def serve(model_uri, host="127.0.0.1", port=5001, workers=1, limits=None):
+def serve(model_uri, host="127.0.0.1", port=5001, workers=1, limits=None, export=None):
     """Checks that `model_uri` exists and that its files are the ones logged, then serves
-    that verified copy until Ctrl-C, within `limits` (`ServingLimits`)."""
+    that verified copy until Ctrl-C, within `limits` (`ServingLimits`); with `export`
+    (a name the run's export step logged, `onnx-int8`), answering through that export
+    (same requests, same limits, same answers' format)."""
     limits = limits or ServingLimits()
     mlflow.set_tracking_uri(store.tracking_uri())
     run = mlflow.get_run(runs.source_run_id(model_uri))
     url = f"http://{host}:{port}"
-    banner = (f"Serving {model_uri} (run {run.info.run_id}) at {url}; at most "
+    banner = (f"Serving {model_uri} (run {run.info.run_id}"
+              + (f", through its export {export}" if export else "") + f") at {url}; at most "
               f"{limits.max_inputs:,} inputs and {limits.max_request_mb:g} MiB a request; "
               f"Ctrl-C to stop. Try:\n"
               f"  curl -s {url}/invocations -H 'Content-Type: application/json' "
               "-d '{\"inputs\": [\"Your text here.\"]}'")
     command = model_server_command(host, port, workers, limits)
     check_can_serve(command, host, port)
-    with models.verified_model(run) as local:
-        return run_until_stopped(command, "Model server", banner,
-                                 env={**server_environment(), **limits.environment(local)})
+    with models.verified_model(run) as local, tempfile.TemporaryDirectory() as copy:
+        through = served_export(run, local, export, copy) if export else {}
+        return run_until_stopped(command, "Model server", banner, env={
+            **server_environment(), **limits.environment(local), **through})
+
+
+def served_export(run, local, name, folder):
+    """The environment that has the model in `local` answer through the export `name`
+    of `run`, downloaded into `folder`; refused in one line where the run has no such
+    export or its model cannot answer through one (logged before exports could)."""
+    from workflows.core.export import SERVED_EXPORT_ENV
+
+    logged = sorted(item.path.split("/")[-1] for item in
+                    mlflow.MlflowClient().list_artifacts(run.info.run_id, "exports"))
+    if name not in logged:
+        raise UserError(f"Run {run.info.run_id[:12]} has no export {name!r} (it has: "
+                        f"{', '.join(logged) or 'none'}): make it with the lesson's export "
+                        "step first.")
+    code = Path(local, "pyfunc.py")  # the model's own code: does it read the variable?
+    if not code.is_file() or "SERVED_EXPORT_ENV" not in code.read_text("utf-8"):
+        raise UserError(f"Run {run.info.run_id[:12]}'s model cannot answer through an "
+                        "export (another lesson's, or logged before it could): serve it "
+                        "without --export, or train it again.")
+    path = mlflow.artifacts.download_artifacts(run_id=run.info.run_id,
+                                               artifact_path=f"exports/{name}", dst_path=folder)
+    return {SERVED_EXPORT_ENV: str(path)}
 

@@ -8,6 +8,7 @@ vocabulary). An ensemble (several models and a lexicon in Python) is not exporte
 export its members.
 """
 
+import json
 from pathlib import Path
 
 import keras
@@ -78,14 +79,17 @@ def calibrated_network(classifier, calibration):
 def as_arrays(encoded, model):
     """A preprocessor's output as the exported model's inputs take it: dense NumPy
     arrays of the inputs' dtypes."""
-    def dense(value, tensor):
-        if hasattr(value, "indices") and hasattr(value, "dense_shape"):  # tf.SparseTensor
-            import tensorflow as tf
+    return keras.tree.map_structure(lambda value, tensor: dense(value).astype(tensor.dtype),
+                                    encoded, model.input)
 
-            value = tf.sparse.to_dense(value)
-        return keras.ops.convert_to_numpy(value).astype(tensor.dtype)
 
-    return keras.tree.map_structure(dense, encoded, model.input)
+def dense(value):
+    """A preprocessor's array (a `tf.SparseTensor` too) as a dense NumPy array."""
+    if hasattr(value, "indices") and hasattr(value, "dense_shape"):  # tf.SparseTensor
+        import tensorflow as tf
+
+        value = tf.sparse.to_dense(value)
+    return keras.ops.convert_to_numpy(value)
 
 
 def described_assets(preprocessor):
@@ -103,6 +107,37 @@ def described_assets(preprocessor):
         assets = {"inputs": "the preset's own preprocessor: keras_hub.models."
                             f"{type(preprocessor.preprocessor).__name__}"}
     return {key: value for key, value in assets.items() if not isinstance(value, np.ndarray)}
+
+
+class ExportedAnswers:
+    """A classifier's calibrated class probabilities through its export in `folder`
+    (`core/export.py`): `preprocessor` (the classifier's) makes the arrays, the format's
+    runtime answers; `batch_size` texts a call, shortest first (few padded widths)."""
+
+    def __init__(self, folder, preprocessor, batch_size=64):
+        from workflows.core.export import load_export
+
+        settings = json.loads((Path(folder) / "export.json").read_text("utf-8"))
+        self.answer, self.names = load_export(folder)
+        self.dtypes = {name: spec["dtype"] for name, spec in settings["inputs"].items()}
+        self.preprocessor, self.batch_size = preprocessor, batch_size
+
+    def probabilities(self, texts):
+        from workflows.core.export import named_arrays
+
+        order = np.argsort([len(text) for text in texts], kind="stable")
+        rows = np.zeros((len(texts), 0))
+        for start in range(0, len(texts), self.batch_size):
+            batch = order[start:start + self.batch_size]
+            encoded = keras.tree.map_structure(dense, self.preprocessor.encode(
+                [texts[i] for i in batch]))
+            arrays = {name: array.astype(self.dtypes[name]) for name, array in
+                      named_arrays(encoded, self.names).items()}
+            answers = np.asarray(self.answer(arrays), "float64")
+            if not rows.shape[1]:
+                rows = np.zeros((len(texts), answers.shape[1]))
+            rows[batch] = answers
+        return rows
 
 
 def classifier_folder(model_folder):

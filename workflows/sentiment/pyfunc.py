@@ -11,12 +11,14 @@ user's texts each text's label and the probability of every class:
     # IMDB: [0.93]; a user's classes: [{"label": "positive", "probabilities": {...}}]
 """
 
+import os
 from typing import Any
 
 import mlflow
 import numpy as np
 from mlflow.pyfunc import PythonModel
 
+from workflows.core.export import SERVED_EXPORT_ENV
 from workflows.core.model_folder import read_settings
 from workflows.sentiment.calibration import load_calibration
 from workflows.sentiment.reviews import requested_reviews
@@ -31,6 +33,12 @@ class TextClassifierModel(PythonModel):
         self.classifier = load_classifier(folder)
         self.calibration = load_calibration(folder)
         self.answers = read_settings(folder, [MODEL_KIND]).get("answers", "classes")
+        self.exported = None
+        if os.environ.get(SERVED_EXPORT_ENV):  # (`serve_model --export`): its calibration
+            from workflows.sentiment.exported import ExportedAnswers  # is inside
+
+            self.exported = ExportedAnswers(os.environ[SERVED_EXPORT_ENV],
+                                            self.classifier.preprocessor)
 
     def predict(self, context, model_input: list[str], params=None) -> list[Any]:
         """Each text's calibrated P(class 1) (`answers="probability"`), or its most
@@ -40,7 +48,11 @@ class TextClassifierModel(PythonModel):
         Raises `MlflowException` (HTTP 400 when served) for an empty list or text.
         """
         texts = requested_reviews(model_input)
-        rows = self.calibration.apply(self.classifier.predict(texts))
+        if self.exported is not None:
+            rows = self.exported.probabilities(texts)
+            rows = rows[:, 1] if rows.shape[1] == 2 else rows
+        else:
+            rows = self.calibration.apply(self.classifier.predict(texts))
         if self.answers == PROBABILITY:
             return rows.tolist()
         if rows.ndim == 1:  # two classes: P(class 1)
