@@ -17,7 +17,7 @@ import numpy as np
 from workflows.core.config import ConfigError
 from workflows.core.export import Exportable
 from workflows.sentiment.calibration import EPSILON, Calibration, load_calibration
-from workflows.sentiment.text_classifier import load_classifier
+from workflows.sentiment.text_classifier import load_classifier, shortest_first
 
 EXPORTED_CLASSES = "classes.json"
 
@@ -125,19 +125,12 @@ class ExportedAnswers:
     def probabilities(self, texts):
         from workflows.core.export import named_arrays
 
-        order = np.argsort([len(text) for text in texts], kind="stable")
-        rows = np.zeros((len(texts), 0))
-        for start in range(0, len(texts), self.batch_size):
-            batch = order[start:start + self.batch_size]
-            encoded = keras.tree.map_structure(dense, self.preprocessor.encode(
-                [texts[i] for i in batch]))
-            arrays = {name: array.astype(self.dtypes[name]) for name, array in
-                      named_arrays(encoded, self.names).items()}
-            answers = np.asarray(self.answer(arrays), "float64")
-            if not rows.shape[1]:
-                rows = np.zeros((len(texts), answers.shape[1]))
-            rows[batch] = answers
-        return rows
+        def score(batch):
+            encoded = keras.tree.map_structure(dense, self.preprocessor.encode(batch))
+            return self.answer({name: array.astype(self.dtypes[name]) for name, array in
+                                named_arrays(encoded, self.names).items()})
+
+        return shortest_first(texts, self.batch_size, score, (0, 0))
 
 
 def classifier_folder(model_folder):

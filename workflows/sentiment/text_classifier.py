@@ -92,18 +92,13 @@ class TextClassifier(keras.Model):
         return self.probabilities(list(x), batch_size or self.batch_size)
 
     def probabilities(self, texts, batch_size):
-        order = np.argsort([len(text) for text in texts], kind="stable")
-        rows = None
-        for start in range(0, len(texts), batch_size):
-            batch = order[start:start + batch_size]
-            asked = [texts[i] for i in batch] + [""] * (batch_size - len(batch))
+        def score(batch):
+            asked = batch + [""] * (batch_size - len(batch))
             output = keras.ops.convert_to_numpy(self._forward(self.preprocessor.encode(asked)))
-            scores = class_probabilities(output[:len(batch)], len(self.classes))
-            if rows is None:
-                rows = np.zeros((len(texts), *scores.shape[1:]))
-            rows[batch] = scores
-        return rows if rows is not None else np.zeros(0 if len(self.classes) == 2
-                                                      else (0, len(self.classes)))
+            return class_probabilities(output[:len(batch)], len(self.classes))
+
+        return shortest_first(texts, batch_size, score,
+                              (0,) if len(self.classes) == 2 else (0, len(self.classes)))
 
     def get_config(self):
         network = keras.saving.serialize_keras_object(self.network)
@@ -122,6 +117,21 @@ class TextClassifier(keras.Model):
         network = keras.saving.deserialize_keras_object(config.pop("network"))
         preprocessor = keras.saving.deserialize_keras_object(config.pop("preprocessor"))
         return cls(network, preprocessor, **config)
+
+
+def shortest_first(texts, batch_size, score, empty_shape):
+    """`score(batch of texts)` of every text, the texts taken shortest first in batches of
+    `batch_size` (so each batch pads to few widths), back in their order; an array of
+    `empty_shape` for no texts."""
+    order = np.argsort([len(text) for text in texts], kind="stable")
+    rows = np.zeros(empty_shape)
+    for start in range(0, len(texts), batch_size):
+        batch = order[start:start + batch_size]
+        scores = np.asarray(score([texts[i] for i in batch]), "float64")
+        if not start:
+            rows = np.zeros((len(texts), *scores.shape[1:]))
+        rows[batch] = scores
+    return rows
 
 
 def class_probabilities(output, classes):
