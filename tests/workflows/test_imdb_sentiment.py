@@ -17,7 +17,7 @@ from tests.workflows.conftest import BOW, COMMON, RNN, first_runs_by_model
 from workflows import imdb_sentiment as workflow
 from workflows.core import fitting, runs, training
 from workflows.core.config import ConfigError
-from workflows.sentiment import calibration, doc2vec, ensemble
+from workflows.sentiment import calibration, doc2vec, ensemble, ensemble_run
 from workflows.sentiment import metrics as workflow_classification
 from workflows.sentiment.metrics import binary_metrics
 from workflows.sentiment.text_classifier import load_classifier
@@ -504,7 +504,9 @@ def test_an_ensemble_with_the_lexicon_fitted_on_slices_too_predicts_like_a_model
     (run,) = mlflow.search_runs([experiment.experiment_id], "params.lexicon = 'vader'",
                                 output_format="list")
     assert (run.data.params["members"], run.data.params["fit_on"]) == (bow, "reviews+slices")
-    assert len(json.loads(run.data.params["weights"])) == 2  # the member and the lexicon
+    shares = json.loads(run.data.params["weights"])  # the member's and the lexicon's
+    assert set(shares) == {f"member_0_bow_{bow[:8]}", "lexicon_vader"}
+    assert sum(shares.values()) == pytest.approx(1, abs=1e-3)
     val_reviews = len(workflow.load_data(workflow.CATALOG.make("bow", None, {})).prepared
                       .texts("val"))
     for name in ("best_val_accuracy", "best_val_slice_accuracy",  # one slice per review
@@ -559,11 +561,13 @@ def test_ensemble_weights_favour_the_informative_model():
     labels = rng.integers(0, 2, 400)
     informative = np.clip(labels * 0.6 + 0.2 + rng.normal(0, 0.1, 400), 0.01, 0.99)
     noise = rng.uniform(0.01, 0.99, 400)
-    probabilities = np.stack([noise, informative], axis=1)
+    probabilities = np.stack([np.column_stack([1 - p, p]) for p in (noise, informative)], 1)
     weights, bias = ensemble.fit_weights(probabilities, labels)
-    assert weights[1] > 5 * abs(weights[0])
+    shares = ensemble_run.member_shares(["noise", "informative"], weights)
+    assert shares["informative"] > 5 * shares["noise"]
     combined = ensemble.combine(probabilities, weights, bias)
-    assert np.mean((combined >= 0.5) == labels) >= np.mean((informative >= 0.5) == labels)
+    assert np.allclose(combined.sum(axis=1), 1)
+    assert np.mean(combined.argmax(1) == labels) >= np.mean((informative >= 0.5) == labels)
 
 
 @pytest.mark.integration  # a second model family, trained end to end
@@ -695,7 +699,8 @@ def test_an_ensemble_calibrated_on_short_texts_keeps_its_decisions(store, tmp_pa
     member = mlflow.pyfunc.load_model(f"runs:/{bow}/model")
     calibrated, plain = np.array(model.predict(samples)), np.array(member.predict(samples))
     served = model.unwrap_python_model()
-    combined = ensemble.combine(plain[:, None], served.weights, served.bias)
+    combined = ensemble.combine(np.column_stack([1 - plain, plain])[:, None], served.weights,
+                                served.bias)[:, 1]
     assert calibrated == pytest.approx(served.calibration.apply(combined, samples), abs=1e-6)
     assert np.array_equal(calibrated >= 0.5, combined >= 0.5)
     assert workflow.main(["evaluate", "--run-id", run.info.run_id, "--texts", str(texts)]) == 0

@@ -187,7 +187,7 @@ def test_two_classes_of_a_user_s_labels_answer_with_their_names(
 
 
 def test_stacking_weights_of_several_classes_favour_the_informative_member():
-    from workflows.sentiment.ensemble import combine_classes, fit_class_weights
+    from workflows.sentiment.ensemble import combine, fit_weights
 
     rng = np.random.default_rng(0)
     labels = rng.integers(0, 3, 300)
@@ -195,19 +195,15 @@ def test_stacking_weights_of_several_classes_favour_the_informative_member():
     informative[np.arange(300), labels] = 0.8
     noise = rng.dirichlet(np.ones(3), 300)
     stacked = np.stack([noise, informative], axis=1)
-    weights, bias = fit_class_weights(stacked, labels)
-    combined = combine_classes(stacked, weights, bias)
+    weights, bias = fit_weights(stacked, labels)
+    combined = combine(stacked, weights, bias)
     assert np.mean(combined.argmax(1) == labels) == 1.0
     weights = np.abs(np.array(weights))
     assert weights[3:].sum() > 3 * weights[:3].sum()  # the second member's rows
 
 
-def test_balanced_stacking_finds_more_of_a_rare_class_and_is_refused_on_imdb():
-    from types import SimpleNamespace
-
-    from workflows.core.config import ConfigError
-    from workflows.sentiment.ensemble import combine_classes, fit_class_weights
-    from workflows.sentiment.ensemble_run import members_classes
+def test_balanced_stacking_finds_more_of_a_rare_class():
+    from workflows.sentiment.ensemble import combine, fit_weights
     from workflows.sentiment.family import weights_of_classes
 
     rng = np.random.default_rng(1)
@@ -216,14 +212,31 @@ def test_balanced_stacking_finds_more_of_a_rare_class_and_is_refused_on_imdb():
     stacked = np.stack([member / member.sum(1, keepdims=True)] * 2, axis=1)
     found = {}
     for kind in ("none", "balanced"):
-        fitted = fit_class_weights(stacked, labels,
-                                   label_weights=weights_of_classes(kind, labels, 3))
-        predicted = combine_classes(stacked, *fitted).argmax(1)
+        fitted = fit_weights(stacked, labels,
+                             label_weights=weights_of_classes(kind, labels, 3))
+        predicted = combine(stacked, *fitted).argmax(1)
         found[kind] = np.mean(predicted[labels == 2] == 2)
     assert found["balanced"] > found["none"] + 0.2
-    imdb_run = SimpleNamespace(data=SimpleNamespace(params={}))
-    with pytest.raises(ConfigError, match="--class-weight weighs a user's classes"):
-        members_classes([imdb_run], "none", "reviews", None, "balanced")
+
+
+def test_an_ensemble_reads_english_sentiment_only_beside_imdbs_classes():
+    from types import SimpleNamespace
+
+    from workflows.core.config import ConfigError
+    from workflows.sentiment.ensemble_run import members_classes
+
+    def run(**params):
+        return SimpleNamespace(data=SimpleNamespace(params=params))
+
+    imdb_run = run()  # (runs before the classes were logged)
+    assert members_classes([imdb_run, run(classes='["negative", "positive"]')], "vader",
+                           None) == ["negative", "positive"]
+    spam = run(texts="spam.csv", classes='["ham", "spam"]')
+    assert members_classes([spam, spam], "none", None) == ["ham", "spam"]
+    with pytest.raises(ConfigError, match="--lexicon and --calibrate-on read English"):
+        members_classes([spam], "vader", None)
+    with pytest.raises(ConfigError, match="different texts or classes"):
+        members_classes([spam, imdb_run], "none", None)
 
 
 def test_square_root_weights_lie_between_none_and_balanced():
@@ -282,11 +295,11 @@ def test_the_leaderboard_says_to_use_the_best_validation_score_not_the_best_test
 
 
 def test_an_ensembles_crossvalidated_score_is_of_texts_its_stacking_did_not_see():
-    from workflows.sentiment.ensemble import crossval_class_predictions
+    from workflows.sentiment.ensemble import crossval_predictions
 
     rng = np.random.default_rng(0)
     labels = np.arange(200) % 2
     noise = rng.dirichlet([1, 1], size=(200, 2))  # members that know nothing
-    predicted = crossval_class_predictions(noise, labels)
+    predicted = crossval_predictions(noise, labels)
     assert predicted.shape == (200, 2) and np.allclose(predicted.sum(axis=1), 1)
     assert abs(np.mean(predicted.argmax(axis=1) == labels) - 0.5) < 0.12  # no better than chance

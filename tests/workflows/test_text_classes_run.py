@@ -73,7 +73,7 @@ def test_an_ensemble_of_the_classes_stacks_them_on_validation_and_answers_like_a
         == run_id  # the unweighted one, found again
     assert workflow.main(["ensemble", "--run-id", trained["bow"].info.run_id,
                           "--lexicon", "vader"]) == 2
-    assert "an ensemble of your own classes takes none of them" in capsys.readouterr().err
+    assert "--lexicon and --calibrate-on read English sentiment" in capsys.readouterr().err
 
 
 def test_run_texts_by_default_trains_the_kit_s_families_and_says_why_not_the_encoder(

@@ -1,6 +1,7 @@
-"""The IMDB lesson's `ensemble` step: member runs (and a sentiment lexicon, if asked)
-scored on validation reviews, stacking weights fitted there, and the result logged as a
-run of its own whose pyfunc carries every member's model.
+"""The IMDB lesson's `ensemble` step: member runs of any classes (and a sentiment
+lexicon, if asked) scored on their validation texts, a stacking fitted there
+(`ensemble.py`), and the result logged as a run of its own whose pyfunc carries every
+member's model.
 
 The stacking is the ensemble's calibration. Fitted on whole reviews only, it learns how
 far to trust each member on 230-word film reviews; `fit_on="reviews+slices"` fits it on
@@ -23,17 +24,21 @@ from pathlib import Path
 import mlflow
 import numpy as np
 
-from data_prep import cache
+from data_prep import cache, imdb
 from data_prep.labelled_texts import read_labelled_texts
 from data_prep.text import sentence_slices
 from workflows.core import models, runs, store, tracking
 from workflows.core.config import ConfigError
 from workflows.sentiment.calibration import LengthTemperature
-from workflows.sentiment.ensemble import combine, fit_weights
+from workflows.sentiment.ensemble import combine, crossval_predictions, fit_weights
+from workflows.sentiment.family import weights_of_classes
 from workflows.sentiment.lexicon import LEXICON_PACKAGES, lexicon_probabilities
-from workflows.sentiment.metrics import binary_metrics, calibration
+from workflows.sentiment.metrics import answer_matrix, binary_metrics, calibration, class_metrics
+from workflows.sentiment.reviews import PROBABILITY
+from workflows.sentiment.sources import classes_of_run
 
 PYFUNC_FILE = Path(__file__).with_name("ensemble_pyfunc.py")  # any members' classes
+SETTINGS_FILE = "ensemble.json"  # (as the pyfunc reads it)
 MIN_CALIBRATION_TEXTS = 20  # fewer say little about how sure to be
 
 
@@ -53,10 +58,9 @@ def ensemble(experiment, run_ids, validation, input_example, lexicon="none",
     """The run id of the ensemble of `run_ids` (runs of `experiment`) and `lexicon`,
     fitted on `validation(runs)` = (texts, labels, data fingerprint, params to log), read
     only once the runs are checked, with a sentence slice of each text if `fit_on` says
-    so, and its confidence by length fitted on `calibration_texts` = (texts, labels,
-    a name that changes with their content), if given; members of a user's classes may
-    weigh the validation texts by `class_weight` (`family.CLASS_WEIGHTS`) in the fit. An
-    ensemble of the same members and settings is reused."""
+    so, each text weighed by `class_weight` (`family.CLASS_WEIGHTS`), and its confidence
+    by length fitted on `calibration_texts` = (texts, labels, a name that changes with
+    their content), if given. An ensemble of the same members and settings is reused."""
     member_runs = [runs.find_run(experiment, run_id) for run_id in run_ids or ()]
     members = sorted({run.info.run_id for run in member_runs})
     if len(members) + (lexicon != "none") + (calibration_texts is not None) < 2:
@@ -65,7 +69,7 @@ def ensemble(experiment, run_ids, validation, input_example, lexicon="none",
                           "--run-id twice or more (ids from the compare step).")
     for run in member_runs:
         runs.check_has_model(run)
-    classes = members_classes(member_runs, lexicon, fit_on, calibration_texts, class_weight)
+    classes = members_classes(member_runs, lexicon, calibration_texts)
     settings = {"ensemble_members": ",".join(members), "ensemble_lexicon": lexicon,
                 "ensemble_fit_on": fit_on,
                 "ensemble_calibrated_on": calibration_texts[2] if calibration_texts else "none"}
@@ -82,98 +86,69 @@ def ensemble(experiment, run_ids, validation, input_example, lexicon="none",
     member_runs = [next(run for run in member_runs if run.info.run_id == member)
                    for member in members]
     texts, labels, fingerprint, params = validation(member_runs)
-    reviews = len(texts)
+    rows = {"reviews": len(texts)}
     if fit_on == "reviews+slices":
         texts, labels = texts + sentence_slices(texts), np.concatenate([labels, labels])
-    fitted_rows = len(texts)
+    rows["fitted"] = len(texts)
     if calibration_texts:  # scored with the rest, kept out of the weights' fit
         texts = texts + list(calibration_texts[0])
         labels = np.concatenate([labels, np.asarray(calibration_texts[1], labels.dtype)])
     with tempfile.TemporaryDirectory() as staging:
-        folder, names, columns = Path(staging) / "ensemble", [], []
-        for index, run in enumerate(member_runs):
-            # the run's id in the name: two members of one model kind stay apart
-            names.append(f"member_{index}_{run.data.params.get('model')}_{run.info.run_id[:8]}")
-            with models.verified_model(run) as local:
-                columns.append(models.predict_in_chunks(
-                    mlflow.pyfunc.load_model(str(local)), texts,
-                    f"Scoring the validation reviews with {names[-1]}"))
-                shutil.copytree(local, folder / names[-1])
-        if classes:
-            return _class_ensemble(experiment, member_runs, names, columns, labels, classes,
-                                   folder, (fingerprint, params, settings), texts[:1],
-                                   class_weight)
+        folder = Path(staging) / "ensemble"
+        names, columns, answers = _members_answers(member_runs, texts, classes, folder)
         if lexicon != "none":
             names.append(f"lexicon_{lexicon}")
-            columns.append(lexicon_probabilities(lexicon, texts))
-        probabilities = np.stack(columns, axis=1)
-        weights, bias = fit_weights(probabilities[:fitted_rows], labels[:fitted_rows])
+            columns.append(answer_matrix(lexicon_probabilities(lexicon, texts), classes))
+        stacked = np.stack(columns, axis=1)
+        label_weights = weights_of_classes(class_weight, labels, len(classes))
+        fitted = fit_weights(stacked[:rows["fitted"]], labels[:rows["fitted"]],
+                             label_weights=label_weights)
+        combined = combine(stacked, *fitted)
+        metrics = _validation_metrics(names, stacked, combined, labels, rows, classes,
+                                      label_weights)
         ensemble_settings = {"members": names[:len(members)], "run_ids": members,
-                             "lexicon": lexicon, "weights": weights, "bias": bias}
-        metrics = _validation_metrics(names, probabilities[:fitted_rows],
-                                      labels[:fitted_rows], (weights, bias), reviews)
+                             "classes": classes, "answers": answers, "lexicon": lexicon,
+                             "weights": fitted[0], "bias": fitted[1]}
         if calibration_texts:
-            temperature, calibration_metrics = _fit_temperature(
-                combine(probabilities, weights, bias), labels, texts, reviews, fitted_rows)
+            temperature, calibration_metrics = _fit_temperature(combined[:, 1], labels,
+                                                                texts, rows)
             ensemble_settings["length_temperature"] = asdict(temperature)
             metrics.update(calibration_metrics)
-        (folder / "ensemble.json").write_text(json.dumps(ensemble_settings))
-        return _log(experiment, member_runs, names, metrics, (weights, bias), folder,
+        (folder / SETTINGS_FILE).write_text(json.dumps(ensemble_settings, ensure_ascii=False))
+        params = {**params, "classes": json.dumps(classes, ensure_ascii=False)}
+        return _log(experiment, member_runs, names, metrics, fitted, folder,
                     (fingerprint, params, settings), input_example)
 
 
-def members_classes(member_runs, lexicon, fit_on, calibration_texts, class_weight="none"):
-    """The classes of members trained on a user's texts (None: IMDB's members); refuses
-    members of different texts or classes, IMDB's options with them, or a class weight
-    with IMDB's."""
-    found = {(run.data.params.get("texts"), run.data.params.get("classes")) if
-             "texts" in run.data.params else (None, None) for run in member_runs}
+def members_classes(member_runs, lexicon, calibration_texts):
+    """The classes the members answer; refuses members of different texts or classes,
+    and the lexicon or `calibration_texts` beside classes other than IMDB's."""
+    found = {(run.data.params.get("texts"), tuple(classes_of_run(run))) for run in member_runs}
     if len(found) > 1:
         raise ConfigError("The runs were trained on different texts or classes: an ensemble "
                           "combines runs of the same --texts file (or all of IMDB).")
     (_, classes), = found
-    if classes and (lexicon != "none" or fit_on != "reviews" or calibration_texts):
-        raise ConfigError("--lexicon, --fit-on and --calibrate-on read English sentiment; "
-                          "an ensemble of your own classes takes none of them.")
-    if not classes and class_weight != "none":
-        raise ConfigError("--class-weight weighs a user's classes (members trained with "
-                          "--texts); IMDB's two classes are balanced already.")
-    return json.loads(classes) if classes else None
+    if list(classes) != list(imdb.CLASSES) and (lexicon != "none" or calibration_texts):
+        raise ConfigError("--lexicon and --calibrate-on read English sentiment: they suit "
+                          "members whose classes are negative and positive, as IMDB's are.")
+    return list(classes)
 
 
-def _class_ensemble(experiment, member_runs, names, answers, labels, classes, folder, data,
-                    input_example, class_weight="none"):
-    """The ensemble of members of a user's classes: a multinomial stacking of their
-    class probabilities fitted on the validation texts (weighed by `class_weight`),
-    logged with its own pyfunc."""
-    from workflows.sentiment.ensemble import (
-        combine_classes,
-        crossval_class_predictions,
-        fit_class_weights,
-    )
-    from workflows.sentiment.family import weights_of_classes
-    from workflows.sentiment.metrics import class_matrix, class_metrics
-
-    stacked = np.stack([class_matrix(column, classes) for column in answers], axis=1)
-    weights, bias = fit_class_weights(
-        stacked, labels, label_weights=weights_of_classes(class_weight, labels, len(classes)))
-    (folder / "ensemble.json").write_text(json.dumps(
-        {"members": names, "run_ids": [run.info.run_id for run in member_runs],
-         "classes": classes, "weights": weights, "bias": bias}, ensure_ascii=False))
-    metrics = {f"{name}_val_accuracy": class_metrics(labels, stacked[:, i], classes)["accuracy"]
-               for i, name in enumerate(names)}
-    combined = class_metrics(labels, combine_classes(stacked, weights, bias), classes)
-    unseen = class_metrics(labels, crossval_class_predictions(
-        stacked, labels, label_weights=weights_of_classes(class_weight, labels, len(classes))),
-        classes)
-    metrics.update(best_val_accuracy=combined["accuracy"],
-                   best_val_macro_f1=combined["macro_f1"],
-                   crossval_val_accuracy=unseen["accuracy"],
-                   crossval_val_macro_f1=unseen["macro_f1"])
-    fingerprint, params, settings = data
-    params = {**params, "classes": json.dumps(classes, ensure_ascii=False)}
-    return _log(experiment, member_runs, names, metrics, (np.ravel(weights).tolist(), bias),
-                folder, (fingerprint, params, settings), input_example)
+def _members_answers(member_runs, texts, classes, folder):
+    """Each member's name, its `(texts, classes)` answers, and how the members answer
+    (`reviews.PROBABILITY` where all answer P(class 1), as IMDB's do); their pyfunc
+    models copied into `folder`."""
+    names, columns, kinds = [], [], set()
+    for index, run in enumerate(member_runs):
+        # the run's id in the name: two members of one model kind stay apart
+        names.append(f"member_{index}_{run.data.params.get('model')}_{run.info.run_id[:8]}")
+        with models.verified_model(run) as local:
+            answers = models.predict_in_chunks(mlflow.pyfunc.load_model(str(local)), texts,
+                                               f"Scoring the validation texts with {names[-1]}")
+            shutil.copytree(local, folder / names[-1])
+        kinds.add("classes" if isinstance(answers[0], dict) else PROBABILITY)
+        columns.append(answer_matrix(answers, classes))
+    return names, columns, kinds.pop() if len(kinds) == 1 else "classes"
 
 
 def members_packages(member_runs):
@@ -183,28 +158,36 @@ def members_packages(member_runs):
     return ("gensim",) if models & {"doc2vec", "ensemble"} else ()
 
 
-def _validation_metrics(names, probabilities, labels, fitted, reviews):
-    """Each column's and the ensemble's accuracy on the validation reviews (the first
-    `reviews` rows), and the ensemble's on their slices (the rest), if any."""
-    combined = combine(probabilities, *fitted)
-    metrics = {f"{name}_val_accuracy": binary_metrics(labels[:reviews], column)["accuracy"]
-               for name, column in zip(names, probabilities[:reviews].T, strict=True)}
-    on_reviews = binary_metrics(labels[:reviews], combined[:reviews])
-    metrics.update(best_val_accuracy=on_reviews["accuracy"],
-                   best_val_roc_auc=on_reviews["roc_auc"])
-    if len(labels) > reviews:
-        metrics["best_val_slice_accuracy"] = binary_metrics(labels[reviews:],
-                                                            combined[reviews:])["accuracy"]
+def _validation_metrics(names, stacked, combined, labels, rows, classes, label_weights):
+    """Each member's and the ensemble's accuracy on the validation texts (the first
+    `rows["reviews"]`), the ensemble's macro-F1 there and that of a stacking fitted on
+    other folds (`crossval_`: texts it did not see), and its accuracy on their slices
+    (up to `rows["fitted"]`), if any."""
+    texts, slices = slice(None, rows["reviews"]), slice(rows["reviews"], rows["fitted"])
+    truth = labels[texts]
+    metrics = {f"{name}_val_accuracy": class_metrics(truth, stacked[texts, i], classes)[
+        "accuracy"] for i, name in enumerate(names)}
+    seen = class_metrics(truth, combined[texts], classes)
+    unseen = class_metrics(truth, crossval_predictions(stacked[texts], truth,
+                                                       label_weights=label_weights), classes)
+    metrics.update(best_val_accuracy=seen["accuracy"], best_val_macro_f1=seen["macro_f1"],
+                   crossval_val_accuracy=unseen["accuracy"],
+                   crossval_val_macro_f1=unseen["macro_f1"])
+    if len(classes) == 2:
+        metrics["best_val_roc_auc"] = binary_metrics(truth, combined[texts, 1])["roc_auc"]
+    if rows["fitted"] > rows["reviews"]:
+        metrics["best_val_slice_accuracy"] = class_metrics(
+            labels[slices], combined[slices], classes)["accuracy"]
     return metrics
 
 
-def _fit_temperature(combined, labels, texts, reviews, fitted_rows):
-    """The `LengthTemperature` fitted on the validation reviews (the first `reviews`
-    rows) and the calibration texts (from `fitted_rows` on), and how it changed the
-    calibration error on those texts."""
-    calibration_rows = slice(fitted_rows, None)
+def _fit_temperature(combined, labels, texts, rows):
+    """The `LengthTemperature` of P(class 1) fitted on the validation texts (the first
+    `rows["reviews"]`) and the calibration texts (after `rows["fitted"]`), and how it
+    changed the calibration error on the latter."""
+    reviews, calibration_rows = slice(None, rows["reviews"]), slice(rows["fitted"], None)
     temperature = LengthTemperature.fit(
-        (labels[:reviews], combined[:reviews], texts[:reviews]),
+        (labels[reviews], combined[reviews], texts[reviews]),
         (labels[calibration_rows], combined[calibration_rows], texts[calibration_rows]))
     calibrated = temperature.apply(combined[calibration_rows], texts[calibration_rows])
     short_text, review = temperature.temperatures(["word " * 10, "word " * 230])
@@ -222,13 +205,14 @@ def _log(experiment, member_runs, names, metrics, fitted, folder, data, input_ex
     weights, bias = fitted
     fingerprint, params, settings = data
     members = [run.info.run_id for run in member_runs]
+    shares = member_shares(names, weights)
     experiment_id = store.use_experiment(experiment).experiment_id
     with mlflow.start_run(run_name="ensemble", experiment_id=experiment_id) as run:
         mlflow.log_params({"model": "ensemble", "members": ",".join(members),
                            "lexicon": settings["ensemble_lexicon"],
                            "fit_on": settings["ensemble_fit_on"],
                            "calibrated_on": settings["ensemble_calibrated_on"],
-                           "weights": json.dumps([round(w, 4) for w in weights]),
+                           "weights": json.dumps(shares),
                            "bias": json.dumps(np.round(bias, 4).tolist()), **params})
         mlflow.set_tags(tracking.run_tags(fingerprint, model_family="ensemble", **settings))
         tracking.log_metrics(metrics)
@@ -239,7 +223,13 @@ def _log(experiment, member_runs, names, metrics, fitted, folder, data, input_ex
         models.log_pyfunc_model(PYFUNC_FILE, {"ensemble": folder}, input_example,
                                 requirements, packages=("sentiment", "causal_lm"))
         mlflow.set_tag("model_logged", "true")
-    shown = dict(zip(names, weights, strict=True)) if len(weights) == len(names) else weights
-    print(json.dumps({"run_id": run.info.run_id, "weights": shown,
-                      "bias": bias, **metrics}, indent=2))
+    print(json.dumps({"run_id": run.info.run_id, "weights": shares, **metrics}, indent=2))
     return run.info.run_id
+
+
+def member_shares(names, weights):
+    """How much the stacking leans on each column (member or lexicon): its share of the
+    weights' absolute sum (the weights themselves are in the model's `ensemble.json`)."""
+    size = np.abs(np.asarray(weights)).reshape(len(names), -1).sum(axis=1)
+    return {name: round(float(share), 4)
+            for name, share in zip(names, size / max(size.sum(), 1e-12), strict=True)}

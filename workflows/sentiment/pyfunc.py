@@ -21,10 +21,8 @@ from mlflow.pyfunc import PythonModel
 from workflows.core.export import SERVED_EXPORT_ENV
 from workflows.core.model_folder import read_settings
 from workflows.sentiment.calibration import load_calibration
-from workflows.sentiment.reviews import requested_reviews
+from workflows.sentiment.reviews import answered, requested_reviews
 from workflows.sentiment.text_classifier import MODEL_KIND, load_classifier
-
-PROBABILITY = "probability"  # the folder's `answers`: P(class 1) alone (the IMDB runs')
 
 
 class TextClassifierModel(PythonModel):
@@ -50,18 +48,11 @@ class TextClassifierModel(PythonModel):
         texts = requested_reviews(model_input)
         if self.exported is not None:
             rows = self.exported.probabilities(texts)
-            rows = rows[:, 1] if rows.shape[1] == 2 else rows
         else:
             rows = self.calibration.apply(self.classifier.predict(texts))
-        if self.answers == PROBABILITY:
-            return rows.tolist()
-        if rows.ndim == 1:  # two classes: P(class 1)
-            rows = np.stack([1 - rows, rows], axis=1)
-        classes = self.classifier.classes
-        return [{"label": classes[int(np.argmax(row))],
-                 "probabilities": {name: round(float(p), 6)
-                                   for name, p in zip(classes, row, strict=True)}}
-                for row in rows]
+            if rows.ndim == 1:  # two classes: P(class 1)
+                rows = np.stack([1 - rows, rows], axis=1)
+        return answered(rows, self.classifier.classes, self.answers)
 
 
 mlflow.models.set_model(TextClassifierModel())

@@ -1,9 +1,13 @@
-"""What every sentiment pyfunc checks of a request (no TensorFlow, no Keras)."""
+"""What every sentiment pyfunc checks of a request and how it answers (no TensorFlow, no
+Keras)."""
 
+import numpy as np
 from mlflow.exceptions import MlflowException
 from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE
 
 from data_prep.text import normalize_text
+
+PROBABILITY = "probability"  # a model's `answers`: P(class 1) alone (the IMDB runs')
 
 
 def requested_reviews(model_input):
@@ -24,3 +28,16 @@ def requested_reviews(model_input):
 def blank_reviews(texts):
     """The positions of the texts that hold no words (empty or only spaces)."""
     return [i for i, text in enumerate(texts) if isinstance(text, str) and not text.strip()]
+
+
+def answered(rows, classes, answers):
+    """A pyfunc's answers from `(texts, classes)` probabilities: each text's P(class 1)
+    (`answers="probability"`), or its most probable class (`label`) and the probability
+    of every class (`probabilities`, by class name)."""
+    rows = np.asarray(rows, "float64")
+    if answers == PROBABILITY:
+        return rows[:, 1].tolist()
+    return [{"label": classes[int(np.argmax(row))],
+             "probabilities": {name: round(float(p), 6)
+                               for name, p in zip(classes, row, strict=True)}}
+            for row in rows]
