@@ -62,6 +62,16 @@ def test_an_ensemble_of_the_classes_stacks_them_on_validation_and_answers_like_a
     assert list(answer["probabilities"]) == CLASSES
     assert sum(answer["probabilities"].values()) == pytest.approx(1, abs=1e-5)
     metrics = workflow.evaluate(run_id)  # the members' test split, found again
+    assert "Combining the 2 members' own answers" in capsys.readouterr().out  # not rescored
+    model = models.load_pyfunc(run)
+    texts = workflow.trained_on(run, workflow.source_of_run(run), None).texts("test")
+    with np.load(mlflow.artifacts.download_artifacts(
+            f"runs:/{run_id}/test_probabilities.npz")) as logged:
+        scored = logged["probabilities"]
+    rows = [[answer["probabilities"][name] for name in CLASSES]
+            for answer in model.predict(texts)]
+    assert scored == pytest.approx(np.array(rows), abs=2e-6)  # what the model answers
+    assert "test_reviews_per_second" not in mlflow.get_run(run_id).data.metrics
     members = json.loads(mlflow.artifacts.load_text(
         f"runs:/{trained['bow'].info.run_id}/test_metrics.json"))
     assert np.sum(metrics["confusion_matrix"]) == np.sum(members["confusion_matrix"])

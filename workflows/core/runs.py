@@ -3,9 +3,12 @@ its config; evaluations logged back to it; the registry; the runs table, best fi
 
 import csv
 import io
+import tempfile
 from datetime import datetime
+from pathlib import Path
 
 import mlflow
+import numpy as np
 
 from data_prep import cache
 from process.errors import UserError
@@ -170,12 +173,17 @@ def config_of(lesson, run):
     return lesson.catalog.from_params(run.data.params)
 
 
-def log_evaluation(run_id, metrics, dicts=None, figures=None, tables=None):
-    """Adds evaluation results to a finished run."""
+def log_evaluation(run_id, metrics, dicts=None, figures=None, tables=None, arrays=None):
+    """Adds evaluation results to a finished run (`arrays`: name -> a dict of numpy arrays,
+    logged as a `.npz` file)."""
     import matplotlib.pyplot as plt  # not for the launchers' --help
 
     with mlflow.start_run(run_id=run_id):
         tracking.log_metrics(metrics)
+        for name, content in (arrays or {}).items():
+            with tempfile.TemporaryDirectory() as folder:
+                np.savez_compressed(Path(folder) / name, **content)
+                mlflow.log_artifact(str(Path(folder) / name))
         for name, content in (dicts or {}).items():
             mlflow.log_dict(content, name)
         for name, figure in (figures or {}).items():

@@ -34,6 +34,7 @@ class EnsembleClassifier(PythonModel):
         settings = json.loads((folder / SETTINGS_FILE).read_text(encoding="utf-8"))
         self.members = [mlflow.pyfunc.load_model(str(folder / name))
                         for name in settings["members"]]
+        self.run_ids = settings["run_ids"]  # the members' runs, in the same order
         self.classes, self.answers = settings["classes"], settings["answers"]
         self.lexicon = settings.get("lexicon", "none")
         self.weights, self.bias = settings["weights"], settings["bias"]
@@ -49,10 +50,13 @@ class EnsembleClassifier(PythonModel):
         texts = requested_reviews(model_input)
         return answered(self.probabilities(texts), self.classes, self.answers)
 
-    def probabilities(self, texts):
-        """`(texts, classes)`: the members' (and the lexicon's) answers combined."""
-        columns = [answer_matrix(member.predict(texts), self.classes)
-                   for member in self.members]
+    def probabilities(self, texts, columns=None):
+        """`(texts, classes)`: the members' (and the lexicon's) answers combined; the
+        members' `columns` (each `(texts, classes)`) if they were scored already."""
+        if columns is None:
+            columns = [answer_matrix(member.predict(texts), self.classes)
+                       for member in self.members]
+        columns = list(columns)
         if self.lexicon != "none":
             columns.append(answer_matrix(lexicon_probabilities(self.lexicon, texts),
                                          self.classes))

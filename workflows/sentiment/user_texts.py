@@ -103,8 +103,10 @@ def leaderboard_budget(minutes, index, count, evaluation_seconds, then_ensemble=
     its share of what is left after the last model's evaluation and predictions, held
     at twice the slowest measured so far (a tenth of the budget before any), and, if
     `then_ensemble`, after the ensemble's too: every member scored again on the
-    validation and test texts (about 1.25 times the evaluations, the last one's
-    guessed as above; another tenth before any)."""
+    validation texts and the ensemble's evaluation (which combines the members' own test
+    answers), held at 1.25 times the evaluations, the last one's guessed as above
+    (another tenth before any): room also for a last model slower to score than those
+    measured."""
     if evaluation_seconds:
         last = 2 * max(evaluation_seconds)
         reserve = last + (1.25 * (sum(evaluation_seconds) + last) if then_ensemble else 0)
