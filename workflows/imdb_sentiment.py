@@ -26,6 +26,7 @@ from process.commands import run_main
 from workflows.core.cli import LessonCLI, check_texts, read_texts
 from workflows.core.config import Catalog, ConfigError
 from workflows.core.lesson import Built, Lesson, ModelExport, RunDataset, dataset_digest
+from workflows.core.whole_lesson import Trained, WholeLesson, add_whole_lesson
 from workflows.sentiment.family import CLASS_WEIGHTS
 from workflows.sentiment.sources import (
     EXAMPLES,
@@ -372,50 +373,41 @@ def compare(sort_by=None, model=None, since=None, style="text", ascending=False)
 # ## Command line
 
 
-def run_lesson(args):
-    """`run`: prepare, then train, evaluate and try out each model; compare them. On a
-    user's texts: by default the kit's three families and the pretrained encoder (when
-    the budget allows it), then an ensemble of them, on a leaderboard that ends with
-    the run to use; `--max-train-minutes` is the whole command's (`leaderboard_budget`)."""
+def leaderboard_plan(args, configs, prepared):
+    """`run` on a user's texts with no --model: the pretrained encoder only if it can be
+    had and fits the budget (`leaderboard_models`)."""
+    if not data_source(args).leaderboard or args.model:
+        return configs
+    models, left_out = leaderboard_models(prepared.texts("train"), configs[0].max_train_minutes,
+                                          lambda: encoder_missing(args, args.work_dir))
+    if left_out:
+        print(f"Leaving out the pretrained encoder: {left_out}.")
+    return [config for config in configs if config.model in models]
+
+
+def leaderboard_share(args, config, index, count, evaluation_seconds):
+    """A leaderboard's model trains on its share of the whole command's
+    `--max-train-minutes` (`leaderboard_budget`), then an ensemble of them."""
+    if not data_source(args).leaderboard or not config.max_train_minutes:
+        return config
+    return dataclasses.replace(config, max_train_minutes=leaderboard_budget(
+        config.max_train_minutes, index, count, evaluation_seconds, then_ensemble=count > 1))
+
+
+def leaderboard_end(args, board):
+    """IMDB: the runs compared; a user's texts: their ensemble, then the leaderboard and
+    the run to use."""
     from workflows.core import runs
 
-    source = data_source(args)
-    configs = CLI.configs(args, args.model or list(source.models))
-    uses_word2vec = any(getattr(c, "embedding", "") == "word2vec" for c in configs)
-    prepared = prepare(source, args.work_dir, uses_word2vec, args.glove, args.glove_dim)
-    ranked = source.leaderboard
-    if ranked and not args.model:  # the encoder only if it can be had and fits the budget
-        models, left_out = leaderboard_models(prepared.texts("train"),
-                                              configs[0].max_train_minutes,
-                                              lambda: encoder_missing(args, args.work_dir))
-        if left_out:
-            print(f"Leaving out the pretrained encoder: {left_out}.")
-        configs = [config for config in configs if config.model in models]
-    examples = source.examples(prepared)
-    board, evaluations = [], []
-    for index, config in enumerate(configs):
-        if ranked and config.max_train_minutes:  # the budget of the whole leaderboard
-            config = dataclasses.replace(config, max_train_minutes=leaderboard_budget(
-                config.max_train_minutes, index, len(configs), evaluations,
-                then_ensemble=len(configs) > 1))
-        began = time.perf_counter()
-        run_id = CLI.train_config(args, config)
-        trained = time.perf_counter()
-        metrics = evaluate(run_id, args.imdb_path, args.work_dir)
-        predict(examples, run_id)
-        evaluations.append(time.perf_counter() - trained)
-        board.append((config.model, metrics, (time.perf_counter() - began) / 60, run_id))
-    if ranked:
-        if len(board) > 1:
-            began = time.perf_counter()
-            run_id = ensemble([row[3] for row in board], args.imdb_path, args.work_dir)
-            board.append(("ensemble", evaluate(run_id, args.imdb_path, args.work_dir),
-                          (time.perf_counter() - began) / 60, run_id))
-        print_leaderboard([(*row, validation_score(runs.stored_run(row[3])))
-                           for row in board])
-    else:
+    if not data_source(args).leaderboard:
         compare()
-    runs.print_where_results_are(LESSON, args.work_dir)
+        return
+    if len(board) > 1:
+        began = time.perf_counter()
+        run_id = ensemble([row.run_id for row in board], args.imdb_path, args.work_dir)
+        board.append(Trained("ensemble", evaluate(run_id, args.imdb_path, args.work_dir),
+                             (time.perf_counter() - began) / 60, run_id))
+    print_leaderboard([(*row, validation_score(runs.stored_run(row.run_id))) for row in board])
 
 
 CLI = LessonCLI(LESSON, "workflows.imdb_sentiment", __doc__.split("\n")[0], imdb.ACL_IMDB,
@@ -438,10 +430,17 @@ CLI.step("augment", "make the augmented train rows a config trains on (train mak
          data=True, train="config", check=check_training_data)
 CLI.step("train", "train one model (resumes an interrupted run)", CLI.train, data=True,
          train="one", check=check_training_data)
-CLI.step("run", "prepare, train, evaluate and predict, for each --model (default: bow and "
-         "bilstm_glove; with --texts bow, nbsvm, bilstm and the pretrained encoder if the "
-         "budget allows, then their ensemble and the run to use)", run_lesson,
-         data=True, train="many", check=check_training_data)
+add_whole_lesson(CLI, "prepare, train, evaluate and predict, for each --model (default: bow "
+                 "and bilstm_glove; with --texts bow, nbsvm, bilstm and the pretrained encoder "
+                 "if the budget allows, then their ensemble and the run to use)", WholeLesson(
+    configs=lambda a: CLI.configs(a, a.model or list(data_source(a).models)),
+    prepare=lambda a, configs: prepare(
+        data_source(a), a.work_dir, any(getattr(c, "embedding", "") == "word2vec"
+                                        for c in configs), a.glove, a.glove_dim),
+    evaluate=lambda a, run_id: evaluate(run_id, a.imdb_path, a.work_dir),
+    use=lambda a, config, run_id, prepared: predict(data_source(a).examples(prepared), run_id),
+    plan=leaderboard_plan, budget=leaderboard_share, finish=leaderboard_end),
+    train="many", check=check_training_data)
 _evaluate = CLI.step(
     "evaluate", "metrics of a run on its test split (or on --texts), logged to it",
     lambda a: evaluate(a.run_id, a.imdb_path, a.work_dir, a.model_uri, texts_file=a.texts,

@@ -36,6 +36,7 @@ from workflows.causal_lm.sampling import PYFUNC_PARAMS, SAMPLERS, Sampling
 from workflows.core.cli import LessonCLI, check_texts, read_texts
 from workflows.core.config import ConfigError
 from workflows.core.lesson import Built, Lesson, ModelExport, RunDataset, dataset_digest
+from workflows.core.whole_lesson import WholeLesson, add_whole_lesson
 
 PYFUNC_FILE = Path(__file__).parent / "causal_lm" / "pyfunc.py"
 PROMPTS = ["The movie was", "I have never seen", "This film is a", "My favourite actor"]
@@ -348,19 +349,6 @@ def compare(sort_by=None, model=None, since=None, style="text"):
 # ## Command line
 
 
-def run_lesson(args):
-    """`run`: prepare, train, evaluate, generate from the example prompts, compare."""
-    from workflows.core import runs
-
-    (config,) = CLI.configs(args)
-    prepare(config, args.imdb_path, args.work_dir)
-    run_id = CLI.train_config(args, config)
-    evaluate(run_id, args.imdb_path, args.work_dir)
-    generate(PROMPTS, run_id, sampling=Sampling("top_p", 40, temperature=0.8, seed=1))
-    compare()
-    runs.print_where_results_are(LESSON, args.work_dir)
-
-
 def sampling_from_args(args):
     return Sampling(args.sampler, args.max_new_tokens, args.temperature, args.top_k,
                     args.top_p, args.num_beams, args.seed)
@@ -373,7 +361,11 @@ _prepare = CLI.step("prepare", "split the corpus, learn its vocabulary, tokenize
                     train="one")
 CLI.step("train", "train a model, or fine-tune one (--init-from)", CLI.train, data=True,
          train="one")
-CLI.step("run", "prepare, train, evaluate and generate", run_lesson, data=True, train="one")
+add_whole_lesson(CLI, "prepare, train, evaluate and generate", WholeLesson(
+    prepare=lambda a, configs: prepare(configs[0], a.imdb_path, a.work_dir),
+    evaluate=lambda a, run_id: evaluate(run_id, a.imdb_path, a.work_dir),
+    use=lambda a, config, run_id, prepared: generate(PROMPTS, run_id, sampling=Sampling(
+        "top_p", 40, temperature=0.8, seed=1))))
 CLI.step("evaluate", "test perplexity of a run, logged to it", lambda a: evaluate(
     a.run_id, a.imdb_path, a.work_dir, a.model_uri), data=True, model=True)
 _generate = CLI.step("generate", "continue prompts with a run's model", lambda a: generate(

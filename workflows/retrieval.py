@@ -17,6 +17,7 @@ retriever family is one module of `workflows/retrievers/`; this file is the orde
 which they are used.
 """
 
+import argparse
 import dataclasses
 import os
 import time
@@ -27,6 +28,7 @@ from process.commands import run_main
 from workflows.core.cli import LessonCLI, read_texts
 from workflows.core.config import ConfigError
 from workflows.core.lesson import Built, DataPlace, Lesson, ModelExport, RunDataset, dataset_digest
+from workflows.core.whole_lesson import WholeLesson, add_whole_lesson
 from workflows.retrievers import evaluation
 from workflows.retrievers.config import (  # noqa: F401  (API)
     CATALOG,
@@ -317,6 +319,19 @@ def _run_filter(args):
     return {"retriever": args.retriever} if getattr(args, "retriever", None) else None
 
 
+def with_run(args, run_id, **flags):
+    """`args` of `run` as a step of one run's model reads them."""
+    return argparse.Namespace(**{**vars(args), "run_id": run_id, "model_uri": None, **flags})
+
+
+def search_examples(args, run_id, prepared):
+    """`run`'s try of a retriever: the top 3 documents of two test queries (or of any
+    two queries where the corpus has no test split)."""
+    queries = prepared.split("test")[1][:2] or list(prepared.queries.values())[:2]
+    if queries:
+        search(with_run(args, run_id, texts=queries, file=None, k=3))
+
+
 def _columns(rows):
     return {key: [row[key] for row in rows] for key in rows[0]} if rows else {}
 
@@ -329,6 +344,11 @@ CLI.step("prepare", "check and cache the corpus, queries and judgements",
          lambda a: load_data(CATALOG.base("bm25"), CLI.data_place(a)), data=True)
 CLI.step("train", "build one retriever (fine-tune a dense one with --epochs) as an MLflow "
          "run", CLI.train, data=True, train="one")
+add_whole_lesson(CLI, "prepare, build a retriever (fine-tune a dense one with --epochs), "
+                 "evaluate it and search two test queries", WholeLesson(
+    prepare=lambda a, configs: load_data(configs[0], CLI.data_place(a)),
+    evaluate=lambda a, run_id: evaluate(with_run(a, run_id, split="test")),
+    use=lambda a, config, run_id, prepared: search_examples(a, run_id, prepared)))
 CLI.step("evaluate", "test metrics of a run (the latest, or --run-id)", evaluate, data=True,
          model=True).add_argument("--split", choices=("test", "validation"), default="test")
 CLI.step("search", "the top k documents of each query", search, model=True, texts="queries",

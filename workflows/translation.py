@@ -44,6 +44,7 @@ from process.commands import run_main
 from workflows.core.cli import LessonCLI, check_texts, read_texts
 from workflows.core.config import ConfigError
 from workflows.core.lesson import Built, Lesson, ModelExport, RunDataset, dataset_digest
+from workflows.core.whole_lesson import WholeLesson, add_whole_lesson
 from workflows.seq2seq.metrics import bleu_scores
 from workflows.seq2seq.presets import (  # noqa: F401  the lesson's API: make_config & co
     CATALOG,
@@ -398,22 +399,6 @@ def compare(sort_by=None, model=None, since=None, style="text", ascending=False,
 # ## Command line
 
 
-def run_lesson(args):
-    """`run`: prepare, train, evaluate, translate the examples, compare."""
-    from workflows.core import runs
-
-    (config,) = CLI.configs(args)
-    corpus = corpus_of(CLI.data_place(args).options)
-    prepared = prepare(args.spa_eng_path, args.work_dir, (config.tokenization,),
-                       (config.direction,), config.joint_vocabulary_size, corpus)
-    run_id = CLI.train_config(args, config)
-    evaluate(run_id, args.spa_eng_path, args.work_dir, limit=args.limit)
-    translate(EXAMPLES.get(config.direction) or references(
-        prepared.pairs("test", config.direction))[0][:4], run_id)
-    compare(direction=config.direction)
-    runs.print_where_results_are(LESSON, args.work_dir)
-
-
 def length_penalty_flag(parser, what):
     parser.add_argument("--length-penalty", type=float, metavar="ALPHA", help=f"{what} by "
                         "log-likelihood / ((5 + length) / 6) ** ALPHA (Wu et al. 2016; "
@@ -448,9 +433,15 @@ CLI.step("prepare", "pairs, splits, vocabularies, token ids of every tokenizatio
                                  help="prepare the token ids of one direction only")
 CLI.step("train", "train one translator (resumes an interrupted run)", CLI.train, data=True,
          train="one", check=direction_of_pairs)
-CLI.step("run", "prepare, train, evaluate and translate", run_lesson, data=True,
-         train="one", check=direction_of_pairs).add_argument("--limit", type=int,
-                                   help="evaluate on the first N test sentences")
+add_whole_lesson(CLI, "prepare, train, evaluate and translate", WholeLesson(
+    prepare=lambda a, configs: prepare(
+        a.spa_eng_path, a.work_dir, (configs[0].tokenization,), (configs[0].direction,),
+        configs[0].joint_vocabulary_size, corpus_of(CLI.data_place(a).options)),
+    evaluate=lambda a, run_id: evaluate(run_id, a.spa_eng_path, a.work_dir, limit=a.limit),
+    use=lambda a, config, run_id, prepared: translate(EXAMPLES.get(config.direction) or (
+        references(prepared.pairs("test", config.direction))[0][:4]), run_id)),
+    check=direction_of_pairs).add_argument("--limit", type=int,
+                                           help="evaluate on the first N test sentences")
 _evaluate = CLI.step("evaluate", "test BLEU/chrF of a run, logged to it", lambda a: evaluate(
     a.run_id, a.spa_eng_path, a.work_dir, a.model_uri, a.limit, a.beam_width,
     a.length_penalty, a.direction, a.batch_size), data=True, model=True)

@@ -815,6 +815,15 @@ def test_fused_retrievers_find_the_planted_answers(lesson, retriever, fusion):
         assert run.data.metrics["test_ndcg_at_10"] > 0.8
 
 
+def test_the_whole_lesson_builds_evaluates_and_searches_two_test_queries(lesson, capsys):
+    assert retrieval.main(["run", "--retriever", "bm25", "--set", "k1=1.1"]) == 0
+    printed = capsys.readouterr().out
+    run = latest_run("bm25")
+    assert run.data.params["k1"] == "1.1" and "test_ndcg_at_10" in run.data.metrics
+    assert "bm25 on " in printed and printed.count("    1. ") == 2  # two queries' top 3
+    assert "MLflow store:" in printed
+
+
 @pytest.mark.integration
 def test_the_logged_model_answers_in_a_fresh_process(lesson):
     import mlflow

@@ -1,12 +1,9 @@
 """The command line of every lesson, declared in a few lines with `LessonCLI`.
 
-Written once here: the data location flags (from `data_prep`), model, preset and
-config selection, `train` with sweeps and `--register`, run selection (`--run-id`,
-`--model-uri`, narrowed by a lesson's run filters), texts from arguments or a file,
-`tune`, `compare`, `register`, `serve`, and the error
-policy (a user error is one line and exit status 2; anything else is a bug and keeps
-its traceback).
-"""
+Written once here: data location flags, model, preset and config selection, `train` with
+sweeps and `--register`, run selection (`--run-id`, `--model-uri`, a lesson's run filters),
+texts from arguments or a file, `tune`, `compare`, `register`, `serve`, `export` (`run`:
+`whole_lesson.py`), and the error policy (a user error: one line, exit status 2)."""
 
 import argparse
 import dataclasses
@@ -60,14 +57,15 @@ class LessonCLI:
         self.parser = argparse.ArgumentParser(prog=f"python -m {module}",
                                               description=description)
         self.steps = self.parser.add_subparsers(dest="step", required=True)
-        self.handlers, self.checks = {}, {}
+        self.handlers, self.checks, self.one_process_steps = {}, {}, set()
 
     def step(self, name, help_text, handler, *, data=False, train=None, model=False,
-             texts=None, check=None):
+             texts=None, check=None, one_process=False):
         """Adds a step; `data` adds the data flags (`"source"`: the source's location
         only, not the lesson's own data flags); `train` is "one" or "many" (models) to
         train, or "config" (one model's config, nothing trained); `texts` names the
-        inputs; `check(args)` refuses a mistake in them before the step loads anything."""
+        inputs; `check(args)` refuses a mistake in them before the step loads anything;
+        `one_process`: refused under several processes (they share one training)."""
         parser = self.steps.add_parser(name, help=help_text, description=help_text)
         if data:
             add_location_arguments(parser, self.source)
@@ -92,6 +90,7 @@ class LessonCLI:
             self._add_run_filters(parser, "the latest run trained with this {} (default: "
                                           "the latest run)")
         self.handlers[name] = handler
+        self.one_process_steps |= {name} if one_process else set()
         if check:
             self.checks[name] = check
         return parser
@@ -101,7 +100,8 @@ class LessonCLI:
         same in every lesson."""
         tuning_space.add_tuning_arguments(self.step(
             "tune", "hyperparameter tuning with Optuna: trials in parallel, each an "
-            "MLflow child run of the study's run", self.tune, data=True, train="one"))
+            "MLflow child run of the study's run", self.tune, data=True, train="one",
+            one_process=True))
         self.step("settings", "every setting of a model (and preset): value, what it "
                   "accepts and what it does; set them with --set NAME=VALUE",
                   self.settings, train="config")
@@ -179,15 +179,14 @@ class LessonCLI:
         if models is not None:
             self.configs(args, models if isinstance(models, list) else None, complete=False)
 
-    @staticmethod
-    def _use_devices(args):
+    def _use_devices(self, args):
         """The backend's library imported (TensorFlow with its start-up noise muted);
         refuses what several processes cannot share; opens the compiled-program cache."""
         import_backend()
         from workflows.core import compilation, devices
 
-        if devices.process_count() > 1 and (args.step in ("run", "tune")
-                                            or getattr(args, "sweep", None)):
+        one_process = args.step in self.one_process_steps or getattr(args, "sweep", None)
+        if one_process and devices.process_count() > 1:
             raise ConfigError(
                 "Several processes (KERAS_DISTRIBUTION_NUM_PROCESSES) train one config: use "
                 "the train step, then evaluate in one process (README: Scale out).")
