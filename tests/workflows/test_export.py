@@ -21,7 +21,7 @@ from workflows import imdb_sentiment as workflow
 from workflows import serve_model
 from workflows.core import export, models, runs
 from workflows.core.export import Exportable
-from workflows.sentiment.calibration import Calibration, Temperature
+from workflows.sentiment.calibration import Calibration
 from workflows.sentiment.exported import as_arrays, calibrated_network
 
 ASKED = [*ROWS, *AWKWARD, "", "a good film " * 40, *ROWS[:22]]  # 100 texts
@@ -48,9 +48,9 @@ def test_every_family_exports_with_the_answers_of_its_keras_model(model, format,
     classifier = trained_classifier(model, tmp_path, encoders_of.get(model))
     if format == "litert" and model in RECURRENT:
         with pytest.raises(export.ExportFailedError, match="runtime cannot run this model"):
-            exported_answers(classifier, Temperature(1.7), format, "none", tmp_path / "out")
+            exported_answers(classifier, Calibration(0.6), format, "none", tmp_path / "out")
         return
-    expected, found = exported_answers(classifier, Temperature(1.7), format, "none",
+    expected, found = exported_answers(classifier, Calibration(0.6, (0, 0.3, -0.2)), format, "none",
                                        tmp_path / "exports")
     assert found.shape == (len(ASKED), 3)
     assert np.abs(found - expected).max() <= 1e-4
@@ -62,7 +62,7 @@ def test_two_classes_export_their_platt_scaling_and_int8_weights_stay_close(form
     rows = [f"{'good' if i % 2 else 'bad'} film {i}" for i in range(24)]
     classifier, _ = tiny_trained("bow", rows, ["yes" if i % 2 else "no" for i in range(24)],
                                  tmp_path)
-    platt = Calibration(slope=1.4, intercept=-0.3)
+    platt = Calibration(slope=1.4, bias=(0.0, -0.3))
     expected, found = exported_answers(classifier, platt, format, "none", tmp_path / "f32")
     assert np.abs(found - expected).max() <= 1e-4
     expected_pyfunc = platt.apply(classifier.predict(ASKED))  # what the pyfunc answers

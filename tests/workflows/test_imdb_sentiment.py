@@ -610,11 +610,11 @@ def test_every_model_is_calibrated_on_validation_and_evaluate_logs_before_and_af
     assert (folder / calibration.FILE).exists()
     assert served == pytest.approx(list(fitted.apply(raw)), abs=1e-6)
     copy = shutil.copytree(folder, tmp_path / "classifier")
-    calibration.Calibration(slope=0.5, intercept=0.25).save(copy)  # what the pyfunc applies
+    calibration.Calibration(slope=0.5, bias=(0, 0.25)).save(copy)  # what the pyfunc applies
     model = TextClassifierModel()
     model.load_context(SimpleNamespace(artifacts={"classifier": str(copy)}))
     assert model.predict(None, texts) == pytest.approx(list(
-        calibration.Calibration(0.5, 0.25).apply(raw)), abs=1e-6)
+        calibration.Calibration(0.5, (0, 0.25)).apply(raw)), abs=1e-6)
     assert workflow.main(["evaluate", "--run-id", run.info.run_id]) == 0
     metrics = mlflow.get_run(run.info.run_id).data.metrics
     assert {"test_expected_calibration_error",
@@ -642,6 +642,37 @@ def test_platt_scaling_repairs_an_over_confident_scorer_and_keeps_its_order():
                           np.argsort(confident[held_out], kind="stable"))
     assert fitted.undo(after) == pytest.approx(confident[held_out], rel=1e-6)
     assert calibration.Calibration.fit(labels, rng.uniform(size=8000)).slope > 0
+
+
+def test_one_calibration_is_platt_scaling_of_two_classes_and_reads_earlier_files(tmp_path):
+    rng = np.random.default_rng(1)
+    p = rng.uniform(0.01, 0.99, 50)
+    fitted = calibration.Calibration(1.7, (0.0, -0.4))
+    platt = 1 / (1 + np.exp(-(1.7 * np.log(p / (1 - p)) - 0.4)))
+    assert fitted.apply(p) == pytest.approx(platt, rel=1e-9)
+    assert fitted.apply(np.column_stack([1 - p, p]))[:, 1] == pytest.approx(platt, rel=1e-9)
+    for saved, expected in [({"slope": 1.7, "intercept": -0.4}, fitted),
+                            ({"temperature": 2.0}, calibration.Calibration(0.5))]:
+        (tmp_path / calibration.FILE).write_text(json.dumps(saved))
+        assert calibration.Calibration.load(tmp_path) == expected
+    fitted.save(tmp_path)
+    assert calibration.Calibration.load(tmp_path) == fitted
+
+
+def test_the_calibrations_bias_repairs_a_scorer_that_under_predicts_a_class():
+    rng = np.random.default_rng(2)
+    labels = rng.choice(3, size=6000, p=[0.6, 0.3, 0.1])
+    evidence = np.eye(3)[labels] * 2 + rng.normal(0, 1, (6000, 3))
+    evidence[:, 2] -= 1.5  # the model leans away from the rarest class
+    raw = np.exp(evidence) / np.exp(evidence).sum(axis=1, keepdims=True)
+    fitted = calibration.Calibration.fit(labels[:3000], raw[:3000])
+    assert fitted.bias[0] == 0 and fitted.bias[2] > 1.0
+
+    def log_loss(rows):
+        return -np.mean(np.log(rows[np.arange(3000), labels[3000:]]))
+
+    assert log_loss(fitted.apply(raw[3000:])) < log_loss(raw[3000:]) - 0.05
+    assert fitted.undo(fitted.apply(raw[3000:])) == pytest.approx(raw[3000:], abs=1e-5)
 
 
 def test_length_temperature_sharpens_short_texts_and_keeps_reviews_and_decisions():

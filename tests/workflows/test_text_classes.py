@@ -13,7 +13,7 @@ from tests.data_prep.test_text_classes import news, write_tsv
 from workflows import imdb_sentiment as workflow
 from workflows.core import models, runs
 from workflows.sentiment import token_ids
-from workflows.sentiment.calibration import Temperature
+from workflows.sentiment.calibration import Calibration
 from workflows.sentiment.sources import source_of
 
 TINY = ["--epochs", "2", "--set", "max_tokens=300", "--set", "batch_size=8"]
@@ -98,12 +98,12 @@ def test_the_docs_block_of_a_classes_model_runs_on_one(texts_store):
     run_block(block, texts_runs()["bow"].info.run_id)
 
 
-def test_calibration_is_a_temperature_fitted_on_validation(texts_store):
+def test_calibration_is_fitted_on_validation_and_softens_without_reordering(texts_store):
     run = texts_runs()["bow"]
     model = models.load_pyfunc(run).unwrap_python_model()
-    assert isinstance(model.calibration, Temperature) and model.calibration.temperature > 0
+    assert model.calibration.slope > 0 and len(model.calibration.bias) == len(CLASSES)
     rows = np.array([[0.7, 0.2, 0.1], [0.2, 0.5, 0.3]])
-    softer = Temperature(2.0)
+    softer = Calibration(0.5)
     assert softer.apply(rows)[0, 0] < 0.7 and softer.apply(rows).argmax(1).tolist() == [0, 1]
     assert softer.undo(softer.apply(rows)) == pytest.approx(rows)
 

@@ -1,10 +1,13 @@
-"""Platt scaling: a classifier's probabilities made to mean what they say.
+"""The calibration of every classifier: its probabilities made to mean what they say.
 
 A model trained on whole IMDB reviews is over- or under-confident elsewhere; fitting
-`sigmoid(slope * logit(p) + intercept)` on the validation reviews (never test) turns
-its scores into probabilities that match how often it is right, without changing
-their order (so accuracy at 0.5 may move, ROC AUC cannot). Saved as
-`calibration.json` beside a classifier; plain NumPy, so it ships with every pyfunc.
+`softmax(slope * log p + bias)` of each row `p` of class probabilities on the validation
+texts (never test) turns its scores into probabilities that match how often it is right.
+The slope sharpens or softens every score alike; the bias (one per class, the first 0)
+moves them towards the classes the model under-predicts. Of two classes it is Platt
+scaling, `sigmoid(slope * logit(p) + bias)` of P(class 1); with no bias it is temperature
+scaling (Guo et al., 2017), `T = 1 / slope`. Saved as `calibration.json` beside a
+classifier; plain NumPy, so it ships with every pyfunc.
 """
 
 import json
@@ -14,84 +17,78 @@ from pathlib import Path
 import numpy as np
 
 FILE = "calibration.json"
-EPSILON = 1e-7  # probabilities clipped to [EPSILON, 1 - EPSILON] before their logit
+EPSILON = 1e-7  # probabilities clipped to at least EPSILON before their log
+SLOPES = (0.05, 20.0)  # never turned round (the scores keep their order), nor flattened
 
 
 @dataclass(frozen=True)
 class Calibration:
     slope: float = 1.0
-    intercept: float = 0.0
+    bias: tuple = ()  # one per class (the first 0); empty: none
 
-    def apply(self, probabilities):
-        """Calibrated probabilities of raw ones."""
-        return sigmoid(self.slope * logit(probabilities) + self.intercept)
+    def apply(self, probabilities, texts=None):
+        """Calibrated class probabilities of raw ones: rows `(texts, classes)`, or P(class
+        1) of two classes (a 1-D array, answered the same way); `texts` is not needed."""
+        rows = class_rows(probabilities)
+        calibrated = softmax(self.slope * np.log(np.clip(rows, EPSILON, 1))
+                             + self.biases(rows.shape[1]))
+        return calibrated[:, 1] if np.ndim(probabilities) == 1 else calibrated
 
     def undo(self, calibrated, texts=None):
-        """The raw probabilities that `apply` turned into `calibrated` (the same scaling
-        at every length: `texts` is not needed)."""
-        return sigmoid((logit(calibrated) - self.intercept) / self.slope)
+        """The raw probabilities that `apply` turned into `calibrated`."""
+        rows = class_rows(calibrated)
+        raw = softmax((np.log(np.clip(rows, EPSILON, 1)) - self.biases(rows.shape[1]))
+                      / self.slope)
+        return raw[:, 1] if np.ndim(calibrated) == 1 else raw
+
+    def biases(self, classes):
+        return np.asarray(self.bias, "float64") if self.bias else np.zeros(classes)
 
     @classmethod
     def fit(cls, labels, probabilities):
-        """The slope and intercept of least log loss on (`labels`, `probabilities`): a
-        logistic regression on the logit (`fit_logistic`)."""
-        (slope,), intercept = fit_logistic(logit(probabilities)[:, None], labels)
-        if not slope > 0:  # a scorer no better than chance: keep the scores' order anyway
-            return cls()
-        return cls(float(slope), float(intercept))
+        """The slope and biases of least mean log loss on (`labels`, `probabilities`)."""
+        from scipy.optimize import minimize
+
+        logs = np.log(np.clip(class_rows(probabilities), EPSILON, 1))
+        truth = np.eye(logs.shape[1])[np.asarray(labels)]
+
+        def loss_and_gradient(parameters):
+            scores = parameters[0] * logs + np.append(0.0, parameters[1:])
+            error = (softmax(scores) - truth) / len(logs)
+            loss = np.mean(np.logaddexp.reduce(scores, axis=1) - np.sum(scores * truth, 1))
+            return loss, np.append(np.sum(error * logs), error.sum(axis=0)[1:])
+
+        start = np.append(1.0, np.zeros(logs.shape[1] - 1))
+        fitted = minimize(loss_and_gradient, start, jac=True, method="L-BFGS-B",
+                          bounds=[SLOPES] + [(None, None)] * (logs.shape[1] - 1),
+                          options={"gtol": 1e-9}).x
+        return cls(float(fitted[0]), (0.0, *(float(value) for value in fitted[1:])))
+
+    def __str__(self):
+        shifts = "".join(f", {value:+.3f}" for value in self.bias[1:])
+        return f"softmax({self.slope:.3f} log p" + (f" + [0{shifts}])" if self.bias else ")")
 
     def save(self, folder):
         (Path(folder) / FILE).write_text(json.dumps(asdict(self)))
 
     @classmethod
     def load(cls, folder):
-        """The calibration saved in `folder`."""
-        return cls(**json.loads((Path(folder) / FILE).read_text()))
+        """The calibration saved in `folder` (also as earlier versions saved it: Platt's
+        `intercept`, a `temperature`)."""
+        saved = json.loads((Path(folder) / FILE).read_text())
+        if "temperature" in saved:
+            return cls(1 / saved["temperature"])
+        if "intercept" in saved:
+            return cls(saved["slope"], (0.0, saved["intercept"]))
+        return cls(saved["slope"], tuple(saved["bias"]))
 
 
-@dataclass(frozen=True)
-class Temperature:
-    """Temperature scaling of several classes (Guo et al., 2017): each row of class
-    probabilities `p` becomes `softmax(log p / T)`, with the `T` of least log loss on
-    the validation texts; the top class never changes. Saved in `calibration.json` too."""
-
-    temperature: float = 1.0
-
-    def apply(self, probabilities):
-        return softmax(np.log(np.clip(probabilities, EPSILON, 1)) / self.temperature)
-
-    def undo(self, calibrated, texts=None):
-        return softmax(np.log(np.clip(calibrated, EPSILON, 1)) * self.temperature)
-
-    @classmethod
-    def fit(cls, labels, probabilities):
-        """The temperature (between 0.05 and 20) of least mean log loss."""
-        from scipy.optimize import minimize_scalar
-
-        logs, labels = np.log(np.clip(probabilities, EPSILON, 1)), np.asarray(labels)
-
-        def loss(log_temperature):
-            scaled = logs / np.exp(log_temperature)
-            return np.mean(np.logaddexp.reduce(scaled, axis=1)
-                           - scaled[np.arange(len(labels)), labels])
-
-        fitted = minimize_scalar(loss, bounds=(np.log(0.05), np.log(20)), method="bounded")
-        return cls(float(np.exp(fitted.x)))
-
-    def save(self, folder):
-        (Path(folder) / FILE).write_text(json.dumps(asdict(self)))
-
-
-def load_calibration(folder):
-    """The calibration saved in `folder`: Platt scaling (two classes) or a temperature."""
-    saved = json.loads((Path(folder) / FILE).read_text())
-    return Temperature(**saved) if "temperature" in saved else Calibration(**saved)
-
-
-def fit_calibration(labels, probabilities):
-    """Platt scaling of P(class 1) of two classes, or the temperature of rows of several."""
-    probabilities = np.asarray(probabilities)
-    return (Calibration if probabilities.ndim == 1 else Temperature).fit(labels, probabilities)
+def class_rows(probabilities):
+    """Rows of class probabilities; P(class 1) of two classes becomes `[1 - p, p]`."""
+    probabilities = np.asarray(probabilities, "float64")
+    if probabilities.ndim == 1:
+        return np.stack([1 - probabilities, probabilities], axis=1)
+    return probabilities
 
 
 def softmax(logits):
@@ -130,7 +127,7 @@ class LengthTemperature:
     def fit(cls, *groups):
         """The temperature of least log loss on `groups` of (labels, probabilities,
         texts), each group's mean counting equally (5,000 reviews do not drown 150 short
-        texts); minimized as `fit_logistic` minimizes."""
+        texts)."""
         from scipy.optimize import minimize
 
         def loss(parameters):
@@ -143,27 +140,6 @@ class LengthTemperature:
 
         return cls(*(float(value) for value in
                      minimize(loss, np.zeros(2), method="L-BFGS-B").x))
-
-
-def fit_logistic(features, labels, l2=0.0, start=None):
-    """`(weights, bias)` of the logistic regression of `labels` on `features` `(rows,
-    columns)`: least mean log loss plus `l2` times the squared weights, by L-BFGS (the
-    one fit behind Platt scaling and the ensembles' stacking weights)."""
-    from scipy.optimize import minimize
-
-    features, labels = np.asarray(features, "float64"), np.asarray(labels, "float64")
-
-    def loss_and_gradient(parameters):
-        weights, bias = parameters[:-1], parameters[-1]
-        z = features @ weights + bias
-        loss = np.mean(np.logaddexp(0, z) - labels * z) + l2 * weights @ weights
-        error = (sigmoid(z) - labels) / len(labels)
-        return loss, np.append(features.T @ error + 2 * l2 * weights, error.sum())
-
-    start = np.append(np.ones(features.shape[1]) if start is None else start, 0.0)
-    fitted = minimize(loss_and_gradient, start, jac=True, method="L-BFGS-B",
-                      options={"gtol": 1e-9}).x
-    return fitted[:-1], float(fitted[-1])
 
 
 def logit(probabilities):

@@ -16,7 +16,7 @@ import numpy as np
 
 from workflows.core.config import ConfigError
 from workflows.core.export import Exportable
-from workflows.sentiment.calibration import EPSILON, Calibration, load_calibration
+from workflows.sentiment.calibration import EPSILON, Calibration
 from workflows.sentiment.text_classifier import load_classifier, shortest_first
 
 EXPORTED_CLASSES = "classes.json"
@@ -24,26 +24,22 @@ EXPORTED_CLASSES = "classes.json"
 
 class CalibratedClasses(keras.layers.Layer):
     """A network's output (one sigmoid unit, or class probabilities) -> the calibrated
-    probability of each class: Platt scaling of P(class 1) for two classes, a
-    temperature for more (`calibration.py`, in `keras.ops`)."""
+    probability of each class: `Calibration.apply` (`calibration.py`) in `keras.ops`."""
 
-    def __init__(self, classes, slope=1.0, intercept=0.0, temperature=1.0, **kwargs):
+    def __init__(self, classes, slope=1.0, bias=(), **kwargs):
         super().__init__(**kwargs)
-        self.classes, self.slope, self.intercept = classes, slope, intercept
-        self.temperature = temperature
+        self.classes, self.slope, self.bias = classes, slope, list(bias) or [0.0] * classes
 
     def call(self, outputs):
         ops = keras.ops
-        if self.classes == 2:
-            positive = ops.clip(outputs[:, -1], EPSILON, 1 - EPSILON)
-            logit = ops.log(positive) - ops.log(1 - positive)  # (ONNX has no log1p)
-            positive = ops.sigmoid(self.slope * logit + self.intercept)
-            return ops.stack([1 - positive, positive], axis=1)
-        return ops.softmax(ops.log(ops.clip(outputs, EPSILON, 1)) / self.temperature, axis=-1)
+        if self.classes == 2 and outputs.shape[-1] == 1:  # one sigmoid unit: P(class 1)
+            outputs = ops.concatenate([1 - outputs, outputs], axis=-1)
+        scores = self.slope * ops.log(ops.clip(outputs, EPSILON, 1))
+        return ops.softmax(scores + ops.convert_to_tensor(self.bias, scores.dtype), axis=-1)
 
     def get_config(self):
         return {**super().get_config(), "classes": self.classes, "slope": self.slope,
-                "intercept": self.intercept, "temperature": self.temperature}
+                "bias": self.bias}
 
 
 def exportable(run, folder):
@@ -53,7 +49,7 @@ def exportable(run, folder):
                           "Python code. Export its members (their run ids are its "
                           "`members` param) one by one.")
     classifier = load_classifier(folder)
-    model = calibrated_network(classifier, load_calibration(folder))
+    model = calibrated_network(classifier, Calibration.load(folder))
     preprocessor = classifier.preprocessor
     example = preprocessor.encode(["A gripping, beautifully shot film."])
     return Exportable(model, as_arrays(example, model), {
@@ -70,9 +66,8 @@ def calibrated_network(classifier, calibration):
     inputs = keras.tree.map_structure(
         lambda tensor: keras.Input(tensor.shape[1:], dtype=tensor.dtype,
                                    name=tensor.name.split(":")[0]), network.input)
-    fitted = {"slope": calibration.slope, "intercept": calibration.intercept} \
-        if isinstance(calibration, Calibration) else {"temperature": calibration.temperature}
-    outputs = CalibratedClasses(len(classifier.classes), **fitted)(network(inputs))
+    outputs = CalibratedClasses(len(classifier.classes), calibration.slope,
+                                calibration.bias)(network(inputs))
     return keras.Model(inputs, outputs, name="exported_classifier")
 
 

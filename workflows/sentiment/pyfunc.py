@@ -15,12 +15,11 @@ import os
 from typing import Any
 
 import mlflow
-import numpy as np
 from mlflow.pyfunc import PythonModel
 
 from workflows.core.export import SERVED_EXPORT_ENV
 from workflows.core.model_folder import read_settings
-from workflows.sentiment.calibration import load_calibration
+from workflows.sentiment.calibration import Calibration, class_rows
 from workflows.sentiment.reviews import answered, requested_reviews
 from workflows.sentiment.text_classifier import MODEL_KIND, load_classifier
 
@@ -29,7 +28,7 @@ class TextClassifierModel(PythonModel):
     def load_context(self, context):
         folder = context.artifacts["classifier"]
         self.classifier = load_classifier(folder)
-        self.calibration = load_calibration(folder)
+        self.calibration = Calibration.load(folder)
         self.answers = read_settings(folder, [MODEL_KIND]).get("answers", "classes")
         self.exported = None
         if os.environ.get(SERVED_EXPORT_ENV):  # (`serve_model --export`): its calibration
@@ -49,9 +48,7 @@ class TextClassifierModel(PythonModel):
         if self.exported is not None:
             rows = self.exported.probabilities(texts)
         else:
-            rows = self.calibration.apply(self.classifier.predict(texts))
-            if rows.ndim == 1:  # two classes: P(class 1)
-                rows = np.stack([1 - rows, rows], axis=1)
+            rows = self.calibration.apply(class_rows(self.classifier.predict(texts)))
         return answered(rows, self.classifier.classes, self.answers)
 
 

@@ -150,21 +150,17 @@ def save_classifier(folder, classifier, answers="classes"):
 
 
 def calibrated(classifier, prepared, answers="classes"):
-    """`save(folder)`: `save_classifier`, then the classifier's calibration (Platt
-    scaling of two classes, a temperature of more) fitted on the validation texts of
-    `prepared` (never test) as the saved classifier scores them."""
-    from workflows.sentiment.calibration import Temperature, fit_calibration
+    """`save(folder)`: `save_classifier`, then the classifier's calibration
+    (`calibration.py`) fitted on the validation texts of `prepared` (never test) as the
+    saved classifier scores them."""
+    from workflows.sentiment.calibration import Calibration
 
     def save(folder):
         save_classifier(folder, classifier, answers)
         probabilities = load_classifier(folder).predict(prepared.texts("val"))
-        fitted = fit_calibration(prepared.labels("val"), probabilities)
+        fitted = Calibration.fit(prepared.labels("val"), probabilities)
         fitted.save(folder)
-        if isinstance(fitted, Temperature):
-            print(f"Calibration on the validation texts: temperature {fitted.temperature:.3f}")
-        else:
-            print(f"Calibration on the validation texts: p -> sigmoid({fitted.slope:.3f} "
-                  f"logit(p) + {fitted.intercept:.3f})")
+        print(f"Calibration on the validation texts: p -> {fitted}")
 
     return save
 
