@@ -227,6 +227,11 @@ class RetrievalLesson(Lesson):
                            ["vitamin D and bone fractures"], packages=("retrievers",),
                            params={"k": 10}, requirements=REQUIREMENTS)
 
+    def exportable(self, run, folder):
+        from workflows.retrievers import exported
+
+        return exported.exportable(run, folder / "artifacts" / EXPORTED)
+
 
 LESSON = RetrievalLesson()
 

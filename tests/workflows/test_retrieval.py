@@ -325,6 +325,58 @@ def test_dense_fine_tuning_improves_a_planted_task_and_resumes(lesson, capsys):
 
 
 
+@pytest.mark.integration
+@pytest.mark.parametrize("format", ["onnx", "saved_model", "litert"])
+def test_a_dense_retrievers_encoder_exports_and_searches_as_the_kit_does(lesson, format,
+                                                                         capsys):
+    from tests.test_docs import doc_blocks
+    from workflows.core import export, models, runs
+    from workflows.retrievers.searcher import Searcher
+
+    corpus = write_beir(lesson["root"] / "exported", MORE_TOPICS, repeats=1, query_filler=4,
+                        document_filler=8)
+    assert retrieval.main(["train", "--retriever", "dense", "--beir-path", str(corpus),
+                           "--set", f"encoder={lesson['encoder']}", "--epochs", "1",
+                           "--set", "batch_size=8", "--set", "document_length=16",
+                           "--set", "query_length=24"]) == 0
+    run = latest_run("dense")
+    assert retrieval.main(["export", "--run-id", run.info.run_id, "--format", format]) == 0
+    folder = Path(lesson["root"]) / "work" / "exports" / run.info.run_id / format
+    assert export.usage(folder) in capsys.readouterr().out
+    with models.verified_model(runs.stored_run(run.info.run_id)) as local:
+        searcher = Searcher.load(local / "artifacts" / retrieval.EXPORTED)
+    rng = random.Random(0)
+    queries = [" ".join(rng.sample([*TOPICS, *FILLER, "unknownword"], rng.randint(1, 12)))
+               for _ in range(100)]
+    expected = searcher.encoder.encode(queries, 24)
+    token_ids, padding_mask = dense.pad(searcher.encoder.tokenizer.ids(queries, 24), 24, 100)
+    answer, names = export.load_export(folder)
+    found = answer(export.named_arrays({"token_ids": token_ids,
+                                        "padding_mask": padding_mask}, names))
+    assert np.abs(found - expected).max() <= 1e-4
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    assert [tokenizer.encode(query).ids for query in queries] == [
+        ids.tolist() for ids in searcher.encoder.tokenizer.ids(queries, 24)]
+    if format == "onnx":  # the docs' search, run in the export's folder
+        (block,) = doc_blocks("docs/export.md", "embeddings.npy")
+        shown = subprocess.run([sys.executable, "-c", block], cwd=folder, text=True,
+                               capture_output=True, check=True).stdout
+        kit = searcher.answers(["topic3 cell"], 10)[0]  # (the block's query)
+        row_of = {doc_id: row for row, doc_id in enumerate(searcher.doc_ids)}
+        scores = np.load(folder / "embeddings.npy") @ searcher.encoder.encode(
+            ["topic3 cell"], 24)[0]
+        assert [scores[row_of[doc_id]] for doc_id in json.loads(shown)] == pytest.approx(
+            [row["score"] for row in kit], abs=1e-4)  # the kit's ranking (ties in any order)
+
+
+def test_a_bm25_run_has_no_network_to_export(lesson, capsys):
+    assert retrieval.main(["export", "--run-id", latest_run("bm25").info.run_id,
+                           "--format", "onnx"]) == 2
+    assert "no network to export" in capsys.readouterr().err
+
+
 def write_cold_start_beir(folder, topics=MORE_TOPICS, seed=0):
     """A BEIR folder with titled, punctuated documents and judgements for dev and test
     only: no train judgements to learn from."""

@@ -43,12 +43,14 @@ class Exportable:
     """What a lesson exports of a run: `model`, a Keras model from arrays (one input or
     a dict of them) to its answers; `example`, the arrays of an example input (as the
     model takes them); `beside`, files to write next to the artifact (name -> a JSON
-    value); `outputs`, what the answers are, in words."""
+    value); `copies`, files copied next to it (name -> the path of a file of the run);
+    `outputs`, what the answers are, in words."""
 
     model: object
     example: object
     beside: dict = field(default_factory=dict)
     outputs: str = "the model's outputs"
+    copies: dict = field(default_factory=dict)
 
 
 def add_export_arguments(parser):
@@ -68,10 +70,9 @@ def export_step(lesson, find_run, args):
     check_choice("--format", args.format, FORMATS)
     check_choice("--quantize", args.quantize, QUANTIZATIONS)
     run = find_run()
-    with models.verified_model(run) as local:
-        exportable = lesson.exportable(run, local)
-    folder = export_run(exportable, run.info.run_id, args.format, args.quantize,
-                        work_dir(args.work_dir) / "exports" / run.info.run_id)
+    with models.verified_model(run) as local:  # (an export copies files of it)
+        folder = export_run(lesson.exportable(run, local), run.info.run_id, args.format,
+                            args.quantize, work_dir(args.work_dir) / "exports" / run.info.run_id)
     log_export(run.info.run_id, folder)
     print(f"Logged to run {run.info.run_id} as exports/{folder.name}. Call it (in {folder}, "
           f"as its {USAGE_FILE}):\n\n{usage(folder)}")
@@ -115,6 +116,8 @@ def export_run(exportable, run_id, format, quantize, folder):
             "example_max_difference_from_keras": float(difference)}}.items():
         (partial / file).write_text(json.dumps(value, ensure_ascii=False, indent=1),
                                     encoding="utf-8")
+    for file, source in exportable.copies.items():
+        shutil.copyfile(source, partial / file)
     (partial / USAGE_FILE).write_text(USAGE[format].format(artifact=artifact), "utf-8")
     shutil.rmtree(target, ignore_errors=True)
     partial.rename(target)
