@@ -244,6 +244,11 @@ class LanguageModelLesson(Lesson):
         return ModelExport("generator", built.parts[0].save, PYFUNC_FILE, PROMPTS[:1],
                            packages=("causal_lm",), params=PYFUNC_PARAMS)
 
+    def exportable(self, run, folder):
+        from workflows.causal_lm import exported
+
+        return exported.exportable(run, folder / "artifacts" / "generator")
+
 
 LESSON = LanguageModelLesson()
 

@@ -108,6 +108,19 @@ def test_a_preset_fine_tunes_generates_with_every_sampler_and_is_logged(
 
 
 @pytest.mark.integration
+@pytest.mark.parametrize("architecture", ["gpt2", "llama"])
+def test_a_presets_next_token_step_exports_with_its_tokenizer(own_store, presets, corpus,
+                                                              architecture):
+    from tests.workflows.test_language_model import exported_next_token_step
+
+    assert workflow.main(["train", "--init-from", str(presets[architecture]), "--corpus",
+                          str(corpus), *FINE_TUNE, "--epochs", "1"]) == 0
+    folder = exported_next_token_step(latest_run(), "onnx", own_store / "work")
+    assert list((folder / "tokenizer").iterdir())  # the preset's vocabulary files
+    assert json.loads((folder / "tokenizer.json").read_text())
+
+
+@pytest.mark.integration
 def test_lora_trains_the_adapters_only_and_logs_the_merged_model(own_store, presets, corpus):
     assert workflow.main(["train", "--init-from", str(presets["gpt2"]), "--corpus",
                           str(corpus), *FINE_TUNE, "--set", "lora_rank=4"]) == 0

@@ -4,6 +4,7 @@ lesson end to end (`lm_store`) in the integration tier."""
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import keras
 import mlflow
@@ -70,6 +71,46 @@ def lm_runs():
 
 def generator_of(run):
     return load_generator(run)
+
+
+def exported_next_token_step(run, format, work_dir):
+    """Exports `run`'s model in `format`; checks the artifact's logits of 100 random token
+    rows against the Keras model's (at most 1e-4 apart); returns the export's folder."""
+    from workflows.core import export
+
+    assert workflow.main(["export", "--run-id", run.info.run_id, "--format", format]) == 0
+    folder = Path(work_dir) / "exports" / run.info.run_id / format
+    generator = load_generator(run)
+    settings = json.loads((folder / "generation.json").read_text())
+    rows = np.random.default_rng(0).integers(
+        0, generator.vocabulary_size, (100, min(12, settings["max_length"]))).astype("int32")
+    answer, names = export.load_export(folder)
+    found = answer(export.named_arrays(rows, names))
+    expected = keras.ops.convert_to_numpy(generator.model(rows))
+    assert found.shape == expected.shape and np.abs(found - expected).max() <= 1e-4
+    return folder
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("format", ["onnx", "saved_model", "litert"])
+def test_the_next_token_step_exports_and_continues_greedily_as_the_kit_does(lm_store, format):
+    from tests.test_docs import doc_blocks
+    from workflows.causal_lm.exported import EXAMPLE_PROMPT
+
+    run = lm_runs()[0]
+    folder = exported_next_token_step(run, format, lm_store / "work")
+    assert len(json.loads((folder / "vocabulary.json").read_text())) <= 120
+    if format == "onnx":  # the docs' greedy loop, run in the export's folder
+        (block,) = doc_blocks("docs/export.md", "generation.json")
+        ids = json.loads(subprocess.run([sys.executable, "-c", block], cwd=folder, text=True,
+                                        capture_output=True, check=True).stdout)
+        generator = load_generator(run)
+        prompt = generator.tokenize([EXAMPLE_PROMPT])[0]
+        settings = json.loads((folder / "generation.json").read_text())
+        (expected,) = generator.generate_uncached([prompt], settings["max_length"]
+                                                  - len(prompt) - 1)
+        assert ids[:len(prompt) + 1] == [settings["end_id"], *prompt]
+        assert generator.detokenize(ids[len(prompt) + 1:]) == expected
 
 
 @pytest.mark.integration

@@ -117,6 +117,7 @@ def export_run(exportable, run_id, format, quantize, folder):
         (partial / file).write_text(json.dumps(value, ensure_ascii=False, indent=1),
                                     encoding="utf-8")
     for file, source in exportable.copies.items():
+        (partial / file).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(source, partial / file)
     (partial / USAGE_FILE).write_text(USAGE[format].format(artifact=artifact), "utf-8")
     shutil.rmtree(target, ignore_errors=True)
