@@ -239,6 +239,11 @@ class TranslationLesson(Lesson):
         return ModelExport("translator", built.parts.save, PYFUNC_FILE, ["How are you?"],
                            packages=("seq2seq",), params=PYFUNC_PARAMS)
 
+    def exportable(self, run, folder):
+        from workflows.seq2seq import exported
+
+        return exported.exportable(run, folder / "artifacts" / "translator")
+
 
 LESSON = TranslationLesson()
 
