@@ -206,6 +206,26 @@ def test_the_toy_lesson_trains_stops_falls_back_and_keeps_its_budget(tiny, monke
     check_keeps_the_time_budget(module, arguments, capsys, minutes=0.05)  # short epochs
 
 
+@pytest.mark.parametrize("tiny", ["toy"], indirect=True)
+def test_a_run_a_forced_stop_left_before_its_first_save_is_marked_failed(tiny):
+    """A stop forced during a new run's setup (its MLflow run made, the run folder not yet
+    told) leaves a RUNNING run no rerun can resume: the next new run of that folder marks
+    it FAILED, saying why."""
+    import mlflow
+
+    module, arguments = tiny
+    assert module.main(["train", *arguments]) == 0
+    finished = latest_run(module.LESSON)
+    folder = finished.data.tags["run_folder"]
+    client = mlflow.MlflowClient()
+    orphan = client.create_run(finished.info.experiment_id, tags={"run_folder": folder})
+    assert module.main(["train", *arguments, "--retrain"]) == 0
+    assert stored_run(orphan.info.run_id).info.status == "FAILED"
+    assert "before the run's first save" in stored_run(orphan.info.run_id).data.tags["failure"]
+    assert stored_run(finished.info.run_id).info.status == "FINISHED"
+    assert latest_run(module.LESSON).data.tags["run_folder"] == folder
+
+
 @pytest.mark.integration
 @pytest.mark.parametrize("tiny", sorted(set(LESSONS) - {"toy"}), indirect=True)
 def test_each_lesson_trains_stops_falls_back_and_keeps_its_budget(tiny, monkeypatch, capsys):

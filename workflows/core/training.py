@@ -164,8 +164,12 @@ class TrainingRun:
         if self.model is not None:
             print(f"{self.model.count_params():,} parameters")
         if self.is_chief:
+            if not self.run_id:  # one a forced stop ended before its first save: never resumed
+                _mark_failed_runs_of(self.folder, "its command ended before the run's first "
+                                                  "save; a new run trained in its place")
             self._steps.enter_context(store.tracked_run(
-                self.experiment, self.label, self.run_id, self.tags,
+                self.experiment, self.label, self.run_id,
+                {**self.tags, "run_folder": str(self.folder)},
                 system_metrics=getattr(self.config, "system_metrics", False)))
         self.training_folder = self._steps.enter_context(
             _training_folder(self.folder, self.processes))

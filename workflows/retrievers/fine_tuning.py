@@ -26,7 +26,8 @@ class DualEncoderTrainer(keras.Model):
     each embedding is computed from those; then each chunk is embedded again and its
     share of the weights' gradient back-propagated, one chunk after the other. The
     gradient is the whole batch's, exactly, provided both passes see the same network:
-    so they run without dropout."""
+    so they run without dropout. On JAX a scan and on TensorFlow a while loop run the
+    chunks; on PyTorch a Python loop (eager, as PyTorch trains)."""
 
     def __init__(self, encoder_model, scale=20.0, chunk_size=0, **kwargs):
         super().__init__(**kwargs)
@@ -45,8 +46,7 @@ class DualEncoderTrainer(keras.Model):
             return self._jax_cached_step(*args)
         if keras.backend.backend() == "tensorflow":
             return self._tensorflow_cached_step(*args)
-        raise NotImplementedError(f"chunked fine-tuning on {keras.backend.backend()}: "
-                                  "use the JAX or TensorFlow backend, or chunk_size 0")
+        return self._torch_cached_step(*args)
 
     def _cached_loss(self, embed, inputs, targets):
         """`(logits, loss, chunks)`: the whole batch embedded chunk by chunk without
@@ -113,12 +113,38 @@ class DualEncoderTrainer(keras.Model):
                                   lambda i, total, side=side: add_chunk(i, total, side),
                                   (tf.constant(0), grads), parallel_iterations=1)[1]
         self.optimizer.apply(grads, weights)
+        self._update_metrics(loss, labels, logits)
+        return self.get_metrics_result()
+
+    def _torch_cached_step(self, data):
+        import torch
+
+        inputs, labels, _ = keras.utils.unpack_x_y_sample_weight(data)
+        weights = [w.value for w in self.trainable_variables]  # torch Parameters
+
+        def embed(ids, mask):
+            with torch.no_grad():  # (no graph kept: the second pass makes each chunk's)
+                return self.encoder([ids, mask], training=False)
+
+        logits, loss, chunks = self._cached_loss(embed, inputs, labels)
+        grads = [torch.zeros_like(w) for w in weights]
+        for ids, mask, upstream in chunks:  # one chunk's activations at a time
+            for index in range(ids.shape[0]):
+                surrogate = torch.sum(self.encoder([ids[index], mask[index]], training=False)
+                                      * upstream[index])
+                parts = torch.autograd.grad(surrogate, weights, allow_unused=True)
+                grads = [total if part is None else total + part
+                         for total, part in zip(grads, parts, strict=True)]
+        self.optimizer.apply(grads, self.trainable_variables)
+        self._update_metrics(loss, labels, logits)
+        return self.get_metrics_result()
+
+    def _update_metrics(self, loss, labels, logits):
         for metric in self.metrics:
             if metric.name == "loss":
                 metric.update_state(loss)
             else:
                 metric.update_state(labels, logits)
-        return self.get_metrics_result()
 
     def _stateless_metrics(self, metrics_variables, loss, labels, logits):
         logs, updated = {}, []
