@@ -40,7 +40,7 @@ def test_the_readme_is_a_ten_minute_manual():
 LIMIT = 400  # lines of a module: one concept, read top to bottom
 # the modules still over it (issue 86), at their present length: each may only shrink
 OVER = {"workflows/core/cli.py": 466, "workflows/core/fitting.py": 501,
-        "workflows/imdb_sentiment.py": 490, "workflows/translation.py": 471}
+        "workflows/imdb_sentiment.py": 485, "workflows/translation.py": 471}
 
 
 def test_no_module_grows_past_400_lines():

@@ -205,6 +205,7 @@ class SentimentLesson(Lesson):
 
     experiment, catalog = EXPERIMENT, CATALOG
     packages = ("sentiment",)
+    exported = ("workflows.sentiment.exported", "classifier")  # the export step's network
     compare_columns = ("run_id", "params.model", "params.embedding", "params.epochs",
                        "params.batch_size", "params.learning_rate",
                        "metrics.best_val_accuracy", "metrics.test_accuracy",
@@ -253,12 +254,6 @@ class SentimentLesson(Lesson):
                            source.examples(data.prepared)[:1],
                            packages=("sentiment", "causal_lm"),
                            requirements=("gensim",) if config.model == "doc2vec" else ())
-
-
-    def exportable(self, run, folder):
-        from workflows.sentiment import exported
-
-        return exported.exportable(run, exported.classifier_folder(folder))
 
 
 LESSON = SentimentLesson()

@@ -174,6 +174,7 @@ class LanguageModelLesson(Lesson):
 
     experiment, catalog = EXPERIMENT, CATALOG
     packages = ("causal_lm",)
+    exported = ("workflows.causal_lm.exported", "generator")  # the export step's network
     compare_columns = ("run_id", "params.preset", "params.init_from", "tags.corpus",
                        "params.parameters", "metrics.train_minutes",
                        "metrics.best_val_perplexity", "metrics.test_perplexity",
@@ -243,11 +244,6 @@ class LanguageModelLesson(Lesson):
     def export(self, config, data, built):
         return ModelExport("generator", built.parts[0].save, PYFUNC_FILE, PROMPTS[:1],
                            packages=("causal_lm",), params=PYFUNC_PARAMS)
-
-    def exportable(self, run, folder):
-        from workflows.causal_lm import exported
-
-        return exported.exportable(run, folder / "artifacts" / "generator")
 
 
 LESSON = LanguageModelLesson()

@@ -164,6 +164,7 @@ class RetrievalLesson(Lesson):
 
     experiment, catalog = EXPERIMENT, CATALOG
     packages = ("retrievers",)
+    exported = ("workflows.retrievers.exported", EXPORTED)  # the export step's network
     compare_columns = ("run_id", "params.retriever", "metrics.test_ndcg_at_10",
                        "metrics.test_recall_at_100", "metrics.val_ndcg_at_10",
                        "metrics.test_queries_per_second", "params.encoder_run",
@@ -226,11 +227,6 @@ class RetrievalLesson(Lesson):
         return ModelExport(EXPORTED, built.parts.searcher.save, PYFUNC_FILE,
                            ["vitamin D and bone fractures"], packages=("retrievers",),
                            params={"k": 10}, requirements=REQUIREMENTS)
-
-    def exportable(self, run, folder):
-        from workflows.retrievers import exported
-
-        return exported.exportable(run, folder / "artifacts" / EXPORTED)
 
 
 LESSON = RetrievalLesson()

@@ -185,8 +185,8 @@ def make_translator(config, model, tokenizer):
 class TranslationLesson(Lesson):
     """The lesson's hooks, in the order `core/training.py` runs them."""
 
-    experiment, catalog = EXPERIMENT, CATALOG
-    packages = ("seq2seq",)
+    experiment, catalog, packages = EXPERIMENT, CATALOG, ("seq2seq",)
+    exported = ("workflows.seq2seq.exported", "translator")  # the export step's network
     compare_columns = ("run_id", "params.direction", "params.model", "params.preset",
                        "params.tokenization", "params.parameters", "metrics.train_minutes",
                        "metrics.best_val_bleu", "metrics.test_greedy_normalized_bleu",
@@ -238,11 +238,6 @@ class TranslationLesson(Lesson):
 
         return ModelExport("translator", built.parts.save, PYFUNC_FILE, ["How are you?"],
                            packages=("seq2seq",), params=PYFUNC_PARAMS)
-
-    def exportable(self, run, folder):
-        from workflows.seq2seq import exported
-
-        return exported.exportable(run, folder / "artifacts" / "translator")
 
 
 LESSON = TranslationLesson()

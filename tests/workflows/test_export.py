@@ -80,7 +80,7 @@ def test_the_export_step_logs_each_format_and_the_docs_lines_call_it(own_texts_s
                           "--set", "hidden_units=4"]) == 0
     run = runs.model_run(workflow.LESSON)
     served = models.load_pyfunc(run).predict(["A gripping, beautifully shot film."])[0]
-    blocks = doc_blocks("docs/export.md", "example_inputs.npz")
+    blocks = doc_blocks("docs/export.md", "(answers,) =")
     assert len(blocks) == len(FORMATS)
     for format, block in zip(FORMATS, blocks, strict=True):
         assert workflow.main(["export", "--format", format]) == 0

@@ -122,6 +122,9 @@ class Lesson(abc.ABC):
     ascending: bool = False  # True when lower is better (perplexity)
     packages: tuple = ()  # the subpackages of `workflows/` that are this lesson's own
     tuning_defaults: Mapping[str, Any] = {}  # the tune step's metric, direction, pruner
+    # the `export` step's (module, artifact): `module.exportable(run, folder)` makes the
+    # `core.export.Exportable` of the logged model's `artifacts/<artifact>` folder
+    exported: tuple | None = None
 
     def run_name(self, config):
         """The MLflow run name: the model, and its preset where the catalog has presets."""
@@ -184,9 +187,13 @@ class Lesson(abc.ABC):
 
     def exportable(self, run, folder):
         """What the `export` step writes of `run`'s model, whose logged pyfunc is in
-        `folder`: a `core.export.Exportable`."""
-        raise ConfigError(f"The {self.experiment} lesson has no export yet: serve its "
-                          "models through MLflow (the serve step).")
+        `folder`: a `core.export.Exportable` (`exported`)."""
+        if self.exported is None:
+            raise ConfigError(f"The {self.experiment} lesson has no export yet: serve its "
+                              "models through MLflow (the serve step).")
+        module, artifact = self.exported
+        return importlib.import_module(module).exportable(
+            run, Path(folder) / "artifacts" / artifact)
 
     def train(self, config, place: DataPlace | None = None,
               request: TrainRequest | None = None) -> str:
