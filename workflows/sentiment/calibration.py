@@ -50,7 +50,7 @@ class Calibration:
         from scipy.optimize import minimize
 
         logs = np.log(np.clip(class_rows(probabilities), EPSILON, 1))
-        truth = np.eye(logs.shape[1])[np.asarray(labels)]
+        truth = np.eye(logs.shape[1])[np.asarray(labels).astype("int64")]
 
         def loss_and_gradient(parameters):
             scores = parameters[0] * logs + np.append(0.0, parameters[1:])
