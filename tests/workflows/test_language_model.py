@@ -101,7 +101,7 @@ def test_the_next_token_step_exports_and_continues_greedily_as_the_kit_does(lm_s
     folder = exported_next_token_step(run, format, lm_store / "work")
     assert len(json.loads((folder / "vocabulary.json").read_text())) <= 120
     if format == "onnx":  # the docs' greedy loop, run in the export's folder
-        (block,) = doc_blocks("docs/export.md", "generation.json")
+        (block,) = doc_blocks("docs/export.md", '{"token_ids": ids}')
         ids = json.loads(subprocess.run([sys.executable, "-c", block], cwd=folder, text=True,
                                         capture_output=True, check=True).stdout)
         generator = load_generator(run)
