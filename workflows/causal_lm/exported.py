@@ -12,18 +12,17 @@ pieces) and `generation.json` (each prompt starts after `[END]`; `[PAD]`, `[UNK]
 
 from pathlib import Path
 
+import numpy as np
+
 from workflows.causal_lm.generator import END_ID, NEVER_IDS, load_generator
 from workflows.causal_lm.hub import HubGenerator
+from workflows.core.export import Exportable
 
 EXAMPLE_PROMPT = "The movie was"
 
 
 def exportable(run, folder):
     """The `Exportable` of `run`'s language model, saved in `folder` (its `generator/`)."""
-    import numpy as np
-
-    from workflows.core.export import Exportable
-
     generator = load_generator(folder)
     if isinstance(generator, HubGenerator):
         tokens = generator.tokens
