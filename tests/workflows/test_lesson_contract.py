@@ -226,6 +226,27 @@ def test_a_run_a_forced_stop_left_before_its_first_save_is_marked_failed(tiny):
     assert latest_run(module.LESSON).data.tags["run_folder"] == folder
 
 
+@pytest.mark.parametrize("tiny", ["toy"], indirect=True)
+def test_a_train_on_a_new_store_builds_it_beside_never_in_place(tiny, tmp_path, monkeypatch):
+    """Every request of a train, the first included (marking a folder's orphans), opens
+    a store already whole: MLflow's migrations, stopped halfway in place, would leave a
+    store that no later command opens ("table webhooks already exists")."""
+    from mlflow.store.tracking import sqlalchemy_store
+
+    module, arguments = tiny
+    database = tmp_path / "fresh" / "mlflow.db"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{database}")
+    opened, build = [], sqlalchemy_store.SqlAlchemyStore.__init__
+
+    def recording(self, uri, *args, **kwargs):
+        opened.append((uri, database.exists()))
+        build(self, uri, *args, **kwargs)
+
+    monkeypatch.setattr(sqlalchemy_store.SqlAlchemyStore, "__init__", recording)
+    assert module.main(["train", *arguments]) == 0
+    assert opened and all(existed for uri, existed in opened if uri.endswith(str(database)))
+
+
 @pytest.mark.integration
 @pytest.mark.parametrize("tiny", sorted(set(LESSONS) - {"toy"}), indirect=True)
 def test_each_lesson_trains_stops_falls_back_and_keeps_its_budget(tiny, monkeypatch, capsys):

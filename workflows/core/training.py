@@ -352,10 +352,11 @@ def _starting_state(folder, retrain, processes):
 
 def _mark_failed_runs_of(folder, why):
     """Marks FAILED, saying `why`, the unfinished MLflow runs that trained in `folder`."""
-    client = mlflow.MlflowClient()
-    experiments = [experiment.experiment_id for experiment in client.search_experiments()]
-    for run in mlflow.search_runs(experiments, f"tags.run_folder = '{folder}'",
-                                  output_format="list"):
+    uri = store.tracking_uri()
+    with store.opened_store(uri):  # a new store is made whole first, never in place
+        client = mlflow.MlflowClient(uri)
+        experiments = [experiment.experiment_id for experiment in client.search_experiments()]
+    for run in client.search_runs(experiments, f"tags.run_folder = '{folder}'"):
         if run.info.status in ("RUNNING", "KILLED", "SCHEDULED"):
             client.set_tag(run.info.run_id, "failure", why)
             client.set_terminated(run.info.run_id, "FAILED")
