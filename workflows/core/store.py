@@ -111,6 +111,7 @@ def store_lock(uri):
 @contextlib.contextmanager
 def opened_store(uri):
     """Holds `store_lock(uri)`, with a SQLite store made whole first if it is new."""
+    quiet_mlflow()
     with store_lock(uri):
         if uri.startswith("sqlite:///"):
             _make_sqlite_store_whole(Path(uri[len("sqlite:///"):]))
