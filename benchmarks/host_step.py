@@ -115,7 +115,8 @@ class EpochClock:
 
 def fit_ms(pairs, steps_per_execution, random_generator, loop, epochs=3):
     """Steady ms per step of `epochs` epochs, the first left out."""
-    from workflows.core.fitting import Checkpointing, Stopping, fit_resumably
+    from workflows.core.fitting import Checkpointing, fit_resumably
+    from workflows.core.stopping import Stopping
 
     config, model = tiny_model(steps_per_execution, random_generator)
     batches = epochs_of(config, pairs)

@@ -99,11 +99,12 @@ def train_and_score(model, train, test, overrides, work_dir):
     """Trains `model` on the files through the lesson and scores it on the test file."""
     from workflows import imdb_sentiment as lesson
     from workflows.core.lesson import DataPlace
+    from workflows.core.training import train_lesson
 
     started = time.perf_counter()
     config = lesson.CATALOG.make(model, None, overrides)
     place = DataPlace(None, work_dir, {"texts": str(train), "test_texts": str(test)})
-    run_id = lesson.LESSON.train(config, place)
+    run_id = train_lesson(lesson.LESSON, config, place)
     metrics = lesson.evaluate(run_id, work_dir=work_dir)
     changed = ", ".join(f"{key}={value}" for key, value in overrides.items())
     return {"model": model + (f" ({changed})" if changed else ""), "run_id": run_id,

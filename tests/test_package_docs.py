@@ -39,8 +39,7 @@ def test_the_readme_is_a_ten_minute_manual():
 
 LIMIT = 400  # lines of a module: one concept, read top to bottom
 # the modules still over it (issue 86), at their present length: each may only shrink
-OVER = {"workflows/core/cli.py": 466, "workflows/core/fitting.py": 501,
-        "workflows/imdb_sentiment.py": 485, "workflows/translation.py": 471}
+OVER = {"workflows/imdb_sentiment.py": 485, "workflows/translation.py": 438}
 
 
 def test_no_module_grows_past_400_lines():

@@ -23,9 +23,10 @@ from pathlib import Path
 
 from data_prep import glove, imdb, text_classes
 from process.commands import run_main
-from workflows.core.cli import LessonCLI, check_texts, read_texts
+from workflows.core.cli import LessonCLI
 from workflows.core.config import Catalog, ConfigError
 from workflows.core.lesson import Built, Lesson, ModelExport, RunDataset, dataset_digest
+from workflows.core.step_inputs import check_texts, read_texts
 from workflows.core.whole_lesson import Trained, WholeLesson, add_whole_lesson
 from workflows.sentiment.family import CLASS_WEIGHTS
 from workflows.sentiment.sources import (
@@ -49,9 +50,8 @@ from workflows.sentiment.user_texts import (
 EXPERIMENT = "imdb_sentiment"
 IMDB = ImdbReviews()  # the reviews at $NLPKIT_IMDB_PATH, in the cache, or downloaded
 PYFUNC_FILE = Path(__file__).parent / "sentiment" / "pyfunc.py"  # every classifier folder
-# `ensemble`: what the weights are fitted on (the validation reviews, or them and a slice
-# of one or two sentences of each, labelled as its review: weights and confidence for
-# short text), and a general-purpose lexicon to add as a member (`sentiment/lexicon.py`)
+# `ensemble`: its weights fitted on the validation reviews (and a slice of one or two
+# sentences of each: for short text); a lexicon added as a member (`sentiment/lexicon.py`)
 FIT_ON = ("reviews", "reviews+slices")
 LEXICONS = ("none", "vader")
 
@@ -169,7 +169,7 @@ def data_source(args):
 def check_training_data(args):
     """A train step's data flags, checked before any config is completed from other
     runs (round-trip translators) or any data is read."""
-    from workflows.core.cli import overrides_from_args
+    from workflows.core.step_inputs import overrides_from_args
 
     text_classes.files_of(args)  # a split's file without --texts is refused
     augment = getattr(args, "augment", None) or overrides_from_args(args).get("augment")
@@ -238,7 +238,7 @@ class SentimentLesson(Lesson):
                      metrics={**trainable.metrics, **added})
 
     def fit(self, training, config, data, built):
-        from workflows.core.fitting import Monitor
+        from workflows.core.stopping import Monitor
 
         trainable = built.parts
         monitor = Monitor(config.monitor, higher_is_better=config.monitor != "val_loss")

@@ -33,9 +33,10 @@ from workflows.causal_lm.presets import (  # noqa: F401  (API)
     LMConfig,
 )
 from workflows.causal_lm.sampling import PYFUNC_PARAMS, SAMPLERS, Sampling
-from workflows.core.cli import LessonCLI, check_texts, read_texts
+from workflows.core.cli import LessonCLI
 from workflows.core.config import ConfigError
 from workflows.core.lesson import Built, Lesson, ModelExport, RunDataset, dataset_digest
+from workflows.core.step_inputs import check_texts, read_texts
 from workflows.core.whole_lesson import WholeLesson, add_whole_lesson
 
 PYFUNC_FILE = Path(__file__).parent / "causal_lm" / "pyfunc.py"

@@ -25,9 +25,10 @@ from pathlib import Path
 
 from data_prep import retrieval_corpus
 from process.commands import run_main
-from workflows.core.cli import LessonCLI, read_texts
+from workflows.core.cli import LessonCLI
 from workflows.core.config import ConfigError
 from workflows.core.lesson import Built, DataPlace, Lesson, ModelExport, RunDataset, dataset_digest
+from workflows.core.step_inputs import read_texts
 from workflows.core.whole_lesson import WholeLesson, add_whole_lesson
 from workflows.retrievers import evaluation
 from workflows.retrievers.config import (  # noqa: F401  (API)

@@ -41,20 +41,22 @@ from data_prep.pair_tokens import (
     token_arrays,
 )
 from process.commands import run_main
-from workflows.core.cli import LessonCLI, check_texts, read_texts
+from workflows.core.cli import LessonCLI
 from workflows.core.config import ConfigError
 from workflows.core.lesson import Built, Lesson, ModelExport, RunDataset, dataset_digest
+from workflows.core.step_inputs import check_texts, read_texts
 from workflows.core.whole_lesson import WholeLesson, add_whole_lesson
-from workflows.seq2seq.metrics import bleu_scores
 from workflows.seq2seq.presets import (  # noqa: F401  the lesson's API: make_config & co
     CATALOG,
     EXPERIMENT,
     MAX_BEAM_WIDTH,
     TranslationConfig,
+    beam_width_flag,
     check_beam_width,
     check_length_penalty,
     check_limit,
     check_n_best,
+    length_penalty_flag,
     make_config,
 )
 
@@ -226,11 +228,12 @@ class TranslationLesson(Lesson):
 
     def fit(self, training, config, data, built):
         from workflows.core import batches
+        from workflows.seq2seq import evaluation
 
         validation = data.batches(config, "val", limit=config.validation_pairs)
         training.fit(lambda epoch: batches.for_backend(data.batches(config, "train", epoch)),
                      batches.for_backend(validation), len(data.arrays["train"][0]),
-                     epoch_end=validation_sample_scores(config, data, built.parts),
+                     epoch_end=evaluation.validation_sample_scores(config, data, built.parts),
                      curves=("loss", "accuracy", "normalized_bleu"))
 
     def export(self, config, data, built):
@@ -255,31 +258,6 @@ def corpus_of(options):
 def vocabulary_artifacts(tokenizer):
     return {"vocabulary/source.txt": "\n".join(tokenizer.source_vocabulary),
             "vocabulary/target.txt": "\n".join(tokenizer.target_vocabulary)}
-
-
-def validation_sample_scores(config, data, translator):
-    """`epoch_end(epoch, metrics)`: greedy BLEU and chrF of the first `bleu_sentences`
-    validation sources (every `bleu_every_epochs` epochs, and for averaged weights,
-    epoch -1), and the target tokens trained per second."""
-    sources, refs = references(data.prepared.pairs("val", config.direction))
-    sample = sources[:config.bleu_sentences], refs[:config.bleu_sentences]
-    train_tokens = data.batches(config, "train", epoch=0).target_tokens()
-
-    def epoch_end(epoch, metrics):
-        if "epoch_seconds" in metrics:
-            metrics["target_tokens_per_second"] = train_tokens / metrics["epoch_seconds"]
-        if epoch >= 0 and (epoch + 1) % config.bleu_every_epochs:
-            return
-        started = time.perf_counter()
-        hypotheses = translator.translate(sample[0], beam_width=1)
-        scores = bleu_scores(hypotheses, sample[1])
-        metrics.update({f"val_{name}": value for name, value in scores.items()})
-        metrics["val_decode_seconds"] = time.perf_counter() - started
-        print(f"  val BLEU {scores['bleu']:.1f} (normalized {scores['normalized_bleu']:.1f}), "
-              f"chrF {scores['chrf']:.1f}; e.g. {sample[0][0]!r} -> {hypotheses[0]!r}",
-              flush=True)
-
-    return epoch_end
 
 
 # ## Evaluate and translate
@@ -397,17 +375,6 @@ def compare(sort_by=None, model=None, since=None, style="text", ascending=False,
 
 
 # ## Command line
-
-
-def length_penalty_flag(parser, what):
-    parser.add_argument("--length-penalty", type=float, metavar="ALPHA", help=f"{what} by "
-                        "log-likelihood / ((5 + length) / 6) ** ALPHA (Wu et al. 2016; "
-                        "0.6-1.0 is usual; choose it on validation with "
-                        "benchmarks/length_penalty.py; default 0: no penalty)")
-
-
-def beam_width_flag(parser):
-    parser.add_argument("--beam-width", type=int, help="1 for greedy (default: the run's)")
 
 
 def direction_of_pairs(args):

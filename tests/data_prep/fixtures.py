@@ -129,18 +129,22 @@ def write_tiny_encoder(folder, layers=2, width=16, max_length=160, words=None):
     return folder
 
 
-def write_tiny_hub_preset(folder, architecture="bert", words=()):
+def write_tiny_hub_preset(folder, architecture="bert", words=(), letters=False):
     """A keras-hub text classifier preset with random weights (a few thousand), saved
     with keras-hub's own `save_to_preset`, as a user's preset folder would be:
     `architecture` bert (WordPiece) or roberta (byte-level BPE); `words` join the
-    vocabulary."""
+    vocabulary (with `letters`, bert's also holds a-z and ##a-##z: any other lowercase
+    word is its letters)."""
     import keras_hub
 
     words = sorted({*words, "good", "bad", "film"})
     size = dict(num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16,
                 max_sequence_length=64)
     if architecture == "bert":
-        vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]
+        alphabet = "abcdefghijklmnopqrstuvwxyz" if letters else ""
+        vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words,
+                      *(letter for letter in alphabet if letter not in words),
+                      *(f"##{letter}" for letter in alphabet)]
         tokenizer = keras_hub.models.BertTokenizer(vocabulary=vocabulary, lowercase=True)
         preprocessor = keras_hub.models.BertTextClassifierPreprocessor(tokenizer, 32)
         backbone = keras_hub.models.BertBackbone(vocabulary_size=len(vocabulary), **size)

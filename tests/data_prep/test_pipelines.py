@@ -27,7 +27,8 @@ def test_untuned_turns_autotuning_off_and_keeps_the_data():
 
 
 def test_the_trainer_hands_keras_any_given_pipeline_untuned(tmp_path):
-    from workflows.core.fitting import Stopping, fit_resumably
+    from workflows.core.fitting import fit_resumably
+    from workflows.core.stopping import Stopping
 
     features = np.random.default_rng(0).normal(size=(16, 3)).astype("float32")
     labels = (features.sum(axis=1) > 0).astype("float32")

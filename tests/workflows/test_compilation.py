@@ -67,7 +67,8 @@ def test_jax_compiles_a_step_per_bucket_once_per_machine(tmp_path, new_store):
 
 @pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="counts TensorFlow traces")
 def test_tensorflow_traces_each_step_once_whatever_the_lengths(tmp_path):
-    from workflows.core.fitting import Checkpointing, Stopping, fit_resumably
+    from workflows.core.fitting import Checkpointing, fit_resumably
+    from workflows.core.stopping import Stopping
 
     rng = np.random.default_rng(0)
     config = make_config("transformer", "cpu", {
@@ -138,7 +139,8 @@ import keras, numpy as np
 from workflows import translation
 from workflows.core import compilation, devices
 from workflows.core.batches import for_backend
-from workflows.core.fitting import Checkpointing, EpochHooks, Stopping, fit_resumably
+from workflows.core.fitting import Checkpointing, EpochHooks, fit_resumably
+from workflows.core.stopping import Stopping
 from workflows.seq2seq.presets import make_config
 from workflows.seq2seq.batching import PairBatches, pair_plan
 

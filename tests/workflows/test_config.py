@@ -3,7 +3,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from workflows.core import cli, config, config_files
+from workflows.core import config, config_files, step_inputs
 
 
 @dataclass(frozen=True)
@@ -43,11 +43,11 @@ def test_yaml_file_then_set_flags(tmp_path):
 
     (tmp_path / "run.yaml").write_text("epochs: 5\nrate: 0.5\n")
     parser = argparse.ArgumentParser()
-    cli.add_config_arguments(parser)
+    step_inputs.add_config_arguments(parser)
     args = parser.parse_args(["--config", str(tmp_path / "run.yaml"), "--set", "epochs=7"])
-    assert cli.overrides_from_args(args) == {"epochs": "7", "rate": 0.5}
+    assert step_inputs.overrides_from_args(args) == {"epochs": "7", "rate": 0.5}
     with pytest.raises(config.ConfigError, match="KEY=VALUE"):
-        cli.overrides_from_args(parser.parse_args(["--set", "epochs"]))
+        step_inputs.overrides_from_args(parser.parse_args(["--set", "epochs"]))
     assert "epochs = 10" in config.describe(Example())
 
 

@@ -226,6 +226,33 @@ def test_a_run_a_forced_stop_left_before_its_first_save_is_marked_failed(tiny):
     assert latest_run(module.LESSON).data.tags["run_folder"] == folder
 
 
+# Calls from a lesson's `main` to Keras's `model.fit` in a `train`: main, run_command,
+# _run_step, train, train_config, train_lesson, the lesson's fit, TrainingRun.fit,
+# fit_resumably, _Epoch.train. Issue 86 asks for 6: it fails if the path grows.
+CALLS_TO_FIT = 10
+
+
+@pytest.mark.parametrize("tiny", ["toy"], indirect=True)
+def test_main_reaches_model_fit_in_a_few_calls_a_reader_can_follow(tiny, monkeypatch):
+    import traceback
+
+    module, arguments = tiny
+    paths, fit = [], keras.Model.fit
+
+    def recording(self, *args, **kwargs):
+        stack = traceback.extract_stack()[:-1]
+        start = max(i for i, frame in enumerate(stack) if frame.name == "main"
+                    and frame.filename.endswith("cli.py"))
+        paths.append([(frame.name, Path(frame.filename)) for frame in stack[start:]])
+        return fit(self, *args, **kwargs)
+
+    monkeypatch.setattr(keras.Model, "fit", recording)
+    assert module.main(["train", *arguments, "--epochs", "1"]) == 0
+    path = paths[0]
+    assert len(path) <= CALLS_TO_FIT, [name for name, _ in path]
+    assert all(ROOT in file.parents for _, file in path), path  # each a call of the kit's
+
+
 @pytest.mark.parametrize("tiny", ["toy"], indirect=True)
 def test_a_train_on_a_new_store_builds_it_beside_never_in_place(tiny, tmp_path, monkeypatch):
     """Every request of a train, the first included (marking a folder's orphans), opens

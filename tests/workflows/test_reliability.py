@@ -11,7 +11,8 @@ from tests.workflows.conftest import BOW, COMMON
 from tests.workflows.test_training import epoch_dataset, small_model
 from workflows import imdb_sentiment as workflow
 from workflows.core.checkpoints import TrainingFolder
-from workflows.core.fitting import Checkpointing, Stopping, fit_resumably
+from workflows.core.fitting import Checkpointing, fit_resumably
+from workflows.core.stopping import Stopping
 
 
 def metric_steps(run_id, name):

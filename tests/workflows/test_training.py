@@ -6,7 +6,8 @@ import pytest
 import tensorflow as tf
 
 from workflows.core.checkpoints import TrainingFolder
-from workflows.core.fitting import Checkpointing, EpochHooks, Stopping, fit_resumably
+from workflows.core.fitting import Checkpointing, EpochHooks, fit_resumably
+from workflows.core.stopping import Stopping
 from workflows.core.weight_files import average_weights, load_values
 
 STEPS = 8  # batches per epoch
@@ -429,8 +430,8 @@ def test_a_run_without_budget_sizes_its_schedule_to_its_epochs(tmp_path):
 def test_a_budget_sizes_the_schedule_to_the_steps_its_rest_affords():
     from types import SimpleNamespace
 
-    from workflows.core.fitting import WallBudget
     from workflows.core.horizon import ScheduleHorizon
+    from workflows.core.stopping import WallBudget
 
     model, schedule = cosine_model()
     budget = WallBudget(100.0, spent=20.0)
@@ -525,13 +526,13 @@ def test_a_fallback_to_an_older_checkpoint_keeps_that_epochs_metrics(tmp_path, s
 
 
 def _epoch_end_lines():
-    """Each statement of the epoch's end: `_update_early_stopping`, `_Epoch.end` and the
+    """Each statement of the epoch's end: `update_early_stopping`, `_Epoch.end` and the
     checkpoint and logging it may call (`_Epoch.save`), as (code, line) pairs."""
     import dis
 
-    from workflows.core import fitting
+    from workflows.core import fitting, stopping
 
-    codes = (fitting._update_early_stopping.__code__, fitting._Epoch.end.__code__,
+    codes = (stopping.update_early_stopping.__code__, fitting._Epoch.end.__code__,
              fitting._Epoch.save.__code__)
     return [(code, line) for code in codes
             for line in sorted({lineno for _, lineno in dis.findlinestarts(code)

@@ -20,6 +20,7 @@ from workflows import translation as workflow
 from workflows.core import runs as core_runs
 from workflows.core import servers
 from workflows.core.metric_groups import ungrouped
+from workflows.seq2seq.metrics import bleu_scores
 from workflows.seq2seq.translator import (
     NEG_INF,
     Decoder,
@@ -384,12 +385,12 @@ def test_decoded_rows_stop_at_end_and_never_emit_padding_or_start():
 
 def test_bleu_of_a_perfect_hypothesis_is_100_with_any_reference():
     references = [["¿Cómo estás?", "¿Qué tal?"], ["Me encanta leer libros."]]
-    scores = workflow.bleu_scores(["¿Qué tal?", "Me encanta leer libros."], references)
+    scores = bleu_scores(["¿Qué tal?", "Me encanta leer libros."], references)
     assert scores["bleu"] == pytest.approx(100.0)
     assert scores["normalized_bleu"] == pytest.approx(100.0)
     assert scores["chrf"] == pytest.approx(100.0)
     # Normalized scores forgive case and punctuation; standard ones do not.
-    loose = workflow.bleu_scores(["qué tal", "me encanta leer libros"], references)
+    loose = bleu_scores(["qué tal", "me encanta leer libros"], references)
     assert loose["normalized_bleu"] == pytest.approx(100.0) and loose["bleu"] < 100.0
 
 

@@ -5,11 +5,14 @@
   lessons (every module of `workflows/` that declares `LESSON`).
 - `config`: typed configs (`option`, `when`/`unless` rules, `Catalog`), overrides and
   their checks; `TrainingOptions`, the training settings every lesson shares.
-- `cli`: `LessonCLI`, the command line every lesson declares, and the error policy.
+- `cli`: `LessonCLI`, the command line every lesson declares, and the error policy;
+  `step_inputs`: what a step reads beside the lesson's flags (`--config`/`--set`/`--sweep`
+  overrides, texts as arguments or `--file`).
 - `training`: `train_lesson`, the one lifecycle that runs a lesson's hooks, and
   `TrainingRun`, its steps (load the data, open the run folder, start or resume the
   MLflow run, fit with the shared training options, export); `fitting`:
-  the resumable `fit` under it (early stopping, a wall budget, stops at any moment);
+  the resumable `fit` under it (checkpoints, stops at any moment); `stopping`: when it
+  ends (epochs, early stopping on a `Monitor`, the wall-time budget);
   `horizon`: a learning-rate schedule sized to the steps the run affords;
   `checkpoints`: the run folder's state and weight files, written atomically, checked
   by digest, falling back to the newest intact one; `weight_files`: those files;

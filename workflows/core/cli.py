@@ -2,7 +2,7 @@
 
 Written once here: data location flags, model, preset and config selection, `train` with
 sweeps and `--register`, run selection (`--run-id`, `--model-uri`, a lesson's run filters),
-texts from arguments or a file, `tune`, `compare`, `register`, `serve`, `export` (`run`:
+texts from arguments or a file (`step_inputs.py`), `tune`, `compare`, `register`, `serve`, `export` (`run`:
 `whole_lesson.py`), and the error policy (a user error: one line, exit status 2)."""
 
 import argparse
@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 from data_prep.sources import add_location_arguments
-from data_prep.text import text_lines
 from process.commands import import_backend
 from process.errors import run_command
 from workflows.core import export, tuning_space
@@ -21,9 +20,10 @@ from workflows.core.config import (
     TrainingOptions,
     applicable_fields,
 )
-from workflows.core.config_files import read_yaml_mapping, tune_block
+from workflows.core.config_files import tune_block
 from workflows.core.lesson import DataPlace, TrainRequest
 from workflows.core.server_flags import add_model_server_flags, serving_limits
+from workflows.core.step_inputs import accepted_values, add_config_arguments, overrides_from_args
 
 
 class LessonCLI:
@@ -209,9 +209,9 @@ class LessonCLI:
         self.train_config(args, config)
 
     def train_config(self, args, config, parent_run_id=None):
-        from workflows.core import devices, runs, tracking
+        from workflows.core import devices, runs, tracking, training
 
-        run_id = self.lesson.train(config, self.data_place(args), TrainRequest(
+        run_id = training.train_lesson(self.lesson, config, self.data_place(args), TrainRequest(
             args.retrain, tracking.child_tags(parent_run_id)))
         if args.register and devices.process_index() == 0:
             runs.register_model(run_id, args.register)
@@ -239,10 +239,10 @@ class LessonCLI:
 
     def _study(self, args, config, settings, worker=None):
         """Runs (or joins) the study of `settings`; `--register` its best trial."""
-        from workflows.core import runs, tracking, tuning
+        from workflows.core import runs, tracking, training, tuning
 
         def train_trial(trial_config, parent_run_id, tags, after_epoch):
-            return self.lesson.train(trial_config, self.data_place(args), TrainRequest(
+            return training.train_lesson(self.lesson, trial_config, self.data_place(args), TrainRequest(
                 tags={**tracking.child_tags(parent_run_id), **tags}, after_epoch=after_epoch))
 
         given = {name: str(Path(value).resolve()) if Path(str(value)).exists() else str(value)
@@ -387,65 +387,6 @@ STORELESS_STEPS = ("prepare",)
 MODELLESS_STEPS = ("compare", "register", "serve")  # no Keras, no devices
 
 
-def check_texts(texts, what):
-    """Refuses an empty list (a user error) or items that are not strings (a bug)."""
-    if not texts:
-        raise ConfigError(f"Give at least one {what}.")
-    bad = [i for i, text in enumerate(texts) if not isinstance(text, str)]
-    if bad:
-        raise TypeError(f"{what.capitalize()}s must be strings; items {bad[:10]} are not.")
-
-
-def read_texts(texts, file, what):
-    """The texts given as arguments plus the non-blank lines of `file` (UTF-8)."""
-    texts = list(texts)
-    if file:
-        try:
-            lines = text_lines(Path(file).read_text(encoding="utf-8"))
-        except IsADirectoryError:
-            raise ConfigError(f"--file {file} is a folder; give a text file, one per line.") \
-                from None
-        except FileNotFoundError:
-            raise ConfigError(f"--file {file} does not exist.") from None
-        except UnicodeDecodeError as error:
-            raise ConfigError(f"--file {file} is not UTF-8 text ({error.reason} at byte "
-                              f"{error.start}); save it as UTF-8.") from None
-        except OSError as error:
-            raise ConfigError(f"Cannot read --file {file}: {error.strerror}.") from None
-        texts += [line for line in lines if line.strip()]
-    if not texts:
-        raise ConfigError(f"Give {what} as arguments or with --file.")
-    return texts
-
-
-def add_config_arguments(parser):
-    parser.add_argument("--config", metavar="FILE.yaml",
-                        help="YAML mapping of config fields to override")
-    parser.add_argument("--set", metavar="KEY=VALUE", action="append", default=[],
-                        dest="overrides", help="override one config field (repeatable; the "
-                        "settings step lists every field of a --model, with its help), "
-                        "e.g. --set epochs=3 --set dropout=0.3")
-    parser.add_argument("--sweep", metavar="KEY=V1,V2", action="append", default=[],
-                        help="train: one child run per value (repeatable: every combination), "
-                        "grouped under a parent run (a grid), e.g. --sweep "
-                        "learning_rate=1e-3,5e-4")
-
-
-def overrides_from_args(args):
-    """The `{field: value}` overrides given by `--config` then `--set` (which wins); a
-    `tune:` block of the YAML file is the tune step's (`tune_block`)."""
-    overrides = {}
-    if getattr(args, "config", None):
-        overrides.update(read_yaml_mapping(args.config))
-        overrides.pop("tune", None)  # the tune step's own block
-    for item in getattr(args, "overrides", []):
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise ConfigError(f"--set expects KEY=VALUE, got {item!r}.")
-        overrides[key.strip().replace("-", "_")] = value.strip()
-    return overrides
-
-
 def verify_work_folder(work_dir=None):
     """`prepare --verify`: every prepared entry and cache file hashed again."""
     from data_prep import cache
@@ -455,12 +396,3 @@ def verify_work_folder(work_dir=None):
         print(f"Removed {line}")
     print(f"Verified {cache.work_dir(work_dir)}: "
           + (f"{len(removed)} damaged, to be built again." if removed else "every file intact."))
-
-def accepted_values(item):
-    """What a config field declared with `option()` accepts, in words."""
-    rules = item.metadata
-    if "choices" in rules:
-        return "one of " + ", ".join(str(choice) for choice in rules["choices"])
-    bounds = [f"{sign} {rules[key]}" for key, sign in (
-        ("at_least", ">="), ("above", ">"), ("at_most", "<="), ("below", "<")) if key in rules]
-    return ", ".join(bounds) or "any"

@@ -8,7 +8,7 @@ import keras
 import numpy as np
 
 from process.errors import UserError
-from workflows.core.fitting import VALIDATION_LOSS
+from workflows.core.stopping import VALIDATION_LOSS
 from workflows.core.weight_files import average_weights
 
 

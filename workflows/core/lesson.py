@@ -10,7 +10,7 @@ A lesson is one module of `workflows/` that declares `LESSON`, an instance of a
     fit(training, config, data, built) -> trains through `training` (a `TrainingRun`)
     export(config, data, built)       -> `ModelExport`: how the trained model leaves
 
-`Lesson.train` runs them through the one lifecycle (`training.train_lesson`): the run
+`training.train_lesson(lesson, config)` runs them through the one lifecycle: the run
 folder and its lock, a new or resumed MLflow run, resumable fitting with the shared
 training options (`config.TrainingOptions`), the export and the finished mark. Its
 steps on the command line are `cli.LessonCLI`'s. `docs/adding_a_lesson.md` walks
@@ -25,12 +25,9 @@ import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from workflows.core.config import NOT_IN_RUN_FOLDER, Catalog, ConfigError, TrainingOptions
-
-if TYPE_CHECKING:  # (the training core imports Keras; the contract does not)
-    from workflows.core.training import TrainingRun
 
 WORKFLOWS = Path(__file__).resolve().parents[1]  # the folder of the lesson modules
 
@@ -175,7 +172,7 @@ class Lesson(abc.ABC):
         """The model of `config` and what a new run logs when it starts."""
 
     @abc.abstractmethod
-    def fit(self, training: "TrainingRun", config: TrainingOptions, data: LessonData,
+    def fit(self, training, config: TrainingOptions, data: LessonData,
             built: Built) -> None:
         """Trains `built` through `training.fit` (a custom trainer:
         `training.fit(..., model=)`); `training` is the lifecycle's `TrainingRun`, not an
@@ -194,14 +191,6 @@ class Lesson(abc.ABC):
         module, artifact = self.exported
         return importlib.import_module(module).exportable(
             run, Path(folder) / "artifacts" / artifact)
-
-    def train(self, config, place: DataPlace | None = None,
-              request: TrainRequest | None = None) -> str:
-        """Trains `config` (or resumes it, or finds it trained); returns the run id."""
-        from workflows.core import training
-
-        return training.train_lesson(self, config, place or DataPlace(),
-                                     request or TrainRequest())
 
 
 # ## The registry: every module of `workflows/` that declares `LESSON`

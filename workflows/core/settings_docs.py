@@ -17,16 +17,11 @@ from pathlib import Path
 
 from workflows.core.config import TrainingOptions
 from workflows.core.lesson import lesson_names, load_lesson
+from workflows.core.step_inputs import accepted_values
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 BEGIN, END = "<!-- settings: begin -->", "<!-- settings: end -->"
 SHARED = {field.name for field in dataclasses.fields(TrainingOptions)}
-
-
-def accepted(item):
-    from workflows.core.cli import accepted_values
-
-    return accepted_values(item)
 
 
 def cell(text):
@@ -41,7 +36,7 @@ def table(rows):
 
 
 def field_rows(config, names=None):
-    return [(item.name, getattr(config, item.name), accepted(item), item.metadata["help"])
+    return [(item.name, getattr(config, item.name), accepted_values(item), item.metadata["help"])
             for item in dataclasses.fields(config) if item.metadata.get("help")
             and (names is None or item.name in names)]
 

@@ -42,20 +42,14 @@ from workflows.core.checkpoints import (
 )
 from workflows.core.config import NOT_IN_RUN_FOLDER, describe
 from workflows.core.exported_weights import average_if_better, check_finite
-from workflows.core.fitting import (
-    VALIDATION_LOSS,
-    Checkpointing,
-    EpochHooks,
-    Stopping,
-    fit_resumably,
-    kept_in,
-    started_at,
-)
+from workflows.core.fitting import Checkpointing, EpochHooks, fit_resumably, kept_in, started_at
+from workflows.core.lesson import DataPlace, TrainRequest
 from workflows.core.models import export_and_log_model
 from workflows.core.runs import RunNotFoundError, stored_run
+from workflows.core.stopping import VALIDATION_LOSS, Stopping
 
 
-def train_lesson(lesson, config, place, request):
+def train_lesson(lesson, config, place=DataPlace(), request=TrainRequest()):
     """Trains `config` of `lesson` (or resumes it, or finds it trained) from the data at
     `place` (a `DataPlace`), as `request` (a `TrainRequest`) says; returns the run id."""
     with TrainingRun(lesson.experiment, lesson.run_name(config), config, place.work_dir,

@@ -6,6 +6,7 @@ A lesson says what each part is with `WholeLesson` and adds the step with
 `add_whole_lesson(CLI, help, WholeLesson(...))`; the order is this module's.
 """
 
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -45,7 +46,7 @@ class WholeLesson:
 
 def add_whole_lesson(cli, help_text, lesson, *, train="one", check=None):
     """Adds the `run` step to `cli` (a `LessonCLI`): `lesson`'s parts, in order."""
-    return cli.step("run", help_text, lambda args: run_whole_lesson(cli, lesson, args),
+    return cli.step("run", help_text, functools.partial(run_whole_lesson, cli, lesson),
                     data=True, train=train, check=check, one_process=True)
 
 

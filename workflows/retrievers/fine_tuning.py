@@ -203,7 +203,7 @@ def fine_tune(training, config, data, encoder, bm25, work_dir):
     import mlflow
 
     from workflows.core import tracking
-    from workflows.core.fitting import Monitor
+    from workflows.core.stopping import Monitor
     from workflows.retrievers import evaluation, pseudo_queries
 
     made = pairs.training_pairs(config, data, pairs.hybrid_answers(

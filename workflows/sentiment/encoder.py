@@ -42,6 +42,11 @@ class EncoderConfig(TrainConfig):
     read: str = option("head+tail", choices=ENCODER_READS, applies=lambda c: kit_bert(c),
                        help="a long text's start, or its start and its end (the kit's "
                             "BERT only; a keras-hub preset reads the start)")
+    extend_vocabulary: int = option(
+        0, at_least=0, at_most=50_000, applies=lambda c: not kit_bert(c),
+        help="a keras-hub WordPiece preset: add the N most frequent words of the training "
+             "texts that its tokenizer cuts into 3 or more pieces, as one token each (new "
+             "embedding rows: the mean of their pieces'); 0: its vocabulary as it is")
     sentence_slices: int = option(1, at_least=0, help="slices of 1-2 sentences added "
                                   "per train review, labelled as it; 0: none")
     slices_from: str = option("anywhere", choices=SLICE_PLACES,

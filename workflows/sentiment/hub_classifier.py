@@ -7,7 +7,8 @@ class (`data_prep.encoders.hub_preset` tells these from the kit's own BERT folde
 The preset's own preprocessor reads the texts (its tokenizer, its special tokens, cut or
 padded to `max_review_tokens`: one shape), ahead of training; the model trains on the
 token arrays, with Adam warmed up over 10% of the steps, then decayed to 0, as the
-kit's BERT path. The classifier holds the task (without its preprocessor) as its
+kit's BERT path; `extend_vocabulary` first grows a WordPiece preset's vocabulary with
+the texts' words (`hub_vocabulary.py`). The classifier holds the task (without its preprocessor) as its
 network and the preprocessor in its `HubFeatures` (`preprocessors.py`), and scores raw
 texts in batches of one shape.
 Its tokenizers are TensorFlow layers: this path needs TensorFlow where it trains and
@@ -17,6 +18,7 @@ where it serves.
 import numpy as np
 
 from workflows.core.batches import BucketedBatches, for_backend, real_rows_and_weights
+from workflows.sentiment import hub_vocabulary
 
 KIND = "hub_preset"
 
@@ -73,6 +75,12 @@ def build(config, data):
 
     classes = len(data.prepared.classes)
     task = load_task(data.encoder, classes, config.max_review_tokens)
+    added = []
+    if config.extend_vocabulary:
+        task, added = hub_vocabulary.extended(task, data.prepared.texts("train"),
+                                              config.extend_vocabulary)
+        print(f"Added {len(added):,} of the texts' words to the vocabulary of "
+              f"{config.encoder}" + (f", e.g. {', '.join(added[:5])}" if added else ""))
     preprocessor = task.preprocessor
     print(f"Tokenizing the texts with the preprocessor of {config.encoder}")
     splits = {}
@@ -100,4 +108,6 @@ def build(config, data):
                      len(splits["train"][1]), classifier,
                      tags={"model_family": "encoder", "encoder_kind": KIND,
                            "architecture": type(task).__name__},
-                     metrics={"encoder_weights": task.backbone.count_params()})
+                     metrics={"encoder_weights": task.backbone.count_params(),
+                              "added_words": len(added)},
+                     artifacts={"added_words.txt": "\n".join(added)} if added else {})

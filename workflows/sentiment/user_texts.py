@@ -57,7 +57,7 @@ def encoder_missing(args, work_dir=None):
     names, or the family's default, fetched once, here."""
     from data_prep import encoders
     from process.errors import UserError
-    from workflows.core.cli import overrides_from_args
+    from workflows.core.step_inputs import overrides_from_args
     from workflows.sentiment.encoder import MODELS
 
     name = getattr(args, "encoder", None) or overrides_from_args(args).get("encoder") \

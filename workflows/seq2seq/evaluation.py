@@ -1,11 +1,12 @@
-"""Scoring a translator on the test split and logging what it scored back to its run
-(the translation lesson's `evaluate` step)."""
+"""Scoring a translator: on the test split, logged back to its run (the translation
+lesson's `evaluate` step), and on a validation sample at each epoch's end."""
 
 import json
 import time
 
 from tqdm import tqdm
 
+from data_prep.pair_tokens import references
 from workflows.core import batches, compilation, figures, runs
 from workflows.seq2seq.metrics import bleu_scores
 
@@ -59,3 +60,28 @@ def score_and_log(run, translator, config, test, beam_width, length_penalty=None
         tables={"sample_translations.json": table})
     print(json.dumps({"run_id": run.info.run_id, "sentences": len(sources), **results}, indent=2))
     return results
+
+
+def validation_sample_scores(config, data, translator):
+    """`epoch_end(epoch, metrics)`: greedy BLEU and chrF of the first `bleu_sentences`
+    validation sources (every `bleu_every_epochs` epochs, and for averaged weights,
+    epoch -1), and the target tokens trained per second."""
+    sources, refs = references(data.prepared.pairs("val", config.direction))
+    sample = sources[:config.bleu_sentences], refs[:config.bleu_sentences]
+    train_tokens = data.batches(config, "train", epoch=0).target_tokens()
+
+    def epoch_end(epoch, metrics):
+        if "epoch_seconds" in metrics:
+            metrics["target_tokens_per_second"] = train_tokens / metrics["epoch_seconds"]
+        if epoch >= 0 and (epoch + 1) % config.bleu_every_epochs:
+            return
+        started = time.perf_counter()
+        hypotheses = translator.translate(sample[0], beam_width=1)
+        scores = bleu_scores(hypotheses, sample[1])
+        metrics.update({f"val_{name}": value for name, value in scores.items()})
+        metrics["val_decode_seconds"] = time.perf_counter() - started
+        print(f"  val BLEU {scores['bleu']:.1f} (normalized {scores['normalized_bleu']:.1f}), "
+              f"chrF {scores['chrf']:.1f}; e.g. {sample[0][0]!r} -> {hypotheses[0]!r}",
+              flush=True)
+
+    return epoch_end

@@ -194,6 +194,17 @@ def check_length_penalty(alpha):
                           "(0.6-1.0 is usual).")
 
 
+def length_penalty_flag(parser, what):
+    parser.add_argument("--length-penalty", type=float, metavar="ALPHA", help=f"{what} by "
+                        "log-likelihood / ((5 + length) / 6) ** ALPHA (Wu et al. 2016; "
+                        "0.6-1.0 is usual; choose it on validation with "
+                        "benchmarks/length_penalty.py; default 0: no penalty)")
+
+
+def beam_width_flag(parser):
+    parser.add_argument("--beam-width", type=int, help="1 for greedy (default: the run's)")
+
+
 def check_beam_width(beam_width):
     if beam_width is not None and not 1 <= beam_width <= MAX_BEAM_WIDTH:
         raise ConfigError(f"--beam-width must be from 1 (greedy) to {MAX_BEAM_WIDTH}, "
