@@ -29,33 +29,6 @@ VARIANTS = [("onnx", "none"), ("onnx", "int8"), ("saved_model", "none"),
             ("saved_model", "int8"), ("litert", "none"), ("litert", "int8")]
 
 
-def greedy(answer, names, settings, sources, batch_size):
-    """Target ids of each source (lists of ids), decoded greedily through `answer`."""
-    from data_prep.text import PAD_ID
-    from workflows.core.export import named_arrays
-
-    outputs = [None] * len(sources)
-    order = np.argsort([len(row) for row in sources], kind="stable")
-    for start in range(0, len(order), batch_size):
-        rows = order[start:start + batch_size]
-        width = max(len(sources[i]) for i in rows)
-        source = np.full((len(rows), width), PAD_ID, "int32")
-        for line, i in enumerate(rows):
-            source[line, :len(sources[i])] = sources[i]
-        target = np.full((len(rows), 1), settings["start_id"], "int32")
-        done = np.zeros(len(rows), bool)
-        while target.shape[1] < settings["max_output_length"] and not done.all():
-            logits = np.array(answer(named_arrays({"source": source, "target": target},
-                                                  names)))[:, -1]
-            logits[:, settings["never_ids"]] = -np.inf
-            chosen = np.where(done, PAD_ID, logits.argmax(axis=1)).astype("int32")
-            done |= chosen == settings["end_id"]
-            target = np.concatenate([target, chosen[:, None]], axis=1)
-        for line, i in enumerate(rows):
-            outputs[i] = target[line]
-    return outputs
-
-
 def row_of(format, quantize, size, translate, sources, references, single_source):
     """Size, the median of 20 one-sentence translations, throughput and test scores."""
     from workflows.seq2seq.metrics import bleu_scores
@@ -78,16 +51,10 @@ def row_of(format, quantize, size, translate, sources, references, single_source
 
 def measured(run, translator, sources, references, args):
     """A row per variant, the kit's greedy decoding first."""
-    import json
 
     from workflows.core import export, models
     from workflows.seq2seq import exported
-    from workflows.seq2seq.batching import truncate
-    from workflows.seq2seq.translator import non_empty
 
-    tokenizer = translator.tokenizer
-    ids = [non_empty(row) for row in truncate(tokenizer.source_ids(sources),
-                                              translator.max_source_length)]
     base, kit = row_of("keras (kit, cached)", "none", 0,
                        lambda texts: translator.translate(texts, beam_width=1),
                        sources, references, sources[0])
@@ -102,15 +69,7 @@ def measured(run, translator, sources, references, args):
             except export.ExportFailedError as error:
                 rows.append({"format": format, "quantize": quantize, "refused": str(error)})
                 continue
-            answer, names = export.load_export(written)
-            settings = json.loads((written / "generation.json").read_text("utf-8"))
-            by_id = dict(zip(sources, ids, strict=True))
-
-            def translate(texts, answer=answer, names=names, settings=settings):
-                return tokenizer.detokenize(greedy(answer, names, settings,
-                                                   [by_id[text] for text in texts],
-                                                   args.batch_size))
-
+            translate = exported.ExportedTranslator(written, translator, args.batch_size).translate
             row, hypotheses = row_of(format, quantize, export.folder_size(
                 written / export.FORMATS[format][1]), translate, sources, references,
                 sources[0])
@@ -124,8 +83,9 @@ def measured(run, translator, sources, references, args):
 
 
 def main(argv=None):
-    from data_prep import spa_eng
     from reporting import machine, translation_run_parser, write_results
+
+    from data_prep import spa_eng
 
     parser = translation_run_parser("export_translation.py", __doc__.split("\n")[0])
     parser.add_argument("--max-train-minutes", type=float, default=12)

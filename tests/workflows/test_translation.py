@@ -248,6 +248,47 @@ def test_a_translator_exports_and_decodes_greedily_as_the_kit_does(
             [EXAMPLE_SENTENCE], beam_width=1)
 
 
+@pytest.mark.integration
+def test_a_translator_served_through_its_export_answers_as_its_greedy_decoding(
+        translation_store, tmp_path):
+    from workflows.core import models
+    from workflows.seq2seq.translator import Translator
+
+    run = runs()["transformer"]
+    assert workflow.main(["export", "--run-id", run.info.run_id, "--format", "onnx"]) == 0
+    asked = ["How are you?", "", "I love reading books.", "Where is the station?"]
+    with models.verified_model(run) as local:
+        translator = Translator.load(local / "artifacts" / "translator")
+    with served(models.model_uri(run.info.run_id), tmp_path / "server.log",
+                flags=["--export", "onnx"]) as url:
+        status, body = post(url, json.dumps({"inputs": asked}).encode())
+        assert status == 200, body
+        assert body["predictions"] == translator.translate(asked, beam_width=1)
+        assert body["predictions"][1] == ""
+        status, body = post(url, json.dumps({"inputs": asked[:1],
+                                             "params": {"beam_width": 4}}).encode())
+        assert status == 400 and "decodes greedily" in json.dumps(body)
+
+
+def test_the_exports_greedy_loop_decodes_as_the_kits_cached_greedy_decoding():
+    """`exported.greedy_ids`, run on the Keras network itself (any runtime answers the
+    same), in batches of 2 sources padded to their own length: the tokens of the kit's
+    cached greedy decoding, row by row."""
+    from workflows.seq2seq import exported
+
+    keras.utils.set_random_seed(7)
+    model = build_model(tiny_config(), 40, 50)
+    source = np.random.default_rng(2).integers(1, 40, (5, 9)).astype("int32")
+    source[1, 4:] = source[3, 6:] = PAD_ID
+    cached = keras.ops.convert_to_numpy(Decoder(model, 2, 3).generate(source, 8))
+    settings = {"start_id": 2, "end_id": 3, "never_ids": [PAD_ID, 2], "max_output_length": 8}
+    rows = exported.greedy_ids(
+        lambda arrays: keras.ops.convert_to_numpy(model(arrays, training=False)),
+        ["source", "target"], settings, [row[row != PAD_ID] for row in source], batch_size=2)
+    padded = [np.pad(row, (0, 8 - len(row))) for row in rows]
+    assert (np.stack(padded) == cached).all()
+
+
 def tiny_config(**changes):
     return workflow.make_config("transformer", "cpu", {
         "embed_dim": 16, "dense_dim": 32, "num_heads": 2, "sequence_length": 12,

@@ -11,10 +11,13 @@ ids are the kit's tokenization (`source_vocabulary.json`; word tokenization: the
 tutorial's lowercased words, its punctuation stripped; subword: WordPiece pieces).
 """
 
+import json
+from pathlib import Path
+
 import numpy as np
 
 from data_prep.text import PAD_ID
-from workflows.core.export import Exportable
+from workflows.core.export import Exportable, load_export, named_arrays
 from workflows.seq2seq.batching import truncate
 from workflows.seq2seq.translator import Translator, non_empty
 
@@ -40,3 +43,47 @@ def exportable(run, folder):
             "example_sentence": EXAMPLE_SENTENCE}},
         outputs="the next target token's logits at every target position (batch, target "
                 "length, target vocabulary): the last position's choose the next token")
+
+
+def greedy_ids(answer, names, settings, sources, batch_size=64):
+    """Each source's target ids (`[start]` first), decoded greedily through `answer`
+    (`core.export.load_export`) as the docs' loop does, in batches of sources of similar
+    length padded with id 0: `[start]`, then each row's likeliest allowed token fed back,
+    the whole network once per token, until every row chose `[end]`."""
+    outputs = [None] * len(sources)
+    order = np.argsort([len(row) for row in sources], kind="stable")
+    for begin in range(0, len(order), batch_size):
+        rows = order[begin:begin + batch_size]
+        source = np.full((len(rows), max(len(sources[i]) for i in rows)), PAD_ID, "int32")
+        for line, i in enumerate(rows):
+            source[line, :len(sources[i])] = sources[i]
+        target = np.full((len(rows), 1), settings["start_id"], "int32")
+        done = np.zeros(len(rows), bool)
+        while target.shape[1] < settings["max_output_length"] and not done.all():
+            logits = np.array(answer(named_arrays({"source": source, "target": target},
+                                                  names)))[:, -1]
+            logits[:, settings["never_ids"]] = -np.inf
+            chosen = np.where(done, PAD_ID, logits.argmax(axis=1)).astype("int32")
+            done |= chosen == settings["end_id"]
+            target = np.concatenate([target, chosen[:, None]], axis=1)
+        for line, i in enumerate(rows):
+            outputs[i] = target[line]
+    return outputs
+
+
+class ExportedTranslator:
+    """`translator` (a `Translator`) answering through its export in `folder`: the same
+    sentences in, greedy translations out, decoded by the format's own runtime."""
+
+    def __init__(self, folder, translator, batch_size=64):
+        self.answer, self.names = load_export(folder)
+        self.settings = json.loads((Path(folder) / "generation.json").read_text("utf-8"))
+        self.translator, self.batch_size = translator, batch_size
+
+    def translate(self, texts):
+        outputs, todo, source = self.translator.read_sources(texts)
+        source = [non_empty(row) for row in truncate(source, self.settings["max_source_length"])]
+        decoded = greedy_ids(self.answer, self.names, self.settings, source, self.batch_size)
+        for i, text in zip(todo, self.translator.tokenizer.detokenize(decoded), strict=True):
+            outputs[i] = text
+        return outputs

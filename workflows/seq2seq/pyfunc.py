@@ -13,8 +13,11 @@ Params (declared in the model's signature, so a served model takes them too):
 `n_best` (K > 0: each prediction is the K best `{"translation", "score"}`, best first)
 and `score` (true: each input is `SOURCE<TAB>TARGET` or `SOURCE ||| TARGET`, and each
 prediction is `{"log_likelihood", "tokens"}` of that target given that source).
+Served through an export (`serve_model --export NAME`), it decodes greedily in the
+export's runtime (`exported.ExportedTranslator`) and refuses beams, n-best and scores.
 """
 
+import os
 import warnings
 from typing import Any
 
@@ -23,6 +26,7 @@ from mlflow.exceptions import MlflowException
 from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE
 from mlflow.pyfunc import PythonModel
 
+from workflows.core.export import SERVED_EXPORT_ENV
 from workflows.seq2seq.translator import MAX_BEAM_WIDTH, Translator, parse_pair
 
 # predictions are strings, lists of dicts (n_best) or dicts (score): typed as Any
@@ -36,6 +40,11 @@ def bad_request(message):
 class TranslatorModel(PythonModel):
     def load_context(self, context):
         self.translator = Translator.load(context.artifacts["translator"])
+        self.exported = None
+        if os.environ.get(SERVED_EXPORT_ENV):  # (`serve_model --export`): greedy through it
+            from workflows.seq2seq.exported import ExportedTranslator
+
+            self.exported = ExportedTranslator(os.environ[SERVED_EXPORT_ENV], self.translator)
 
     def predict(self, context, model_input: list[str], params: dict | None = None) -> list[Any]:
         """The translation of each sentence (empty sentences give empty strings), its
@@ -59,6 +68,8 @@ class TranslatorModel(PythonModel):
         if not is_int(n_best) or not 0 <= n_best <= MAX_BEAM_WIDTH:
             raise bad_request(f"n_best must be a whole number from 0 to {MAX_BEAM_WIDTH}, "
                               f"got {n_best!r}.")
+        if self.exported is not None:
+            return self.through_export(texts, params, beam_width, alpha, n_best)
         if params.get("score"):
             return self.score(texts, n_best)
         if n_best:
@@ -67,6 +78,15 @@ class TranslatorModel(PythonModel):
                                                       float(alpha))]
         return self.translator.translate(texts, beam_width=beam_width or None,
                                          length_penalty=float(alpha))
+
+    def through_export(self, texts, params, beam_width, alpha, n_best):
+        """Greedy translations by the export's runtime; what only the kit's decoding
+        does (beams, n-best lists, scores) is refused in one line."""
+        if params.get("score") or n_best or beam_width > 1 or alpha:
+            raise bad_request("This model is served through its export, which decodes "
+                              "greedily: send beam_width 1 (or none), no n_best, "
+                              "length_penalty or score; or serve it without --export.")
+        return self.exported.translate(texts)
 
     def score(self, lines, n_best):
         if n_best:

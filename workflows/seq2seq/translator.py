@@ -79,7 +79,7 @@ class Translator:
         Sentences longer than the model's source length are truncated (with a
         warning). Raises `TypeError` for items that are not strings.
         """
-        outputs, todo, source = self._read(texts)
+        outputs, todo, source = self.read_sources(texts)
         for i, text in zip(todo, self.translate_ids(source, beam_width, length_penalty),
                            strict=True):
             outputs[i] = text
@@ -88,7 +88,7 @@ class Translator:
     def n_best(self, texts, n, beam_width=None, length_penalty=None):
         """Per string, up to `n` distinct `(translation, score)` pairs, best first
         (beam search of width at least `n`; scores as in `rank_hypotheses`)."""
-        outputs, todo, source = self._read(texts)
+        outputs, todo, source = self.read_sources(texts)
         outputs = [[("", 0.0)] for _ in outputs]
         for i, row in zip(todo, self.n_best_ids(source, n, beam_width, length_penalty),
                           strict=True):
@@ -125,7 +125,7 @@ class Translator:
         return [(float(total), int(count)) for total, count in
                 zip((chosen * weights).sum(axis=1), weights.sum(axis=1), strict=True)]
 
-    def _read(self, texts):
+    def read_sources(self, texts):
         """(an empty output per text, the indexes of the non-empty ones, their ids)."""
         check_strings(texts)
         texts = [" ".join(text.split()) for text in texts]
