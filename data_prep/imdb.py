@@ -239,16 +239,7 @@ def _write_prepared(folder, settings, tmp, verbose):
         "val": ([train_texts[i] for i in val_idx], train_labels[val_idx]),
         "test": (test_texts, test_labels),
     }
-    say(f"Adapting the vocabulary ({settings.max_tokens} tokens) on the train split")
-    vectorizer = make_vectorizer(settings)
-    vectorizer.adapt(splits["train"][0], batch_size=512)
-    vocabulary = vectorizer.get_vocabulary()
-    (tmp / "vocabulary.txt").write_text("\n".join(vocabulary), encoding="utf-8")
-    for split, (texts, labels) in splits.items():
-        say(f"Vectorizing {split} ({len(texts)} reviews)")
-        (tmp / f"{split}_texts.json").write_text(json.dumps(texts))
-        np.save(tmp / f"{split}_labels.npy", labels)
-        np.save(tmp / f"{split}_ids.npy", vectorize(vectorizer, texts))
+    vocabulary = write_vectorized(splits, settings, tmp, say, "reviews")
     unlabelled = read_unlabelled(folder / "train") if settings.include_unlabelled else []
     if unlabelled:
         (tmp / "unsup_texts.json").write_text(json.dumps(unlabelled))
@@ -281,6 +272,22 @@ def check_splits(folder, train_labels, test_labels):
                     f"{folder / split / name} holds {count} readable reviews (at least "
                     f"{MIN_REVIEWS} are needed): point {ACL_IMDB.flag} at a whole aclImdb "
                     "tree (train and test, each with pos and neg).")
+
+
+def write_vectorized(splits, settings, folder, say, what="texts"):
+    """Writes each split's texts, labels (class indexes) and token ids in `folder`, with
+    the vocabulary adapted on the train split; returns the vocabulary."""
+    say(f"Adapting the vocabulary ({settings.max_tokens} tokens) on the train split")
+    vectorizer = make_vectorizer(settings)
+    vectorizer.adapt(splits["train"][0], batch_size=512)
+    vocabulary = vectorizer.get_vocabulary()
+    (folder / "vocabulary.txt").write_text("\n".join(vocabulary), encoding="utf-8")
+    for split, (texts, labels) in splits.items():
+        say(f"Vectorizing {split} ({len(texts)} {what})")
+        (folder / f"{split}_texts.json").write_text(json.dumps(texts))
+        np.save(folder / f"{split}_labels.npy", np.asarray(labels, "int32"))
+        np.save(folder / f"{split}_ids.npy", vectorize(vectorizer, texts))
+    return vocabulary
 
 
 def vectorize(vectorizer, texts, batch_size=1024):

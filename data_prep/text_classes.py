@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from data_prep import cache
-from data_prep.imdb import PreparedImdb, make_vectorizer, vectorize
+from data_prep.imdb import PreparedImdb, write_vectorized
 from data_prep.labelled_texts import LabelledTextsError, read_classes
 from data_prep.text import TEXT_NORMALIZATION
 from process.commands import import_backend, run_main
@@ -187,17 +187,9 @@ def _write_prepared(read, settings, tmp, verbose):
     say = print if verbose else (lambda *args: None)
     splits, classes = read
     index = {label: i for i, label in enumerate(classes)}
-    say(f"Adapting the vocabulary ({settings.max_tokens} tokens) on the train split")
-    vectorizer = make_vectorizer(settings)
-    vectorizer.adapt(splits["train"][0], batch_size=512)
-    vocabulary = vectorizer.get_vocabulary()
-    (tmp / "vocabulary.txt").write_text("\n".join(vocabulary), encoding="utf-8")
-    for split, (texts, labels) in splits.items():
-        say(f"Vectorizing {split} ({len(texts)} texts)")
-        (tmp / f"{split}_texts.json").write_text(json.dumps(texts))
-        np.save(tmp / f"{split}_labels.npy", np.array([index[label] for label in labels],
-                                                      "int32"))
-        np.save(tmp / f"{split}_ids.npy", vectorize(vectorizer, texts))
+    vocabulary = write_vectorized({split: (texts, [index[label] for label in labels])
+                                   for split, (texts, labels) in splits.items()},
+                                  settings, tmp, say)
     lengths = [len(text.split()) for text in splits["train"][0]]
     summary = {
         "classes": classes,
