@@ -142,3 +142,33 @@ def own_texts_store(tmp_path, monkeypatch, new_store, restore_tracking_uri):
     monkeypatch.setenv("NLPKIT_WORK_DIR", str(tmp_path / "work"))
     monkeypatch.setenv("MLFLOW_TRACKING_URI", new_store(tmp_path / "mlflow.db"))
     return tmp_path
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("format", FORMATS)
+def test_a_model_computing_in_bfloat16_exports_as_its_float32_copy(format, tmp_path):
+    """The `cpu` translator trains in mixed_bfloat16, which tf2onnx cannot convert: the
+    export is a float32 copy with its weights, answering as that copy does (1e-4) and
+    as the bfloat16 model does within bfloat16's precision; the model itself is kept."""
+    from workflows import translation
+
+    keras.utils.set_random_seed(0)
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    try:
+        model = translation.build_model(translation.make_config("transformer", "cpu", {
+            "embed_dim": 16, "dense_dim": 32, "num_heads": 2, "sequence_length": 12,
+            "dtype_policy": "mixed_bfloat16"}), 40, 50)
+    finally:
+        keras.config.set_dtype_policy("float32")
+    rng = np.random.default_rng(0)
+    arrays = {"source": rng.integers(1, 40, (100, 9)).astype("int32"),
+              "target": rng.integers(1, 50, (100, 7)).astype("int32")}
+    example = {name: array[:1] for name, array in arrays.items()}
+    written = export.export_run(Exportable(model, example), "run0", format, "none", tmp_path)
+    answer, names = export.load_export(written)
+    found = answer(export.named_arrays(arrays, names))
+    copy = export.in_float32(model, example)
+    assert copy is not model and copy.dtype_policy.name == "float32"
+    assert model.dtype_policy.name == "mixed_bfloat16"
+    np.testing.assert_allclose(found, keras.ops.convert_to_numpy(copy(arrays)), atol=1e-4)
+    np.testing.assert_allclose(found, keras.ops.convert_to_numpy(model(arrays)), atol=0.1)

@@ -89,8 +89,7 @@ def export_run(exportable, run_id, format, quantize, folder):
     partial = target.with_name(f".partial-{name}")
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
-    model, options = exportable.model, {}
-    model(exportable.example)  # (a model is exported once it was called)
+    model, options = in_float32(exportable.model, exportable.example), {}
     if quantize != "none" and format == "litert":  # the converter's own int8 weights
         import tensorflow as tf
 
@@ -102,11 +101,11 @@ def export_run(exportable, run_id, format, quantize, folder):
     converted(lambda: model.export(str(partial / artifact), format=keras_format,
                                    verbose=False, **options), format)
     seconds = time.perf_counter() - started
-    answer, names = loaded(format, partial / artifact)
+    answer, names = ran(lambda: loaded(format, partial / artifact), format)
     example = named_arrays(exportable.example, names)
     import keras  # (here: the steps' --help loads no Keras)
 
-    difference = np.abs(ran(answer, example, format) - keras.ops.convert_to_numpy(
+    difference = np.abs(ran(lambda: answer(example), format) - keras.ops.convert_to_numpy(
         model(exportable.example))).max()  # (int8: the quantized model's, LiteRT's float's)
     np.savez(partial / EXAMPLE_FILE, **example)
     for file, value in {**exportable.beside, "export.json": {
@@ -142,16 +141,59 @@ def converted(export, format):
                                 "Another --format may take it.") from error
 
 
-def ran(answer, arrays, format):
-    """`answer(arrays)`; a runtime that cannot run the artifact is one line."""
+def ran(run, format):
+    """`run()` (loading or running the artifact); a runtime that cannot is one line."""
     try:
-        return answer(arrays)
+        return run()
     except Exception as error:  # noqa: BLE001  any runtime's own error type (onnxruntime's Fail)
         first = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
         raise ExportFailedError(f"The {format} runtime cannot run this model ({first}): the "
                                 "format lacks an operation it needs (a recurrent layer's "
                                 "loop, in LiteRT), or the converter got it wrong; another "
                                 "--format may take it.") from None
+
+
+HALF_PRECISIONS = ("bfloat16", "float16", "mixed_bfloat16", "mixed_float16")
+
+
+def in_float32(model, example):
+    """`model`, called on `example`; or where a layer computes in a half precision (the
+    `cpu` translator's mixed_bfloat16), a copy of it built in float32 with its weights,
+    which every format's converter takes (tf2onnx has no bfloat16)."""
+    import keras
+
+    config = keras.saving.serialize_keras_object(model)
+    if not _names_half_precision(config):
+        model(example)  # (a model is exported once it was called)
+        return model
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy("float32")
+    try:
+        copy = keras.saving.deserialize_keras_object(_in_float32(config))
+        copy(example)
+    finally:
+        keras.config.set_dtype_policy(previous)
+    copy.set_weights(model.get_weights())
+    return copy
+
+
+def _names_half_precision(config):
+    if isinstance(config, dict):
+        return any(_is_half(value) if key == "dtype" else _names_half_precision(value)
+                   for key, value in config.items())
+    return isinstance(config, list) and any(_names_half_precision(item) for item in config)
+
+
+def _is_half(dtype):
+    name = dtype.get("config", {}).get("name") if isinstance(dtype, dict) else dtype
+    return name in HALF_PRECISIONS or _names_half_precision(dtype)
+
+
+def _in_float32(config):
+    if isinstance(config, dict):
+        return {key: "float32" if key == "dtype" and _is_half(value) else _in_float32(value)
+                for key, value in config.items()}
+    return [_in_float32(item) for item in config] if isinstance(config, list) else config
 
 
 def check_choice(flag, value, choices):
