@@ -44,13 +44,15 @@ class Exportable:
     a dict of them) to its answers; `example`, the arrays of an example input (as the
     model takes them); `beside`, files to write next to the artifact (name -> a JSON
     value); `copies`, files copied next to it (name -> the path of a file of the run);
-    `outputs`, what the answers are, in words."""
+    `outputs`, what the answers are, in words; `float_layers`, parts of the names of the
+    layers that int8 leaves in float32 (those it costs too much accuracy)."""
 
     model: object
     example: object
     beside: dict = field(default_factory=dict)
     outputs: str = "the model's outputs"
     copies: dict = field(default_factory=dict)
+    float_layers: tuple = ()
 
 
 def add_export_arguments(parser):
@@ -95,7 +97,9 @@ def export_run(exportable, run_id, format, quantize, folder):
 
         options["optimizations"] = [tf.lite.Optimize.DEFAULT]
     elif quantize != "none":  # Keras's int8 layers (their inputs quantized on the fly)
-        model.quantize(quantize)
+        kept = exportable.float_layers
+        model.quantize(quantize, filters=(lambda layer: not any(
+            part in layer.name for part in kept)) if kept else None)
     keras_format, artifact = FORMATS[format]
     started = time.perf_counter()
     converted(lambda: model.export(str(partial / artifact), format=keras_format,
