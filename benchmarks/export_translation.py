@@ -69,7 +69,7 @@ def measured(run, translator, sources, references, args):
             except export.ExportFailedError as error:
                 rows.append({"format": format, "quantize": quantize, "refused": str(error)})
                 continue
-            translate = exported.ExportedTranslator(written, translator, args.batch_size).translate
+            translate = exported.ExportedTranslator(written, translator).translate
             row, hypotheses = row_of(format, quantize, export.folder_size(
                 written / export.FORMATS[format][1]), translate, sources, references,
                 sources[0])
@@ -101,13 +101,13 @@ def main(argv=None):
 
     location = [spa_eng.SPA_ENG.flag, args.spa_eng_path] if args.spa_eng_path else []
     try:
-        run, translator = workflow.load_run_translator(args.run_id)
+        run, translator = workflow.load_run_translator(args.run_id, batch_size=args.batch_size)
     except runs.RunNotFoundError:
         if args.run_id:
             raise
         workflow.main(["train", "--preset", "cpu", "--max-train-minutes",
                        str(args.max_train_minutes), *location])
-        run, translator = workflow.load_run_translator()
+        run, translator = workflow.load_run_translator(batch_size=args.batch_size)
     config = runs.config_of(workflow.LESSON, run)
     _, sources, references = workflow.split_references(
         config, "test", args.spa_eng_path, args.work_dir, args.sentences,

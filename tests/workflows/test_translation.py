@@ -272,8 +272,7 @@ def test_a_translator_served_through_its_export_answers_as_its_greedy_decoding(
 
 def test_the_exports_greedy_loop_decodes_as_the_kits_cached_greedy_decoding():
     """`exported.greedy_ids`, run on the Keras network itself (any runtime answers the
-    same), in batches of 2 sources padded to their own length: the tokens of the kit's
-    cached greedy decoding, row by row."""
+    same) on padded sources: the tokens of the kit's cached greedy decoding, row by row."""
     from workflows.seq2seq import exported
 
     keras.utils.set_random_seed(7)
@@ -284,7 +283,7 @@ def test_the_exports_greedy_loop_decodes_as_the_kits_cached_greedy_decoding():
     settings = {"start_id": 2, "end_id": 3, "never_ids": [PAD_ID, 2], "max_output_length": 8}
     rows = exported.greedy_ids(
         lambda arrays: keras.ops.convert_to_numpy(model(arrays, training=False)),
-        ["source", "target"], settings, [row[row != PAD_ID] for row in source], batch_size=2)
+        ["source", "target"], settings, source)
     padded = [np.pad(row, (0, 8 - len(row))) for row in rows]
     assert (np.stack(padded) == cached).all()
 

@@ -189,8 +189,9 @@ def _names_half_precision(config):
 
 
 def _is_half(dtype):
+    """Whether a layer config's `dtype` (a policy's name or its serialized form) is half."""
     name = dtype.get("config", {}).get("name") if isinstance(dtype, dict) else dtype
-    return name in HALF_PRECISIONS or _names_half_precision(dtype)
+    return name in HALF_PRECISIONS
 
 
 def _in_float32(config):

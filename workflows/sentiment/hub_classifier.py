@@ -8,9 +8,9 @@ The preset's own preprocessor reads the texts (its tokenizer, its special tokens
 padded to `max_review_tokens`: one shape), ahead of training; the model trains on the
 token arrays, with Adam warmed up over 10% of the steps, then decayed to 0, as the
 kit's BERT path; `extend_vocabulary` first grows a WordPiece preset's vocabulary with
-the texts' words (`hub_vocabulary.py`). The classifier holds the task (without its preprocessor) as its
-network and the preprocessor in its `HubFeatures` (`preprocessors.py`), and scores raw
-texts in batches of one shape.
+the texts' words (`hub_vocabulary.py`). The classifier holds the task (without its
+preprocessor) as its network and the preprocessor in its `HubFeatures`
+(`preprocessors.py`), and scores raw texts in batches of one shape.
 Its tokenizers are TensorFlow layers: this path needs TensorFlow where it trains and
 where it serves.
 """

@@ -46,45 +46,38 @@ def exportable(run, folder):
         float_layers=("embedding",))  # int8 embeddings cost 4.4 BLEU (export_translation.json)
 
 
-def greedy_ids(answer, names, settings, sources, batch_size=64):
-    """Each source's target ids (`[start]` first), decoded greedily through `answer`
-    (`core.export.load_export`) as the docs' loop does, in batches of sources of similar
-    length padded with id 0: `[start]`, then each row's likeliest allowed token fed back,
-    the whole network once per token, until every row chose `[end]`."""
-    outputs = [None] * len(sources)
-    order = np.argsort([len(row) for row in sources], kind="stable")
-    for begin in range(0, len(order), batch_size):
-        rows = order[begin:begin + batch_size]
-        source = np.full((len(rows), max(len(sources[i]) for i in rows)), PAD_ID, "int32")
-        for line, i in enumerate(rows):
-            source[line, :len(sources[i])] = sources[i]
-        target = np.full((len(rows), 1), settings["start_id"], "int32")
-        done = np.zeros(len(rows), bool)
-        while target.shape[1] < settings["max_output_length"] and not done.all():
-            logits = np.array(answer(named_arrays({"source": source, "target": target},
-                                                  names)))[:, -1]
-            logits[:, settings["never_ids"]] = -np.inf
-            chosen = np.where(done, PAD_ID, logits.argmax(axis=1)).astype("int32")
-            done |= chosen == settings["end_id"]
-            target = np.concatenate([target, chosen[:, None]], axis=1)
-        for line, i in enumerate(rows):
-            outputs[i] = target[line]
-    return outputs
+def greedy_ids(answer, names, settings, source):
+    """Each row's target ids (`[start]` first) for a batch of padded `source` ids, decoded
+    greedily through `answer` (`core.export.load_export`) as the docs' loop does:
+    `[start]`, then each row's likeliest allowed token fed back, the whole network once
+    per token, until every row chose `[end]` (then padding)."""
+    target = np.full((len(source), 1), settings["start_id"], "int32")
+    done = np.zeros(len(source), bool)
+    while target.shape[1] < settings["max_output_length"] and not done.all():
+        logits = np.array(answer(named_arrays({"source": np.asarray(source, "int32"),
+                                               "target": target}, names)))[:, -1]
+        logits[:, settings["never_ids"]] = -np.inf
+        chosen = np.where(done, PAD_ID, logits.argmax(axis=1)).astype("int32")
+        done |= chosen == settings["end_id"]
+        target = np.concatenate([target, chosen[:, None]], axis=1)
+    return list(target)
 
 
 class ExportedTranslator:
     """`translator` (a `Translator`) answering through its export in `folder`: the same
-    sentences in, greedy translations out, decoded by the format's own runtime."""
+    sentences in, greedy translations out, decoded by the format's own runtime in the
+    translator's batches (`Translator.in_batches`)."""
 
-    def __init__(self, folder, translator, batch_size=64):
+    def __init__(self, folder, translator):
         self.answer, self.names = load_export(folder)
         self.settings = json.loads((Path(folder) / "generation.json").read_text("utf-8"))
-        self.translator, self.batch_size = translator, batch_size
+        self.translator = translator
 
     def translate(self, texts):
         outputs, todo, source = self.translator.read_sources(texts)
-        source = [non_empty(row) for row in truncate(source, self.settings["max_source_length"])]
-        decoded = greedy_ids(self.answer, self.names, self.settings, source, self.batch_size)
-        for i, text in zip(todo, self.translator.tokenizer.detokenize(decoded), strict=True):
+        tokenizer = self.translator.tokenizer
+        decoded = self.translator.in_batches(source, lambda ids: tokenizer.detokenize(
+            greedy_ids(self.answer, self.names, self.settings, ids)))
+        for i, text in zip(todo, decoded, strict=True):
             outputs[i] = text
         return outputs

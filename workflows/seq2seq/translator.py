@@ -144,7 +144,7 @@ class Translator:
         alpha = self.length_penalty if length_penalty is None else length_penalty
         if alpha and width > 1:
             return [row[0][0] for row in self.n_best_ids(source, 1, width, alpha)]
-        return self._in_batches(
+        return self.in_batches(
             source, lambda ids: self.tokenizer.detokenize(self.generate(ids, width)))
 
     def n_best_ids(self, source, n, beam_width=None, length_penalty=None):
@@ -162,9 +162,9 @@ class Translator:
                 rows.append(list(distinct.items())[:n])
             return rows
 
-        return self._in_batches(source, decode)
+        return self.in_batches(source, decode)
 
-    def _in_batches(self, source, decode):
+    def in_batches(self, source, decode):
         """`decode(padded ids)` over batches of sentences of similar length, in order,
         each in one of the few fixed shapes of `decoding_shape`."""
         source = truncate(source, self.max_source_length)
